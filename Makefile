@@ -1,0 +1,40 @@
+# graphpipe — the two commands in the README (`make demo`, `make test`) do all their own set-up.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(VENV)/bin/pip
+TORCH_CPU ?= torch==2.13.0
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
+DEMO_DIR ?= demo-data
+
+.PHONY: venv demo test lint bench peers clean
+
+# The CPU torch wheel goes in first: a bare `torch` requirement in a fresh
+# environment would pull a multi-GB CUDA build.
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q "$(TORCH_CPU)" || $(PIP) install -q "$(TORCH_CPU)" --index-url $(TORCH_INDEX)
+	$(PIP) install -q -e ".[dev]"
+	touch $@
+
+venv: $(VENV)/.installed
+
+demo: venv
+	$(PY) -m graphpipe.demo --dir $(DEMO_DIR)
+
+test: venv
+	$(PY) -m pytest -q tests
+
+lint: venv
+	$(VENV)/bin/ruff check graphpipe cli tests benchmarks
+
+# Peer environments for benchmarks only (see benchmarks/README.md).
+peers: venv
+	$(PIP) install -q --no-deps ../shared/peers/torch_scatter-2.1.2-*.whl ../shared/peers/torch_sparse-0.6.18-*.whl
+	test -x .venv-dgl/bin/python || $(PYTHON) -m venv .venv-dgl
+	.venv-dgl/bin/pip install -q torch==2.2.1 "numpy<2" "pandas<2.3" "scipy<1.14"
+	.venv-dgl/bin/pip install -q dgl==2.1.0 torchdata==0.7.1 "setuptools<70" pydantic pyyaml psutil requests tqdm networkx
+
+clean:
+	rm -rf $(DEMO_DIR) .pytest_cache

@@ -1,0 +1,1 @@
+"""The `graphpipe` command line (installed as ``graphpipe.cli``)."""

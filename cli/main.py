@@ -1,0 +1,50 @@
+"""Entry point of the `graphpipe` command: a click group whose subcommands live one per module.
+
+Each subcommand module (``graphpipe.cli.<name>``) defines a click command named
+``command``; they are imported lazily so `graphpipe --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+# subcommand name -> module under graphpipe.cli
+SUBCOMMANDS = {
+    "generate": "generate",
+    "ingest": "ingest",
+    "info": "info",
+    "validate": "validate",
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(SUBCOMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        module = SUBCOMMANDS.get(name)
+        if module is None:
+            return None
+        return importlib.import_module(f"graphpipe.cli.{module}").command
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="graphpipe")
+def cli() -> None:
+    """graphpipe: graph datasets as a columnar store, and fast loaders for training."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; returns the exit code (errors print one line and exit non-zero)."""
+    try:
+        cli.main(args=argv, prog_name="graphpipe", standalone_mode=True)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

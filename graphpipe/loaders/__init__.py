@@ -1,0 +1,1 @@
+"""Loaders that turn a store into training batches."""

@@ -1,0 +1,1 @@
+"""The sampling / ID-map service (Arrow Flight)."""

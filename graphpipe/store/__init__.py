@@ -1,0 +1,20 @@
+"""The on-disk store: a directory with ``manifest.json``, Zarr v3 arrays and Parquet tables.
+
+See ``docs/store-format.md`` for the layout.
+"""
+
+from graphpipe.store.errors import ManifestVersionError, StoreError
+from graphpipe.store.manifest import FORMAT_VERSION
+from graphpipe.store.reader import GraphStore
+from graphpipe.store.tables import IdMap
+from graphpipe.store.writer import StoreEditor, StoreWriter
+
+__all__ = [
+    "FORMAT_VERSION",
+    "GraphStore",
+    "IdMap",
+    "ManifestVersionError",
+    "StoreEditor",
+    "StoreError",
+    "StoreWriter",
+]

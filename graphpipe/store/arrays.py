@@ -1,0 +1,235 @@
+"""Zarr v3 arrays of a store: creation, zero-copy views, checksums.
+
+Uncompressed arrays are stored with zarr's plain ``bytes`` codec (little
+endian), so each chunk file is the raw C-order bytes of that chunk. A reader
+memory-maps those files instead of going through zarr: one-dimensional arrays
+(topology, labels, permutations) are a single chunk, hence one zero-copy view;
+feature matrices are chunked by rows and exposed as one view per chunk.
+Compressed arrays (``compression="zstd"``) are read through zarr.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import xxhash
+import zarr
+
+from graphpipe.store.errors import StoreError
+
+CHUNK_TARGET_BYTES = 64 << 20
+"""Target size of one feature chunk (bytes); rows per chunk follow from the row width."""
+COMPRESSED_1D_CHUNK = 1 << 22
+"""Elements per chunk of a compressed one-dimensional array."""
+_HASH_BLOCK = 16 << 20
+
+
+def default_chunk_rows(row_bytes: int, target_bytes: int = CHUNK_TARGET_BYTES) -> int:
+    """Rows per chunk so that one chunk holds about ``target_bytes``."""
+    return max(1, target_bytes // max(1, row_bytes))
+
+
+def _compressors(compression: str | None) -> Any:
+    if compression is None or compression == "none":
+        return None
+    if compression == "zstd":
+        return zarr.codecs.ZstdCodec(level=3)
+    raise StoreError(f"compression {compression!r} is not supported (use None or 'zstd')")
+
+
+def create_array(
+    root: str | os.PathLike,
+    key: str,
+    shape: tuple[int, ...],
+    dtype: np.dtype | str,
+    *,
+    chunk_rows: int | None = None,
+    compression: str | None = None,
+) -> zarr.Array:
+    """Create the zarr array ``key`` under ``root`` and return it for writing.
+
+    Uncompressed one-dimensional arrays get one chunk (so they memory-map as one
+    view); two-dimensional arrays are chunked by rows (``chunk_rows``, default
+    about 64 MiB per chunk). Empty chunks are always written, so every chunk file
+    exists and can be memory-mapped.
+    """
+    dtype = np.dtype(dtype)
+    shape = tuple(int(s) for s in shape)
+    row_bytes = dtype.itemsize * int(np.prod(shape[1:], dtype=np.int64)) if len(shape) > 1 else dtype.itemsize
+    if chunk_rows is None:
+        if len(shape) == 1:
+            chunk_rows = shape[0] if compression is None else COMPRESSED_1D_CHUNK
+        else:
+            chunk_rows = default_chunk_rows(row_bytes)
+    chunk_rows = max(1, min(int(chunk_rows), max(1, shape[0])))
+    chunks = (chunk_rows,) + tuple(max(1, s) for s in shape[1:])
+    group = zarr.open_group(str(root), mode="a")
+    return group.create_array(
+        key,
+        shape=shape,
+        dtype=dtype,
+        chunks=chunks,
+        compressors=_compressors(compression),
+        fill_value=0,
+        config={"write_empty_chunks": True},
+        overwrite=True,
+    )
+
+
+def create_raw_array(
+    root: str | os.PathLike, key: str, shape: tuple[int, ...], dtype: np.dtype | str
+) -> np.memmap | np.ndarray:
+    """Create an uncompressed single-chunk array and return a writable memory map of its chunk.
+
+    Used by out-of-core builders that scatter into an array larger than memory:
+    the memory map *is* the zarr chunk file, so no copy is made at commit.
+    """
+    dtype = np.dtype(dtype)
+    shape = tuple(int(s) for s in shape)
+    if sys.byteorder != "little":  # pragma: no cover - every supported platform is little endian
+        raise StoreError("raw arrays need a little-endian machine")
+    create_array(root, key, shape, dtype, chunk_rows=max(1, shape[0]))
+    if math.prod(shape) == 0:
+        return np.zeros(shape, dtype=dtype)
+    path = chunk_paths(root, key, shape, (max(1, shape[0]),) + shape[1:])[0]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return np.memmap(path, dtype=dtype, mode="w+", shape=shape)
+
+
+def chunk_grid(shape: tuple[int, ...], chunks: tuple[int, ...]) -> list[tuple[int, ...]]:
+    """Chunk coordinates of an array in C order."""
+    counts = [math.ceil(s / c) if s else 0 for s, c in zip(shape, chunks)]
+    return [tuple(idx) for idx in np.ndindex(*counts)] if all(counts) else []
+
+
+def chunk_paths(
+    root: str | os.PathLike, key: str, shape: tuple[int, ...], chunks: tuple[int, ...]
+) -> list[Path]:
+    """Paths of the chunk files of array ``key`` (zarr v3 default key encoding), C order."""
+    base = Path(root) / key / "c"
+    return [base.joinpath(*map(str, coords)) for coords in chunk_grid(shape, chunks)]
+
+
+def array_metadata(root: str | os.PathLike, key: str) -> dict[str, Any]:
+    """The zarr v3 metadata (``zarr.json``) of array ``key``."""
+    path = Path(root) / key / "zarr.json"
+    try:
+        meta = json.loads(path.read_text())
+    except FileNotFoundError as exc:
+        raise StoreError(f"{path}: missing (array {key!r} is listed but not present)") from exc
+    if meta.get("node_type") != "array":
+        raise StoreError(f"{path}: not a zarr array")
+    return meta
+
+
+def _is_plain_bytes(meta: dict[str, Any]) -> bool:
+    codecs = meta.get("codecs", [])
+    return (
+        len(codecs) == 1
+        and codecs[0].get("name") == "bytes"
+        and codecs[0].get("configuration", {}).get("endian", "little") == "little"
+        and sys.byteorder == "little"
+        and meta.get("chunk_key_encoding", {}).get("name") == "default"
+        and meta.get("chunk_key_encoding", {}).get("configuration", {}).get("separator", "/") == "/"
+    )
+
+
+def _shape_chunks(meta: dict[str, Any]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    shape = tuple(meta["shape"])
+    chunks = tuple(meta["chunk_grid"]["configuration"]["chunk_shape"])
+    return shape, chunks
+
+
+def open_chunk_views(root: str | os.PathLike, key: str) -> tuple[list[np.ndarray], int] | None:
+    """Read-only memory maps of each chunk of an uncompressed array, cut to the array's extent.
+
+    Returns ``(views, chunk_rows)`` where ``views[i]`` holds rows
+    ``[i*chunk_rows, min((i+1)*chunk_rows, n))``, or ``None`` when the array is
+    compressed (then read it with :func:`read_array`).
+    """
+    meta = array_metadata(root, key)
+    if not _is_plain_bytes(meta):
+        return None
+    shape, chunks = _shape_chunks(meta)
+    dtype = np.dtype(meta["data_type"])
+    if len(shape) > 1 and tuple(chunks[1:]) != tuple(shape[1:]):
+        return None  # chunked along columns too: not a row-chunk layout
+    views = []
+    paths = chunk_paths(root, key, shape, chunks)
+    for i, path in enumerate(paths):
+        if not path.is_file():
+            raise StoreError(f"{path}: chunk file missing for array {key!r}")
+        expected = math.prod(chunks) * dtype.itemsize
+        if path.stat().st_size != expected:
+            raise StoreError(
+                f"{path}: chunk of array {key!r} has {path.stat().st_size} bytes, expected {expected}"
+            )
+        mm = np.memmap(path, dtype=dtype, mode="r", shape=chunks)
+        rows = min(chunks[0], shape[0] - i * chunks[0])
+        views.append(mm[:rows].view(np.ndarray))
+    return views, int(chunks[0])
+
+
+def read_array(root: str | os.PathLike, key: str) -> np.ndarray:
+    """The whole array ``key``: a zero-copy memory map when it is one uncompressed chunk,
+    otherwise a NumPy array read through zarr (concatenating chunk views when uncompressed)."""
+    meta = array_metadata(root, key)
+    shape, _chunks = _shape_chunks(meta)
+    dtype = np.dtype(meta["data_type"])
+    if math.prod(shape) == 0:
+        return np.zeros(shape, dtype=dtype)
+    opened = open_chunk_views(root, key)
+    if opened is not None:
+        views, _ = opened
+        if len(views) == 1:
+            return views[0]
+        return np.concatenate(views, axis=0)
+    return zarr.open_array(str(Path(root) / key), mode="r")[...]
+
+
+def checksum_array(root: str | os.PathLike, key: str) -> str:
+    """``xxh3_128:<hex>`` over the bytes of every chunk file of ``key`` in chunk order."""
+    meta = array_metadata(root, key)
+    shape, chunks = _shape_chunks(meta)
+    hasher = xxhash.xxh3_128()
+    for path in chunk_paths(root, key, shape, chunks):
+        if not path.is_file():
+            raise StoreError(f"{path}: chunk file missing for array {key!r}")
+        _hash_file_into(path, hasher)
+    return "xxh3_128:" + hasher.hexdigest()
+
+
+def checksum_file(path: str | os.PathLike) -> str:
+    """``xxh3_128:<hex>`` over a whole file."""
+    hasher = xxhash.xxh3_128()
+    _hash_file_into(Path(path), hasher)
+    return "xxh3_128:" + hasher.hexdigest()
+
+
+def _hash_file_into(path: Path, hasher: Any) -> None:
+    with open(path, "rb", buffering=0) as fh:
+        while True:
+            block = fh.read(_HASH_BLOCK)
+            if not block:
+                break
+            hasher.update(block)
+
+
+def describe_array(root: str | os.PathLike, key: str) -> dict[str, Any]:
+    """The manifest entry of array ``key``: shape, dtype, chunks, compression and checksum."""
+    meta = array_metadata(root, key)
+    shape, chunks = _shape_chunks(meta)
+    compression = None if _is_plain_bytes(meta) else "zstd"
+    return {
+        "shape": list(shape),
+        "dtype": str(np.dtype(meta["data_type"])),
+        "chunks": list(chunks),
+        "compression": compression,
+        "checksum": checksum_array(root, key),
+    }

@@ -1,0 +1,233 @@
+"""Reading a store: :class:`GraphStore`."""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from graphpipe.store import arrays as _arrays
+from graphpipe.store import tables as _tables
+from graphpipe.store.errors import StoreError
+from graphpipe.store.manifest import read_manifest
+
+_GATHER_THREADS = max(1, min(8, os.cpu_count() or 1))
+_PARALLEL_MIN_ROWS = 4096
+
+
+class GraphStore:
+    """Read access to a graphpipe store directory.
+
+    Topology is CSC by destination: the in-neighbours of node ``v`` are
+    ``indices[indptr[v]:indptr[v+1]]`` (dense node IDs), and ``edge_id`` gives
+    each CSC slot's position in the original edge list. Arrays are zero-copy
+    read-only memory maps when stored uncompressed, in-memory arrays otherwise.
+
+    Open with :meth:`open`; create with :class:`graphpipe.store.StoreWriter`
+    (or ``graphpipe ingest``).
+    """
+
+    def __init__(self, path: str | os.PathLike, manifest: dict[str, Any]):
+        self.path = Path(path)
+        self.manifest = manifest
+        self._cache: dict[str, np.ndarray] = {}
+
+    @classmethod
+    def open(cls, path: str | os.PathLike) -> "GraphStore":
+        """Open the store at ``path``; refuses unknown manifest versions."""
+        return cls(path, read_manifest(path))
+
+    # -- basic facts ---------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.manifest["name"]
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self.manifest["num_nodes"])
+
+    @property
+    def num_edges(self) -> int:
+        return int(self.manifest["num_edges"])
+
+    def has_array(self, key: str) -> bool:
+        return key in self.manifest["arrays"]
+
+    def array(self, key: str) -> np.ndarray:
+        """The array ``key`` (e.g. ``"csc/indptr"``) as a NumPy array (zero-copy when uncompressed)."""
+        if key not in self.manifest["arrays"]:
+            raise StoreError(f"{self.path}: no array {key!r} in this store")
+        if key not in self._cache:
+            self._cache[key] = _arrays.read_array(self.path, key)
+        return self._cache[key]
+
+    # -- topology ------------------------------------------------------------------------------
+    @property
+    def indptr(self) -> np.ndarray:
+        """CSC offsets, int64, shape ``(num_nodes + 1,)``."""
+        return self.array("csc/indptr")
+
+    @property
+    def indices(self) -> np.ndarray:
+        """CSC source node of every in-edge, int32 (int64 when N >= 2**31), shape ``(num_edges,)``."""
+        return self.array("csc/indices")
+
+    @property
+    def edge_id(self) -> np.ndarray:
+        """Original edge-list position of every CSC slot, int64, shape ``(num_edges,)``."""
+        return self.array("csc/edge_id")
+
+    @property
+    def in_degrees(self) -> np.ndarray:
+        """In-degree of every node, int64, shape ``(num_nodes,)``."""
+        return np.diff(self.indptr)
+
+    @property
+    def has_csr(self) -> bool:
+        return self.has_array("csr/indptr")
+
+    @property
+    def csr_indptr(self) -> np.ndarray:
+        return self.array("csr/indptr")
+
+    @property
+    def csr_indices(self) -> np.ndarray:
+        return self.array("csr/indices")
+
+    # -- features and labels -------------------------------------------------------------------
+    @property
+    def has_features(self) -> bool:
+        return self.has_array("node/feat")
+
+    @property
+    def feature_dim(self) -> int:
+        meta = self.manifest.get("node_features")
+        if not meta:
+            raise StoreError(f"{self.path}: store has no node features")
+        return int(meta["dim"])
+
+    @cached_property
+    def _feature_chunks(self) -> tuple[list[np.ndarray], int] | None:
+        return _arrays.open_chunk_views(self.path, "node/feat")
+
+    def feature_chunks(self) -> tuple[list[np.ndarray], int]:
+        """Feature rows as ``(views, chunk_rows)``: ``views[i]`` holds rows
+        ``i*chunk_rows ...`` (zero-copy memory maps when uncompressed; one in-memory
+        array when compressed)."""
+        if not self.has_features:
+            raise StoreError(f"{self.path}: store has no node features ('node/feat')")
+        chunks = self._feature_chunks
+        if chunks is None:
+            full = self.array("node/feat")
+            return [full], max(1, full.shape[0])
+        return chunks
+
+    @property
+    def feat(self) -> np.ndarray:
+        """All node features, shape ``(num_nodes, dim)``; zero-copy when stored in one
+        uncompressed chunk, otherwise materialised in memory (prefer :meth:`features`)."""
+        views, _ = self.feature_chunks()
+        return views[0] if len(views) == 1 else np.concatenate(views, axis=0)
+
+    def features(self, ids: np.ndarray | None = None, *, out: np.ndarray | None = None) -> np.ndarray:
+        """Feature rows of dense node IDs ``ids`` (any order, repeats allowed) as a
+        contiguous ``(len(ids), dim)`` array; all rows when ``ids`` is None.
+
+        Rows are gathered in parallel threads (NumPy's ``take`` releases the GIL).
+        """
+        views, chunk_rows = self.feature_chunks()
+        if ids is None:
+            return np.ascontiguousarray(self.feat)
+        ids = np.asarray(ids)
+        if ids.dtype.kind not in "iu":
+            raise StoreError(f"feature ids must be integers, got dtype {ids.dtype}")
+        ids = ids.astype(np.int64, copy=False).ravel()
+        if ids.size and (ids.min() < 0 or ids.max() >= self.num_nodes):
+            raise IndexError(f"node id out of range [0, {self.num_nodes}) in features()")
+        dim = views[0].shape[1] if views[0].ndim > 1 else 1
+        if out is None:
+            out = np.empty((len(ids),) + views[0].shape[1:], dtype=views[0].dtype)
+        if len(views) == 1:
+            _parallel_take(views[0], ids, out)
+        else:
+            chunk_of = ids // chunk_rows
+            for c in np.unique(chunk_of):
+                pos = np.flatnonzero(chunk_of == c)
+                out[pos] = views[int(c)][ids[pos] - int(c) * chunk_rows]
+        del dim
+        return out
+
+    @property
+    def has_labels(self) -> bool:
+        return self.has_array("node/label")
+
+    @property
+    def labels(self) -> np.ndarray:
+        """Node labels, shape ``(num_nodes,)`` or ``(num_nodes, tasks)``."""
+        if not self.has_labels:
+            raise StoreError(f"{self.path}: store has no labels ('node/label')")
+        return self.array("node/label")
+
+    @property
+    def edge_features(self) -> np.ndarray:
+        """Edge features in original edge order, shape ``(num_edges, dim)``."""
+        return self.array("edge/feat")
+
+    # -- tables --------------------------------------------------------------------------------
+    @property
+    def split_names(self) -> list[str]:
+        return list(self.manifest.get("splits", {}))
+
+    @cached_property
+    def _splits_table(self) -> pa.Table:
+        return _tables.read_table(self.path, _tables.SPLITS_TABLE)
+
+    def split(self, name: str) -> np.ndarray:
+        """Sorted dense node IDs (int64) of split ``name`` (``"train"``, ``"valid"``, ``"test"``)."""
+        if name not in self.manifest.get("splits", {}):
+            raise KeyError(f"unknown split {name!r}; this store has {self.split_names}")
+        return _tables.split_ids(self._splits_table, name)
+
+    @cached_property
+    def id_map(self) -> _tables.IdMap:
+        """External ↔ dense ID translation (identity when the store has no ID map)."""
+        if not self.manifest.get("id_map"):
+            return _tables.IdMap(None, self.num_nodes)
+        table = _tables.read_table(self.path, _tables.ID_MAP_TABLE)
+        return _tables.IdMap(table.column("external_id").combine_chunks(), self.num_nodes)
+
+    def table(self, key: str) -> pa.Table:
+        """Any table of the store by key, e.g. ``"tables/nodes.parquet"``."""
+        if key not in self.manifest["tables"]:
+            raise StoreError(f"{self.path}: no table {key!r} in this store")
+        return _tables.read_table(self.path, key)
+
+    def edit(self) -> "Any":
+        """A :class:`StoreEditor` to add derived arrays/tables to this store."""
+        from graphpipe.store.writer import StoreEditor
+
+        return StoreEditor(self.path)
+
+    def __repr__(self) -> str:
+        return f"GraphStore({str(self.path)!r}, nodes={self.num_nodes}, edges={self.num_edges})"
+
+
+def _parallel_take(source: np.ndarray, ids: np.ndarray, out: np.ndarray) -> None:
+    """``out[:] = source[ids]`` in a few threads."""
+    n = len(ids)
+    if n < _PARALLEL_MIN_ROWS or _GATHER_THREADS == 1:
+        np.take(source, ids, axis=0, out=out)
+        return
+    bounds = np.linspace(0, n, _GATHER_THREADS + 1).astype(np.int64)
+
+    def work(i: int) -> None:
+        lo, hi = bounds[i], bounds[i + 1]
+        np.take(source, ids[lo:hi], axis=0, out=out[lo:hi])
+
+    with ThreadPoolExecutor(_GATHER_THREADS) as pool:
+        list(pool.map(work, range(_GATHER_THREADS)))

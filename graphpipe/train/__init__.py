@@ -1,0 +1,1 @@
+"""Models, layers, Trainer and `graphpipe train`."""
