@@ -1,0 +1,82 @@
+"""What every reader produces: a :class:`DatasetSource` the ingest pipeline turns into a store.
+
+A reader (OGB raw folder, edge-list files, npz, ...) validates what it can up
+front (files present, counts) and then *streams*: edges as :class:`EdgeChunk`
+runs in edge-list order, features as row blocks in node order, so the pipeline
+can stay within a memory limit. Every error is an :class:`IngestError` whose
+message names the file and the line, row or field.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from graphpipe.ingest.chunks import EdgeChunk
+
+
+@dataclass
+class RowBlock:
+    """A run of consecutive rows of a per-node (or per-edge) matrix.
+
+    Attributes:
+        first_row: dense ID of the first row (node ID, or edge-list position for edge features).
+        values: ``(rows, dim)`` array (float32/float64/int64 as parsed).
+        source: file the rows came from (for error messages).
+        first_line: 1-based line/row number of ``values[0]`` in ``source``.
+    """
+
+    first_row: int
+    values: np.ndarray
+    source: str
+    first_line: int
+
+
+@dataclass
+class DatasetSource:
+    """A dataset ready to be streamed into a store.
+
+    Attributes:
+        name: dataset name (goes into the manifest).
+        source_format: e.g. ``"ogb-raw"``, ``"ogb-raw-npz"``, ``"ogb-processed"``, ``"edge-list"``, ``"npz"``.
+        source_path: where it was read from.
+        num_nodes: N; node IDs are dense ``0..N-1`` after any ID mapping.
+        num_input_edges: number of edges in the edge list if known up front, else None.
+        edge_chunks: callable returning a fresh iterator of :class:`EdgeChunk` (dense IDs, edge-list order).
+        node_features: callable returning an iterator of :class:`RowBlock` covering rows ``0..N-1``
+            in order, or None when the dataset has no node features.
+        feature_dim: width of the node features (None when absent).
+        edge_features: like ``node_features`` but over edge-list positions, or None.
+        edge_feature_dim: width of edge features.
+        labels: ``(N,)`` or ``(N, tasks)`` array, or None.
+        task_type: e.g. ``"multiclass classification"``, ``"binary classification"``, ``"regression"``.
+        num_classes: for classification tasks.
+        splits: ``{name: dense node IDs}`` (``train``/``valid``/``test``), possibly empty.
+        split_sources: ``{name: file}`` used in error messages about splits.
+        external_ids: external ID of every dense node (int64 or string Arrow array) when
+            the source had non-dense IDs, else None.
+        node_table: extra per-node columns (one row per dense ID), or None.
+        extra: anything else worth recording in the manifest's provenance.
+    """
+
+    name: str
+    source_format: str
+    source_path: str
+    num_nodes: int
+    edge_chunks: Callable[[], Iterator[EdgeChunk]]
+    num_input_edges: int | None = None
+    node_features: Callable[[], Iterator[RowBlock]] | None = None
+    feature_dim: int | None = None
+    edge_features: Callable[[], Iterator[RowBlock]] | None = None
+    edge_feature_dim: int | None = None
+    labels: np.ndarray | None = None
+    task_type: str | None = None
+    num_classes: int | None = None
+    splits: dict[str, np.ndarray] = field(default_factory=dict)
+    split_sources: dict[str, str] = field(default_factory=dict)
+    external_ids: pa.Array | None = None
+    node_table: pa.Table | None = None
+    extra: dict = field(default_factory=dict)
