@@ -7,12 +7,14 @@ Each subcommand module (``graphpipe.cli.<name>``) defines a click command named
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 
 import click
 
 # subcommand name -> module under graphpipe.cli
 SUBCOMMANDS = {
+    "centrality": "centrality",
     "generate": "generate",
     "ingest": "ingest",
     "info": "info",
@@ -22,7 +24,8 @@ SUBCOMMANDS = {
 
 class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(SUBCOMMANDS)
+        return sorted(name for name, module in SUBCOMMANDS.items()
+                      if importlib.util.find_spec(f"graphpipe.cli.{module}") is not None)
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         module = SUBCOMMANDS.get(name)

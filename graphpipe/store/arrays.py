@@ -233,3 +233,88 @@ def describe_array(root: str | os.PathLike, key: str) -> dict[str, Any]:
         "compression": compression,
         "checksum": checksum_array(root, key),
     }
+
+
+class RowWriter:
+    """Writes a row-chunked array sequentially, one block of rows at a time.
+
+    Uncompressed arrays are written straight into their chunk files with plain
+    sequential writes (no read-modify-write, nothing held in memory beyond the
+    block given); compressed ones buffer one chunk and hand it to zarr. Rows must
+    arrive in order; :meth:`close` checks that exactly ``shape[0]`` arrived and
+    pads the last chunk as zarr expects.
+    """
+
+    def __init__(self, root: str | os.PathLike, key: str, shape: tuple[int, ...], dtype: Any, *,
+                 chunk_rows: int | None = None, compression: str | None = None):
+        self.root, self.key = Path(root), key
+        self.shape, self.dtype = tuple(int(s) for s in shape), np.dtype(dtype)
+        self.array = create_array(root, key, self.shape, self.dtype, chunk_rows=chunk_rows,
+                                  compression=compression)
+        self.chunk_rows = int(self.array.chunks[0])
+        self.row_shape = self.shape[1:]
+        self.plain = _is_plain_bytes(array_metadata(root, key))
+        self.rows_written = 0
+        self._buffer = np.zeros((self.chunk_rows,) + self.row_shape, dtype=self.dtype)
+        self._buffered = 0
+        self._chunk_start = 0
+        self._file = None
+
+    def write(self, rows: np.ndarray) -> None:
+        """Append ``rows`` (``(k,) + shape[1:]``), cast to the array's dtype."""
+        rows = np.asarray(rows)
+        if rows.shape[1:] != self.row_shape:
+            raise StoreError(f"{self.key}: rows of shape {rows.shape[1:]}, expected {self.row_shape}")
+        if self.rows_written + rows.shape[0] > self.shape[0]:
+            raise StoreError(f"{self.key}: more than {self.shape[0]} rows written")
+        pos = 0
+        while pos < rows.shape[0]:
+            take = min(rows.shape[0] - pos, self.chunk_rows - self._buffered)
+            part = rows[pos:pos + take]
+            if self.plain:
+                self._write_plain(part)
+            else:
+                self._buffer[self._buffered:self._buffered + take] = part
+                self._buffered += take
+                if self._buffered == self.chunk_rows:
+                    self._flush_compressed()
+            pos += take
+            self.rows_written += take
+
+    def _write_plain(self, part: np.ndarray) -> None:
+        if self._file is None:
+            chunk = self.rows_written // self.chunk_rows
+            path = self.root / self.key / "c" / str(chunk)
+            for _ in self.row_shape:
+                path = path / "0"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = open(path, "wb")
+        np.ascontiguousarray(part, dtype=self.dtype).tofile(self._file)
+        self._buffered += part.shape[0]
+        if self._buffered == self.chunk_rows:
+            self._file.close()
+            self._file, self._buffered = None, 0
+
+    def _flush_compressed(self) -> None:
+        start = self._chunk_start
+        stop = min(start + self.chunk_rows, self.shape[0])
+        self.array[start:stop] = self._buffer[: stop - start]
+        self._chunk_start += self.chunk_rows
+        self._buffered = 0
+
+    def close(self) -> None:
+        """Finish the last chunk; raises :class:`StoreError` if rows are missing."""
+        if self.rows_written != self.shape[0]:
+            raise StoreError(f"{self.key}: {self.rows_written} rows written, expected {self.shape[0]}")
+        if self.plain and self._file is not None:
+            pad = self.chunk_rows - self._buffered
+            np.zeros((pad,) + self.row_shape, dtype=self.dtype).tofile(self._file)
+            self._file.close()
+            self._file, self._buffered = None, 0
+        elif not self.plain and self._buffered:
+            self._flush_compressed()
+
+    def abort(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None

@@ -1,0 +1,58 @@
+"""`graphpipe info STORE`: counts, degree summary, sizes, splits, provenance (table or --json)."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from graphpipe.cli._common import friendly_errors, human_bytes
+
+
+@click.command("info")
+@click.argument("store", type=click.Path(path_type=str))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@friendly_errors
+def command(store: str, as_json: bool) -> None:
+    """Describe STORE."""
+    from graphpipe.store import GraphStore
+    from graphpipe.store.summary import summarize
+
+    info = summarize(GraphStore.open(store))
+    if as_json:
+        click.echo(json.dumps(info, indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"graphpipe store {info['name']}", show_header=False, title_justify="left")
+    table.add_column(style="bold")
+    table.add_column()
+    deg = info["in_degree"]
+    rows = [
+        ("path", info["path"]),
+        ("nodes", f"{info['num_nodes']:,}"),
+        ("edges", f"{info['num_edges']:,}"),
+        ("in-degree", f"min {deg['min']}  median {deg['median']:g}  mean {deg['mean']:.2f}  max {deg['max']}"),
+        ("degree quantiles", "  ".join(f"{k} {v:g}" for k, v in deg["quantiles"].items())),
+        ("topology", ", ".join(f"{k}={v}" for k, v in info["graph"].items())),
+        ("node features", _describe(info["node_features"])),
+        ("edge features", _describe(info["edge_features"])),
+        ("labels", _describe(info["labels"])),
+        ("splits", ", ".join(f"{k} {v:,}" for k, v in info["splits"].items()) or "none"),
+        ("id map", _describe(info["id_map"])),
+        ("size on disk", human_bytes(info["total_bytes"])),
+    ]
+    rows += [(f"  {key}", human_bytes(size)) for key, size in info["sizes_bytes"].items()]
+    rows += [("provenance", ", ".join(f"{k}={v}" for k, v in info["provenance"].items()))]
+    if info["derived"]:
+        rows += [("derived", ", ".join(info["derived"]))]
+    for key, value in rows:
+        table.add_row(key, str(value))
+    Console().print(table)
+
+
+def _describe(meta: dict | None) -> str:
+    if not meta:
+        return "none"
+    return ", ".join(f"{k}={v}" for k, v in meta.items())

@@ -1,0 +1,77 @@
+"""`graphpipe ingest SOURCE DEST`: turn a dataset into a store."""
+
+from __future__ import annotations
+
+import time
+
+import click
+
+from graphpipe.cli._common import friendly_errors, human_bytes
+
+
+@click.command("ingest")
+@click.argument("source", type=click.Path(path_type=str))
+@click.argument("dest", type=click.Path(path_type=str))
+@click.option("--overwrite", is_flag=True, help="Replace DEST if it exists (only once the new store is complete).")
+@click.option("--name", default=None, help="Dataset name recorded in the manifest.")
+@click.option("--add-reverse-edges", is_flag=True, help="Add d→s for every s→d (OGB's add_inverse_edge).")
+@click.option("--remove-self-loops", is_flag=True, help="Drop edges v→v.")
+@click.option("--dedup", "deduplicate", is_flag=True, help="Keep one copy of repeated edges.")
+@click.option("--no-sort", "no_sort", is_flag=True, help="Keep edge-list order within each row.")
+@click.option("--csr", "build_csr", is_flag=True, help="Also store the CSR (by source) topology.")
+@click.option("--feature-dtype", type=click.Choice(["float32", "float16"]), default="float32", show_default=True)
+@click.option("--compression", type=click.Choice(["none", "zstd"]), default="none", show_default=True,
+              help="Feature compression (none keeps features memory-mappable).")
+@click.option("--memory-limit", default=None, help="Bound on the working set, e.g. 2GB (out-of-core build).")
+@click.option("--allow-nonfinite", is_flag=True, help="Keep NaN/inf features instead of refusing them.")
+@click.option("--split", "split_name", default=None, help="OGB: which split/<name> to use.")
+@click.option("--src", default="src", show_default=True, help="Edge list: source column.")
+@click.option("--dst", default="dst", show_default=True, help="Edge list: destination column.")
+@click.option("--weight", default=None, help="Edge list: weight column (stored as an edge feature).")
+@click.option("--nodes", default=None, type=click.Path(), help="Edge list: node table (CSV/Parquet).")
+@click.option("--node-id", default="id", show_default=True, help="Node table: external ID column.")
+@click.option("--features", "feature_columns", default=None,
+              help="Node table: one list column, or comma-separated numeric columns.")
+@click.option("--label", default=None, help="Node table: label column.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bars.")
+@friendly_errors
+def command(source: str, dest: str, overwrite: bool, name: str | None, add_reverse_edges: bool,
+            remove_self_loops: bool, deduplicate: bool, no_sort: bool, build_csr: bool,
+            feature_dtype: str, compression: str, memory_limit: str | None, allow_nonfinite: bool,
+            split_name: str | None, src: str, dst: str, weight: str | None, nodes: str | None,
+            node_id: str, feature_columns: str | None, label: str | None, quiet: bool) -> None:
+    """Ingest SOURCE (an OGB folder, a .npz, or CSV/TSV/Parquet edge list) into the store DEST."""
+    from pathlib import Path
+
+    from graphpipe.ingest.pipeline import IngestOptions, ingest, open_source
+    from graphpipe.progress import Progress
+
+    options = IngestOptions(
+        overwrite=overwrite, add_reverse_edges=add_reverse_edges, remove_self_loops=remove_self_loops,
+        deduplicate=deduplicate, sort_neighbors=not no_sort, build_csr=build_csr,
+        feature_dtype=feature_dtype, compression=None if compression == "none" else compression,
+        memory_limit=memory_limit, allow_nonfinite=allow_nonfinite, name=name,
+    )
+    if Path(source).is_dir():
+        reader_options = {"split": split_name}
+    elif source.endswith(".npz"):
+        reader_options = {}
+    else:
+        cols = None
+        if feature_columns:
+            cols = feature_columns.split(",") if "," in feature_columns else feature_columns
+        reader_options = {"src": src, "dst": dst, "weight": weight, "nodes": nodes, "node_id": node_id,
+                          "feature_columns": cols, "label": label}
+    started = time.perf_counter()
+    from graphpipe.store.atomic import check_destination
+
+    check_destination(dest, overwrite=overwrite)
+    dataset = open_source(source, **reader_options)
+    with Progress(None if not quiet else False) as bars:
+        store = ingest(dataset, dest, options, progress=bars.callback())
+    seconds = time.perf_counter() - started
+    from graphpipe.store.summary import summarize
+
+    info = summarize(store)
+    click.echo(f"ingested {store.name}: {store.num_nodes:,} nodes, {store.num_edges:,} edges, "
+               f"{human_bytes(info['total_bytes'])} in {seconds:.2f} s → {dest}")

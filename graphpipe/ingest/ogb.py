@@ -1,0 +1,341 @@
+"""Reader for OGB node-property datasets as OGB ships them (and as OGB processes them).
+
+Accepted layouts of ``folder``:
+
+- raw CSV: ``raw/edge.csv.gz`` (rows ``src,dst``), ``raw/num-node-list.csv.gz``,
+  ``raw/num-edge-list.csv.gz``, optional ``raw/node-feat.csv.gz``,
+  ``raw/edge-feat.csv.gz``, ``raw/node-label.csv.gz``;
+- raw binary: ``raw/data.npz`` (``edge_index``, ``num_nodes_list``,
+  ``num_edges_list``, ``node_feat``, ``edge_feat``) and ``raw/node-label.npz``;
+- processed: ``processed/data_processed`` written by ``NodePropPredDataset``;
+- splits: ``split/<name>/{train,valid,test}.csv.gz`` or ``split/<name>/split_dict.pt``.
+
+Everything large is streamed: the edge list as :class:`EdgeChunk` runs and the
+features as :class:`RowBlock` runs, parsed by :mod:`graphpipe.ingest.csvparse`
+while the next block is inflated in another thread.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from graphpipe.ingest.chunks import EdgeChunk
+from graphpipe.ingest.csvparse import (
+    NEEDS_SLOW_PATH,
+    ParseFailure,
+    count_columns,
+    parse_block,
+    parse_block_slow,
+)
+from graphpipe.ingest.errors import IngestError
+from graphpipe.ingest.source import DatasetSource, RowBlock
+from graphpipe.ingest.textio import iter_line_blocks
+
+SPLIT_NAMES = ("train", "valid", "test")
+
+
+def iter_csv_rows(path: Path, dtype: np.dtype | type, *, ncols: int | None = None,
+                  display: str | None = None) -> Iterator[tuple[int, np.ndarray]]:
+    """Yield ``(first_line, rows)`` for consecutive blocks of a headerless numeric CSV file.
+
+    ``first_line`` is the 1-based line number of ``rows[0]``; every row must have
+    ``ncols`` fields (default: as many as the first line).
+    """
+    display = display or str(path)
+    line = 1
+    for block in iter_line_blocks(path):
+        if ncols is None:
+            ncols = count_columns(block[: block.find(b"\n") + 1])
+        try:
+            rows = parse_block(block, ncols, dtype)
+        except ParseFailure as fail:
+            if fail.code == NEEDS_SLOW_PATH:
+                try:
+                    rows = parse_block_slow(block, ncols, dtype)
+                except Exception as exc:  # pyarrow names the row itself
+                    raise IngestError(f"{display}: near line {line + fail.row}: {exc}") from exc
+            else:
+                raise IngestError(f"{display}: line {line + fail.row}: {fail.describe(ncols)}") from None
+        yield line, rows
+        line += rows.shape[0]
+
+
+def read_csv_table(path: Path, dtype: np.dtype | type, *, display: str | None = None) -> np.ndarray:
+    """A whole (small) headerless numeric CSV file as a ``(rows, cols)`` array."""
+    parts = [rows for _line, rows in iter_csv_rows(path, dtype, display=display)]
+    if not parts:
+        return np.zeros((0, 1), dtype=dtype)
+    return np.concatenate(parts, axis=0)
+
+
+def _labels_from_float(values: np.ndarray) -> np.ndarray:
+    """OGB reads labels with pandas: integral columns stay integers, others are floats."""
+    if values.size and np.isfinite(values).all() and (values == np.round(values)).all():
+        values = values.astype(np.int64)
+    return values[:, 0] if values.ndim == 2 and values.shape[1] == 1 else values
+
+
+class OgbRawFolder:
+    """Paths and small metadata of an OGB node-property folder."""
+
+    def __init__(self, folder: str | os.PathLike):
+        self.folder = Path(folder)
+        if not self.folder.exists():
+            raise IngestError(f"{self.folder}: no such folder")
+        if not self.folder.is_dir():
+            raise IngestError(f"{self.folder}: not a folder (expected an OGB dataset folder with raw/)")
+        self.raw = self.folder / "raw"
+        if not self.raw.is_dir() and (self.folder / "edge.csv.gz").is_file():
+            self.raw = self.folder  # the raw folder itself was given
+        self.processed = self.folder / "processed" / "data_processed"
+
+    def rel(self, path: Path) -> str:
+        try:
+            return str(path.relative_to(self.folder.parent if self.raw == self.folder else self.folder))
+        except ValueError:
+            return str(path)
+
+    @property
+    def kind(self) -> str:
+        if (self.raw / "edge.csv.gz").is_file():
+            return "ogb-raw"
+        if (self.raw / "data.npz").is_file():
+            return "ogb-raw-npz"
+        if self.processed.is_file():
+            return "ogb-processed"
+        raise IngestError(
+            f"{self.folder}: not an OGB node-property folder: found none of raw/edge.csv.gz, "
+            f"raw/data.npz, processed/data_processed"
+        )
+
+    def split_dir(self, split: str | None) -> Path | None:
+        base = self.folder / "split"
+        if not base.is_dir():
+            return None
+        names = sorted(p.name for p in base.iterdir() if p.is_dir())
+        if split is None:
+            if not names:
+                return None
+            if len(names) > 1:
+                raise IngestError(f"{base}: several splits {names}; choose one with --split NAME")
+            split = names[0]
+        if split not in names:
+            raise IngestError(f"{base}: no split {split!r} (found {names})")
+        return base / split
+
+
+def _read_count_list(folder: OgbRawFolder, name: str) -> int:
+    path = folder.raw / name
+    if not path.is_file():
+        raise IngestError(f"{folder.rel(path)}: file not found")
+    values = read_csv_table(path, np.int64, display=folder.rel(path))
+    if values.shape[0] != 1:
+        raise IngestError(
+            f"{folder.rel(path)}: {values.shape[0]} graphs listed; only single-graph "
+            f"node-property datasets are supported"
+        )
+    count = int(values[0, 0])
+    if count < 0:
+        raise IngestError(f"{folder.rel(path)}: line 1: negative count {count}")
+    return count
+
+
+def _read_splits(folder: OgbRawFolder, split: str | None, num_nodes: int) -> tuple[dict, dict]:
+    split_dir = folder.split_dir(split)
+    if split_dir is None:
+        return {}, {}
+    dict_path = split_dir / "split_dict.pt"
+    if dict_path.is_file():
+        import torch
+
+        try:
+            loaded = torch.load(dict_path, weights_only=False)
+        except Exception as exc:
+            raise IngestError(f"{folder.rel(dict_path)}: cannot load ({exc})") from exc
+        return ({k: np.asarray(v, dtype=np.int64).ravel() for k, v in loaded.items()},
+                {k: folder.rel(dict_path) for k in loaded})
+    splits, sources = {}, {}
+    for name in SPLIT_NAMES:
+        path = split_dir / f"{name}.csv.gz"
+        if not path.is_file():
+            raise IngestError(f"{folder.rel(path)}: file not found")
+        ids = read_csv_table(path, np.int64, display=folder.rel(path))
+        if ids.shape[1] != 1:
+            raise IngestError(f"{folder.rel(path)}: expected 1 column, found {ids.shape[1]}")
+        splits[name], sources[name] = ids[:, 0], folder.rel(path)
+    return splits, sources
+
+
+def read_ogb(folder: str | os.PathLike, *, split: str | None = None, name: str | None = None) -> DatasetSource:
+    """Open an OGB node-property dataset folder as a :class:`DatasetSource`."""
+    ogb = OgbRawFolder(folder)
+    kind = ogb.kind
+    name = name or ogb.folder.name
+    if kind == "ogb-raw":
+        return _read_raw_csv(ogb, kind, split, name)
+    if kind == "ogb-raw-npz":
+        return _read_raw_npz(ogb, kind, split, name)
+    return _read_processed(ogb, kind, split, name)
+
+
+def _read_raw_csv(ogb: OgbRawFolder, kind: str, split: str | None, name: str) -> DatasetSource:
+    num_nodes = _read_count_list(ogb, "num-node-list.csv.gz")
+    num_edges = _read_count_list(ogb, "num-edge-list.csv.gz")
+    edge_path = ogb.raw / "edge.csv.gz"
+    edge_display = ogb.rel(edge_path)
+
+    def edge_chunks() -> Iterator[EdgeChunk]:
+        row = 0
+        for first_line, rows in iter_csv_rows(edge_path, np.int64, ncols=2, display=edge_display):
+            yield EdgeChunk(np.ascontiguousarray(rows[:, 0]), np.ascontiguousarray(rows[:, 1]),
+                            row, edge_display, first_line)
+            row += rows.shape[0]
+
+    def matrix_blocks(path: Path, dtype) -> "callable":
+        display = ogb.rel(path)
+
+        def blocks() -> Iterator[RowBlock]:
+            row = 0
+            for first_line, rows in iter_csv_rows(path, dtype, display=display):
+                yield RowBlock(row, rows, display, first_line)
+                row += rows.shape[0]
+
+        return blocks
+
+    feat_path, efeat_path = ogb.raw / "node-feat.csv.gz", ogb.raw / "edge-feat.csv.gz"
+    node_features = matrix_blocks(feat_path, np.float32) if feat_path.is_file() else None
+    edge_features = matrix_blocks(efeat_path, np.float32) if efeat_path.is_file() else None
+    feature_dim = _first_line_columns(feat_path) if node_features else None
+    edge_feature_dim = _first_line_columns(efeat_path) if edge_features else None
+
+    labels = None
+    label_path = ogb.raw / "node-label.csv.gz"
+    if label_path.is_file():
+        labels = _labels_from_float(read_csv_table(label_path, np.float64, display=ogb.rel(label_path)))
+        _check_label_rows(labels, num_nodes, ogb.rel(label_path))
+    splits, split_sources = _read_splits(ogb, split, num_nodes)
+    return DatasetSource(
+        name=name, source_format=kind, source_path=str(ogb.folder), num_nodes=num_nodes,
+        num_input_edges=num_edges, edge_chunks=edge_chunks,
+        node_features=node_features, feature_dim=feature_dim,
+        edge_features=edge_features, edge_feature_dim=edge_feature_dim,
+        labels=labels, task_type=_task_type(labels), num_classes=_num_classes(labels),
+        splits=splits, split_sources=split_sources,
+        extra={"edge_file": edge_display, "num_nodes_file": ogb.rel(ogb.raw / "num-node-list.csv.gz"),
+               "num_edges_file": ogb.rel(ogb.raw / "num-edge-list.csv.gz")},
+    )
+
+
+def _first_line_columns(path: Path) -> int:
+    for block in iter_line_blocks(path, block_bytes=1 << 16):
+        return count_columns(block[: block.find(b"\n") + 1])
+    raise IngestError(f"{path}: empty file")
+
+
+def _check_label_rows(labels: np.ndarray, num_nodes: int, display: str) -> None:
+    if labels.shape[0] != num_nodes:
+        raise IngestError(f"{display}: {labels.shape[0]} label rows, but the graph has {num_nodes} nodes")
+
+
+def _task_type(labels: np.ndarray | None) -> str | None:
+    if labels is None:
+        return None
+    if labels.dtype.kind in "iu":
+        return "multiclass classification" if labels.ndim == 1 else "binary classification"
+    return "regression"
+
+
+def _num_classes(labels: np.ndarray | None) -> int | None:
+    if labels is None or labels.dtype.kind not in "iu" or labels.size == 0:
+        return None
+    return int(labels.max()) + 1 if labels.ndim == 1 else 2
+
+
+def _arrays_source(ogb: OgbRawFolder, kind: str, split: str | None, name: str,
+                   edge_index: np.ndarray, num_nodes: int, node_feat, edge_feat, labels,
+                   edge_display: str) -> DatasetSource:
+    edge_index = np.asarray(edge_index)
+    if edge_index.ndim != 2 or edge_index.shape[0] != 2:
+        raise IngestError(f"{edge_display}: edge_index must have shape (2, E), got {edge_index.shape}")
+    step = 1 << 22
+
+    def edge_chunks() -> Iterator[EdgeChunk]:
+        for start in range(0, edge_index.shape[1], step):
+            part = edge_index[:, start:start + step].astype(np.int64, copy=False)
+            yield EdgeChunk(np.ascontiguousarray(part[0]), np.ascontiguousarray(part[1]),
+                            start, edge_display, start + 1)
+
+    def blocks_of(matrix: np.ndarray, display: str):
+        matrix = matrix.reshape(matrix.shape[0], -1)
+
+        def blocks() -> Iterator[RowBlock]:
+            rows = max(1, (64 << 20) // max(1, matrix.shape[1] * matrix.itemsize))
+            for start in range(0, matrix.shape[0], rows):
+                yield RowBlock(start, matrix[start:start + rows], display, start + 1)
+
+        return blocks
+
+    if labels is not None:
+        labels = np.asarray(labels)
+        labels = _labels_from_float(labels.reshape(labels.shape[0], -1).astype(np.float64)) \
+            if labels.dtype.kind == "f" else (labels[:, 0] if labels.ndim == 2 and labels.shape[1] == 1 else labels)
+        _check_label_rows(labels, num_nodes, f"{edge_display} labels")
+    splits, split_sources = _read_splits(ogb, split, num_nodes)
+    return DatasetSource(
+        name=name, source_format=kind, source_path=str(ogb.folder), num_nodes=num_nodes,
+        num_input_edges=int(edge_index.shape[1]), edge_chunks=edge_chunks,
+        node_features=blocks_of(node_feat, f"{edge_display}[node_feat]") if node_feat is not None else None,
+        feature_dim=int(np.prod(node_feat.shape[1:])) if node_feat is not None else None,
+        edge_features=blocks_of(edge_feat, f"{edge_display}[edge_feat]") if edge_feat is not None else None,
+        edge_feature_dim=int(np.prod(edge_feat.shape[1:])) if edge_feat is not None else None,
+        labels=labels, task_type=_task_type(labels), num_classes=_num_classes(labels),
+        splits=splits, split_sources=split_sources,
+    )
+
+
+def _read_raw_npz(ogb: OgbRawFolder, kind: str, split: str | None, name: str) -> DatasetSource:
+    path = ogb.raw / "data.npz"
+    display = ogb.rel(path)
+    try:
+        data = np.load(path)
+        keys = set(data.files)
+    except Exception as exc:
+        raise IngestError(f"{display}: cannot read npz ({exc})") from exc
+    for key in ("edge_index", "num_nodes_list", "num_edges_list"):
+        if key not in keys:
+            raise IngestError(f"{display}: missing key {key!r} (found {sorted(keys)})")
+    if len(data["num_nodes_list"]) != 1:
+        raise IngestError(f"{display}: 'num_nodes_list' lists {len(data['num_nodes_list'])} graphs; "
+                          f"only single-graph datasets are supported")
+    num_nodes = int(data["num_nodes_list"][0])
+    labels = None
+    label_path = ogb.raw / "node-label.npz"
+    if label_path.is_file():
+        try:
+            labels = np.load(label_path)["node_label"]
+        except Exception as exc:
+            raise IngestError(f"{ogb.rel(label_path)}: cannot read key 'node_label' ({exc})") from exc
+    source = _arrays_source(
+        ogb, kind, split, name, data["edge_index"], num_nodes,
+        data["node_feat"] if "node_feat" in keys else None,
+        data["edge_feat"] if "edge_feat" in keys else None, labels, display)
+    source.num_input_edges = int(data["num_edges_list"][0])
+    source.extra["num_edges_file"] = f"{display}['num_edges_list']"
+    return source
+
+
+def _read_processed(ogb: OgbRawFolder, kind: str, split: str | None, name: str) -> DatasetSource:
+    import torch
+
+    display = ogb.rel(ogb.processed)
+    try:
+        loaded = torch.load(ogb.processed, weights_only=False)
+        graph, labels = loaded["graph"], loaded["labels"]
+    except Exception as exc:
+        raise IngestError(f"{display}: cannot load OGB processed data ({exc})") from exc
+    return _arrays_source(ogb, kind, split, name, graph["edge_index"], int(graph["num_nodes"]),
+                          graph.get("node_feat"), graph.get("edge_feat"), labels, display)

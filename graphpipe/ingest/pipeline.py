@@ -1,0 +1,224 @@
+"""``ingest(source, dest)``: stream a dataset into a new store, atomically.
+
+Stages, each with its own progress bar: topology (edge list → CSC through
+:func:`graphpipe.ingest.csc_builder.build_csc`), node features (row blocks →
+``node/feat``), edge features, labels, splits, ID map; then checksums and the
+atomic rename. Any error leaves ``dest`` exactly as it was.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+import numpy as np
+
+from graphpipe.ingest.csc_builder import CscOptions, build_csc
+from graphpipe.ingest.errors import IngestError
+from graphpipe.ingest.source import DatasetSource, RowBlock
+from graphpipe.store import GraphStore, StoreWriter
+from graphpipe.store.arrays import RowWriter
+from graphpipe.store.atomic import check_destination
+
+ProgressFn = Callable[[str, int, int], None]
+_SIZE_UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "KIB": 1 << 10, "M": 1 << 20,
+               "MB": 1 << 20, "MIB": 1 << 20, "G": 1 << 30, "GB": 1 << 30, "GIB": 1 << 30,
+               "T": 1 << 40, "TB": 1 << 40, "TIB": 1 << 40}
+
+
+def parse_size(text: str | int | None) -> int | None:
+    """``"2GB"`` → 2147483648 (binary units; ``None`` stays ``None``)."""
+    if text is None or isinstance(text, int):
+        return text
+    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([A-Za-z]*)\s*", str(text))
+    if not match or match.group(2).upper() not in _SIZE_UNITS:
+        raise ValueError(f"'memory_limit' must look like 512MB or 2GB (got {text!r})")
+    return int(float(match.group(1)) * _SIZE_UNITS[match.group(2).upper()])
+
+
+@dataclass
+class IngestOptions:
+    """How a dataset becomes a store.
+
+    Attributes:
+        overwrite: replace an existing store at ``dest`` (only once the new one is complete).
+        add_reverse_edges: add ``d→s`` for every ``s→d`` (OGB's ``add_inverse_edge``).
+        remove_self_loops / deduplicate / sort_neighbors: topology canonicalisation.
+        build_csr: also store the CSR (by source) topology.
+        feature_dtype: ``"float32"`` or ``"float16"`` for ``node/feat`` and ``edge/feat``.
+        compression: ``None`` (memory-mappable, default) or ``"zstd"`` for features.
+        memory_limit: bytes (or ``"2GB"``) bounding the builder's working set.
+        allow_nonfinite: keep NaN/inf features instead of refusing them.
+        name: dataset name for the manifest (default: the source's).
+    """
+
+    overwrite: bool = False
+    add_reverse_edges: bool = False
+    remove_self_loops: bool = False
+    deduplicate: bool = False
+    sort_neighbors: bool = True
+    build_csr: bool = False
+    feature_dtype: str = "float32"
+    compression: str | None = None
+    memory_limit: int | str | None = None
+    allow_nonfinite: bool = False
+    name: str | None = None
+
+
+def open_source(path: str | os.PathLike, **reader_options) -> DatasetSource:
+    """Pick the reader for ``path``: an OGB folder, an ``.npz`` file or edge-list file(s)."""
+    path = Path(path)
+    if path.is_dir():
+        from graphpipe.ingest.ogb import read_ogb
+
+        return read_ogb(path, **reader_options)
+    if path.suffix == ".npz":
+        from graphpipe.ingest.npz import read_npz
+
+        return read_npz(path, **reader_options)
+    if any(str(path).endswith(ext) for ext in (".csv", ".tsv", ".txt", ".parquet", ".pq", ".csv.gz",
+                                                ".tsv.gz")):
+        from graphpipe.ingest.edgelist import read_edge_list
+
+        return read_edge_list(str(path), **reader_options)
+    if not path.exists():
+        raise IngestError(f"{path}: no such file or folder")
+    raise IngestError(f"{path}: unknown source format (expected an OGB folder, .npz, .csv, .tsv or .parquet)")
+
+
+def ingest(source: DatasetSource | str | os.PathLike, dest: str | os.PathLike,
+           options: IngestOptions | None = None, *, progress: ProgressFn | None = None,
+           reader_options: dict | None = None) -> GraphStore:
+    """Ingest ``source`` (a :class:`DatasetSource` or a path) into a new store at ``dest``.
+
+    Returns the opened store. Raises :class:`IngestError` (bad input, naming the
+    file and line/field) or :class:`graphpipe.store.StoreError` (destination);
+    in every failure ``dest`` is left as it was.
+    """
+    options = options or IngestOptions()
+    check_destination(dest, overwrite=options.overwrite)
+    memory_limit = parse_size(options.memory_limit)
+    feature_dtype = np.dtype(options.feature_dtype)
+    if feature_dtype not in (np.float32, np.float16):
+        raise ValueError(f"'feature_dtype' must be float32 or float16 (got {options.feature_dtype!r})")
+    if not isinstance(source, DatasetSource):
+        source = open_source(source, **(reader_options or {}))
+    report = progress or (lambda stage, done, total: None)
+    _check_splits(source)
+
+    with StoreWriter(dest, name=options.name or source.name, overwrite=options.overwrite) as writer:
+        csc_options = CscOptions(
+            add_reverse_edges=options.add_reverse_edges, remove_self_loops=options.remove_self_loops,
+            deduplicate=options.deduplicate, sort_neighbors=options.sort_neighbors,
+            build_csr=options.build_csr, memory_limit=memory_limit,
+        )
+        stats = build_csc(source.edge_chunks(), source.num_nodes, writer, csc_options, progress=report)
+        if source.num_input_edges is not None and stats.num_input_edges != source.num_input_edges:
+            where = source.extra.get("edge_file", "edge list")
+            declared_in = source.extra.get("num_edges_file", "the dataset's metadata")
+            raise IngestError(f"{where}: {stats.num_input_edges} edges, but {declared_in} says "
+                              f"{source.num_input_edges}")
+        m = writer.manifest
+        m["num_nodes"], m["num_edges"] = int(source.num_nodes), int(stats.num_edges)
+        m["graph"].update(
+            reverse_edges_added=options.add_reverse_edges, self_loops_removed=options.remove_self_loops,
+            deduplicated=options.deduplicate, sorted_neighbors=options.sort_neighbors,
+            has_csr=options.build_csr, num_input_edges=int(stats.num_input_edges),
+            self_loops_dropped=int(stats.self_loops_removed),
+            duplicates_dropped=int(stats.duplicates_removed),
+        )
+        if source.node_features is not None:
+            dim = _write_rows(writer, "node/feat", source.node_features(), source.num_nodes,
+                              source.feature_dim, feature_dtype, options, report, "node features",
+                              what="nodes", expected_from=source.extra.get("num_nodes_file"))
+            m["node_features"] = {"dim": dim, "dtype": str(feature_dtype)}
+        if source.edge_features is not None:
+            dim = _write_rows(writer, "edge/feat", source.edge_features(), stats.num_input_edges,
+                              source.edge_feature_dim, feature_dtype, options, report, "edge features",
+                              what="edges", expected_from=source.extra.get("edge_file"))
+            m["edge_features"] = {"dim": dim, "dtype": str(feature_dtype),
+                                  "rows": "edge-list order; csc/edge_id >= num_input_edges is the "
+                                          "reverse of edge (edge_id - num_input_edges)"}
+        if source.labels is not None:
+            labels = np.ascontiguousarray(source.labels)
+            if labels.shape[0] != source.num_nodes:
+                raise IngestError(f"labels: {labels.shape[0]} rows, but the graph has {source.num_nodes} nodes")
+            writer.write_array("node/label", labels)
+            m["labels"] = {"shape": list(labels.shape), "dtype": str(labels.dtype),
+                           "task_type": source.task_type, "num_classes": source.num_classes}
+        if source.splits:
+            writer.write_splits(source.splits)
+        if source.external_ids is not None:
+            writer.write_id_map(source.external_ids)
+        if source.node_table is not None:
+            writer.write_table("tables/nodes.parquet", source.node_table)
+        m["provenance"] = {"source_format": source.source_format, "source_path": str(source.source_path),
+                           **{k: v for k, v in source.extra.items() if isinstance(v, (str, int, float))}}
+        m["build"] = {"memory_limit": memory_limit, "out_of_core": bool(stats.out_of_core),
+                      "compression": options.compression}
+        report("writing", 0, 1)
+        writer.commit()
+        report("writing", 1, 1)
+    return GraphStore.open(dest)
+
+
+def _check_splits(source: DatasetSource) -> None:
+    """Split IDs must be in range and the splits pairwise disjoint."""
+    n = source.num_nodes
+    seen: dict[str, np.ndarray] = {}
+    for name, ids in source.splits.items():
+        ids = np.asarray(ids)
+        where = source.split_sources.get(name, f"split {name!r}")
+        if ids.dtype.kind not in "iu":
+            raise IngestError(f"{where}: split IDs must be integers (got dtype {ids.dtype})")
+        bad = np.flatnonzero((ids < 0) | (ids >= n))
+        if bad.size:
+            raise IngestError(f"{where}: line {bad[0] + 1}: node id {ids[bad[0]]} out of range [0, {n})")
+        for other, other_ids in seen.items():
+            common = np.intersect1d(ids, other_ids)
+            if common.size:
+                raise IngestError(f"{where}: {common.size} node(s) also in split {other!r}, "
+                                  f"first: {common[:5].tolist()}")
+        seen[name] = ids
+
+
+def _write_rows(writer: StoreWriter, key: str, blocks: Iterator[RowBlock], num_rows: int,
+                dim_hint: int | None, dtype: np.dtype, options: IngestOptions, report: ProgressFn,
+                stage: str, *, what: str, expected_from: str | None) -> int:
+    """Stream row blocks into array ``key``; returns the row width."""
+    rows_writer: RowWriter | None = None
+    done = 0
+    source = key
+    for block in blocks:
+        values = block.values.reshape(block.values.shape[0], -1)
+        source = block.source
+        if rows_writer is None:
+            dim = values.shape[1] if dim_hint is None else int(dim_hint)
+            rows_writer = RowWriter(writer.path, key, (num_rows, dim), dtype, compression=options.compression)
+        if values.shape[1] != rows_writer.shape[1]:
+            raise IngestError(f"{block.source}: line {block.first_line}: {values.shape[1]} values, "
+                              f"expected {rows_writer.shape[1]}")
+        if done + values.shape[0] > num_rows:
+            extra_line = block.first_line + (num_rows - done)
+            raise IngestError(f"{block.source}: line {extra_line}: more rows than the {num_rows} {what}"
+                              + (f" given by {expected_from}" if expected_from else ""))
+        if not options.allow_nonfinite and values.dtype.kind == "f":
+            finite = np.isfinite(values)
+            if not finite.all():
+                row, col = np.argwhere(~finite)[0]
+                raise IngestError(f"{block.source}: line {block.first_line + row}, column {col + 1}: "
+                                  f"non-finite value {values[row, col]} (pass --allow-nonfinite to keep it)")
+        rows_writer.write(values.astype(dtype, copy=False))
+        done += values.shape[0]
+        report(stage, done, num_rows)
+    if rows_writer is None:
+        raise IngestError(f"{source}: no rows, expected {num_rows}")
+    if done != num_rows:
+        rows_writer.abort()
+        raise IngestError(f"{source}: {done} rows, but there are {num_rows} {what}"
+                          + (f" ({expected_from})" if expected_from else ""))
+    rows_writer.close()
+    return int(rows_writer.shape[1])

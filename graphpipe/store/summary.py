@@ -1,0 +1,56 @@
+"""``summarize(store)``: counts, degree statistics, sizes on disk, splits and provenance."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from graphpipe.store.reader import GraphStore
+
+
+def _dir_size(path: Path) -> int:
+    total = 0
+    for dirpath, _dirs, files in os.walk(path):
+        total += sum(os.path.getsize(os.path.join(dirpath, f)) for f in files)
+    return total
+
+
+def summarize(store: GraphStore) -> dict[str, Any]:
+    """A JSON-ready description of ``store`` (what `graphpipe info` prints)."""
+    m = store.manifest
+    deg = store.in_degrees
+    quantiles = [0.25, 0.5, 0.75, 0.9, 0.99]
+    degree: dict[str, Any] = {"min": 0, "median": 0, "mean": 0.0, "max": 0, "quantiles": {}}
+    if deg.size:
+        qs = np.quantile(deg, quantiles)
+        degree = {
+            "min": int(deg.min()), "median": float(np.median(deg)), "mean": float(deg.mean()),
+            "max": int(deg.max()), "isolated": int((deg == 0).sum()),
+            "quantiles": {f"p{int(q * 100)}": float(v) for q, v in zip(quantiles, qs)},
+        }
+    sizes = {}
+    for key in m["arrays"]:
+        sizes[key] = _dir_size(store.path / key)
+    for key in m["tables"]:
+        sizes[key] = os.path.getsize(store.path / key)
+    return {
+        "path": str(store.path),
+        "name": store.name,
+        "format_version": m["format_version"],
+        "num_nodes": store.num_nodes,
+        "num_edges": store.num_edges,
+        "graph": m["graph"],
+        "in_degree": degree,
+        "node_features": m.get("node_features"),
+        "edge_features": m.get("edge_features"),
+        "labels": m.get("labels"),
+        "splits": m.get("splits", {}),
+        "id_map": m.get("id_map"),
+        "sizes_bytes": sizes,
+        "total_bytes": _dir_size(store.path),
+        "provenance": m.get("provenance", {}),
+        "derived": m.get("derived", {}),
+    }

@@ -1,0 +1,110 @@
+"""``validate(path)``: check a store against its manifest and the format's invariants."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from graphpipe.store import arrays as _arrays
+from graphpipe.store.errors import StoreError
+from graphpipe.store.reader import GraphStore
+
+_SCAN_BLOCK = 1 << 24
+
+
+def validate(path: str | os.PathLike, *, checksums: bool = True) -> list[str]:
+    """Everything wrong with the store at ``path``, as messages (empty list: valid).
+
+    Checks: manifest readable and of a known version; every listed array and
+    table present with its recorded checksum; ``indptr`` starts at 0, is
+    non-decreasing and ends at ``len(indices)``; every index in ``[0, N)``;
+    ``edge_id`` length; feature/label row counts; split IDs in range and
+    pairwise disjoint.
+    """
+    problems: list[str] = []
+    try:
+        store = GraphStore.open(path)
+    except StoreError as exc:
+        return [str(exc)]
+    m = store.manifest
+    root = Path(path)
+    if checksums:
+        for key, meta in m["arrays"].items():
+            try:
+                actual = _arrays.checksum_array(root, key)
+            except StoreError as exc:
+                problems.append(str(exc))
+                continue
+            if actual != meta.get("checksum"):
+                problems.append(f"{key}: checksum {actual} does not match the manifest's {meta.get('checksum')}")
+        for key, meta in m["tables"].items():
+            if not (root / key).is_file():
+                problems.append(f"{key}: table missing")
+                continue
+            actual = _arrays.checksum_file(root / key)
+            if actual != meta.get("checksum"):
+                problems.append(f"{key}: checksum {actual} does not match the manifest's {meta.get('checksum')}")
+    n, e = store.num_nodes, store.num_edges
+    try:
+        indptr, indices = store.indptr, store.indices
+    except StoreError as exc:
+        return problems + [str(exc)]
+    problems += check_csc(indptr, indices, n, e, "csc")
+    if store.has_array("csc/edge_id") and store.edge_id.shape[0] != indices.shape[0]:
+        problems.append(f"csc/edge_id: {store.edge_id.shape[0]} entries, expected {indices.shape[0]}")
+    if store.has_csr:
+        problems += check_csc(store.csr_indptr, store.csr_indices, n, e, "csr")
+    if store.has_features:
+        views, _ = store.feature_chunks()
+        rows = sum(v.shape[0] for v in views)
+        if rows != n:
+            problems.append(f"node/feat: {rows} rows, expected num_nodes = {n}")
+    if store.has_labels and store.labels.shape[0] != n:
+        problems.append(f"node/label: {store.labels.shape[0]} rows, expected num_nodes = {n}")
+    seen: dict[str, np.ndarray] = {}
+    for name in store.split_names:
+        try:
+            ids = store.split(name)
+        except StoreError as exc:
+            problems.append(str(exc))
+            continue
+        if ids.size and (ids.min() < 0 or ids.max() >= n):
+            problems.append(f"split {name!r}: node IDs out of range [0, {n})")
+        if np.unique(ids).size != ids.size:
+            problems.append(f"split {name!r}: repeated node IDs")
+        for other, other_ids in seen.items():
+            common = np.intersect1d(ids, other_ids)
+            if common.size:
+                problems.append(f"splits {other!r} and {name!r} share {common.size} node(s)")
+        if m["splits"].get(name) != ids.size:
+            problems.append(f"split {name!r}: {ids.size} IDs, manifest says {m['splits'].get(name)}")
+        seen[name] = ids
+    return problems
+
+
+def check_csc(indptr: np.ndarray, indices: np.ndarray, num_nodes: int, num_edges: int, prefix: str) -> list[str]:
+    """Invariants of one compressed topology (CSC or CSR)."""
+    problems = []
+    if indptr.shape != (num_nodes + 1,):
+        return [f"{prefix}/indptr: shape {indptr.shape}, expected ({num_nodes + 1},)"]
+    if indptr[0] != 0:
+        problems.append(f"{prefix}/indptr: starts at {indptr[0]}, expected 0")
+    for start in range(0, indptr.shape[0], _SCAN_BLOCK):
+        block = indptr[max(0, start - 1): start + _SCAN_BLOCK]
+        bad = np.flatnonzero(np.diff(block) < 0)
+        if bad.size:
+            problems.append(f"{prefix}/indptr: decreases at node {max(0, start - 1) + bad[0]}")
+            break
+    if indptr[-1] != indices.shape[0]:
+        problems.append(f"{prefix}/indptr: ends at {indptr[-1]}, but {prefix}/indices has {indices.shape[0]} entries")
+    if indices.shape[0] != num_edges:
+        problems.append(f"{prefix}/indices: {indices.shape[0]} entries, manifest says num_edges = {num_edges}")
+    for start in range(0, indices.shape[0], _SCAN_BLOCK):
+        block = indices[start:start + _SCAN_BLOCK]
+        if block.size and (block.min() < 0 or block.max() >= num_nodes):
+            pos = start + int(np.flatnonzero((block < 0) | (block >= num_nodes))[0])
+            problems.append(f"{prefix}/indices: entry {pos} = {indices[pos]} out of range [0, {num_nodes})")
+            break
+    return problems
