@@ -38,10 +38,14 @@ from typing import Optional, Sequence
 
 import numba
 import numpy as np
+from llvmlite import ir
+from numba.core import cgutils, types
+from numba.extending import intrinsic
 
 from graphpipe.ops.idmap import (
     EMPTY_KEY,
     HASH_MIX,
+    home_slot,
     table_capacity,
     table_grow,
     table_insert_or_get,
@@ -290,6 +294,27 @@ def _scratch_for(fanout: int) -> tuple[np.ndarray, np.ndarray]:
 # --------------------------------------------------------------------------------------
 # Hop kernels
 
+_PREFETCH_DISTANCE = 16
+
+
+@intrinsic
+def _prefetch(typingctx, arr, idx):
+    """Software prefetch of ``arr[idx]`` into all cache levels (a hint; never faults)."""
+    if not isinstance(arr, types.Array) or not isinstance(idx, types.Integer):
+        return None
+    sig = types.void(arr, idx)
+
+    def codegen(context, builder, signature, args):
+        ary = context.make_array(signature.args[0])(context, builder, args[0])
+        ptr = builder.bitcast(builder.gep(ary.data, [args[1]]), cgutils.voidptr_t)
+        i32 = ir.IntType(32)
+        fnty = ir.FunctionType(ir.VoidType(), [cgutils.voidptr_t, i32, i32, i32])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0")
+        builder.call(fn, [ptr, i32(0), i32(3), i32(1)])
+        return context.get_dummy_value()
+
+    return sig, codegen
+
 
 @numba.njit(cache=True, nogil=True)
 def _hop_counts(indptr, n_id, num_dst, fanout, replace):
@@ -299,6 +324,8 @@ def _hop_counts(indptr, n_id, num_dst, fanout, replace):
     local_indptr[0] = 0
     total = 0
     for i in range(num_dst):
+        if i + _PREFETCH_DISTANCE < num_dst:
+            _prefetch(indptr, n_id[i + _PREFETCH_DISTANCE])
         v = n_id[i]
         s = indptr[v]
         deg = indptr[v + 1] - s
@@ -338,6 +365,7 @@ def _sample_hop_fused(indptr, indices, n_id, num_nodes, num_dst, fanout, replace
         keys, values = table_grow(keys, values, size, HASH_MIX)
     local_src = np.empty(total, dtype=np.int64)
     edge_ids = np.empty(total, dtype=np.int64)
+    # pass 1: choose the edge slots (touches only edge_ids)
     for i in range(num_dst):
         base = local_indptr[i]
         count = local_indptr[i + 1] - base
@@ -353,13 +381,23 @@ def _sample_hop_fused(indptr, indices, n_id, num_nodes, num_dst, fanout, replace
             _choose_positions(edge_ids, base, deg, count, replace, state, scratch_set, scratch_slots)
             for q in range(count):
                 edge_ids[base + q] += start
-        for q in range(count):
-            u = indices[edge_ids[base + q]]
-            lid, is_new = table_insert_or_get(keys, values, u, num_nodes, HASH_MIX)
-            if is_new:
-                n_id[num_nodes] = u
-                num_nodes += 1
-            local_src[base + q] = lid
+    # pass 2: read the sources and Fused-Map them, edge order; software-pipelined so the
+    # random reads of ``indices`` and of the table are in flight D and 2D edges ahead
+    size = keys.shape[0]
+    dist = _PREFETCH_DISTANCE
+    for e in range(total):
+        if e + 2 * dist < total:
+            _prefetch(indices, edge_ids[e + 2 * dist])
+        if e + dist < total:
+            slot = home_slot(indices[edge_ids[e + dist]], size, HASH_MIX)
+            _prefetch(keys, slot)
+            _prefetch(values, slot)
+        u = indices[edge_ids[e]]
+        lid, is_new = table_insert_or_get(keys, values, u, num_nodes, HASH_MIX)
+        if is_new:
+            n_id[num_nodes] = u
+            num_nodes += 1
+        local_src[e] = lid
     return local_indptr, local_src, edge_ids, n_id, num_nodes, keys, values
 
 

@@ -1,0 +1,71 @@
+"""DGL / GraphBolt side of benchmarks/sampling.py (run with .venv-dgl/bin/python).
+
+    .venv-dgl/bin/python benchmarks/peers/dgl_sampling.py GRAPH_DIR SEEDS_NPY [scale edge_factor]
+
+Loads the CSC written by benchmarks/sampling.py (rmat21_ef16_indptr.npy /
+_indices.npy), the seed batches (B+1 rows; row 0 is a warm-up batch), and prints one
+JSON line: {"DGL NeighborSampler": {...}, "GraphBolt sample_neighbors": {...}} with the
+sampled edges over all blocks, seconds and batch count. Fanouts [15, 10, 5] seed hop
+first, i.e. DGL's NeighborSampler([5, 10, 15]).
+"""
+
+import json
+import os
+import sys
+import time
+
+os.environ.setdefault("DGLBACKEND", "pytorch")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+import dgl  # noqa: E402
+import dgl.graphbolt as gb  # noqa: E402
+
+FANOUTS_SEED_FIRST = [15, 10, 5]
+
+
+def main() -> None:
+    graph_dir, seeds_path = sys.argv[1], sys.argv[2]
+    scale = int(sys.argv[3]) if len(sys.argv) > 3 else 21
+    ef = int(sys.argv[4]) if len(sys.argv) > 4 else 16
+    torch.set_num_threads(2)
+    indptr = torch.from_numpy(np.load(os.path.join(graph_dir, f"rmat{scale}_ef{ef}_indptr.npy")))
+    indices = torch.from_numpy(np.load(os.path.join(graph_dir, f"rmat{scale}_ef{ef}_indices.npy")).astype(np.int64))
+    batches = [torch.from_numpy(b.astype(np.int64)) for b in np.load(seeds_path)]
+    results = {}
+
+    g = dgl.graph(("csc", (indptr, indices, torch.empty(0, dtype=torch.int64))),
+                  num_nodes=indptr.shape[0] - 1)
+    g.create_formats_()
+    sampler = dgl.dataloading.NeighborSampler(list(reversed(FANOUTS_SEED_FIRST)))
+    sampler.sample_blocks(g, batches[0])
+    edges = 0
+    t0 = time.perf_counter()
+    for b in batches[1:]:
+        _, _, blocks = sampler.sample_blocks(g, b)
+        edges += sum(int(blk.num_edges()) for blk in blocks)
+    results["DGL NeighborSampler"] = {"edges": edges, "seconds": time.perf_counter() - t0, "batches": len(batches) - 1}
+    del g, sampler
+
+    graph = gb.fused_csc_sampling_graph(indptr, indices)
+
+    def sample(seeds: torch.Tensor) -> int:
+        n = 0
+        for fanout in FANOUTS_SEED_FIRST:
+            sub = graph.sample_neighbors(seeds, torch.LongTensor([fanout]), replace=False)
+            n += int(sub.sampled_csc.indices.shape[0])
+            seeds, _ = gb.unique_and_compact_csc_formats(sub.sampled_csc, seeds)
+        return n
+
+    sample(batches[0])
+    edges = 0
+    t0 = time.perf_counter()
+    for b in batches[1:]:
+        edges += sample(b)
+    results["GraphBolt sample_neighbors"] = {"edges": edges, "seconds": time.perf_counter() - t0, "batches": len(batches) - 1}
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()
