@@ -1,0 +1,345 @@
+"""Feature-row gather and the Match step (FastGL §3.3).
+
+The feature matrix ``X`` (``num_nodes × dim``) is read as a list of row-chunk
+views: ``chunks[c]`` holds rows ``c*chunk_rows ... c*chunk_rows + len(chunks[c]) - 1``
+(what :meth:`graphpipe.store.GraphStore.feature_chunks` returns: zero-copy memory
+maps of the store's chunk files, or one in-memory array).
+
+* :func:`gather_rows` copies ``X[ids]`` into a contiguous array in parallel
+  (Numba ``prange``), straight from the chunk views.
+* :func:`positions_in` finds where each of ``queries`` sits inside ``keys``
+  (``-1`` when absent) with an open-addressing hash table sized by ``len(keys)``,
+  never by the number of nodes: the membership test of the Match step
+  (positions of the next batch's IDs inside the batch currently resident).
+* :func:`assemble_rows` fills the next batch's feature rows from the three
+  sources in priority order: the static cache, the previous batch, the store.
+
+Each has a NumPy reference (``*_reference``) next to it that the tests compare
+against.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numba
+import numpy as np
+from numba import types
+from numba.typed import List
+
+__all__ = [
+    "PositionTable",
+    "SOURCE_CACHE",
+    "SOURCE_PREVIOUS",
+    "SOURCE_STORE",
+    "assemble_rows",
+    "assemble_rows_reference",
+    "chunk_list",
+    "gather_rows",
+    "gather_rows_reference",
+    "positions_in",
+    "positions_in_reference",
+]
+
+SOURCE_CACHE = 0
+SOURCE_PREVIOUS = 1
+SOURCE_STORE = 2
+
+
+def chunk_list(chunks: Sequence[np.ndarray]) -> List:
+    """The row-chunk views as a Numba typed ``List`` of read-only C-contiguous 2D arrays.
+
+    One-dimensional chunks are viewed as ``(rows, 1)``. All chunks must share
+    dtype and row width.
+    """
+    if len(chunks) == 0:
+        raise ValueError("'chunks' must hold at least one array (got 0)")
+    first = np.asarray(chunks[0])
+    dtype = first.dtype
+    width = first.shape[1:] if first.ndim > 1 else (1,)
+    typed = List.empty_list(types.Array(numba.from_dtype(dtype), 2, "C", readonly=True))
+    for k, chunk in enumerate(chunks):
+        chunk = np.asarray(chunk)
+        if chunk.ndim == 1:
+            chunk = chunk.reshape(-1, 1)
+        if chunk.ndim != 2 or chunk.dtype != dtype or chunk.shape[1:] != width:
+            raise ValueError(f"'chunks[{k}]' has shape {chunk.shape} and dtype {chunk.dtype}; "
+                             f"expected (rows, {width[0]}) of {dtype}")
+        typed.append(np.ascontiguousarray(chunk))
+    return typed
+
+
+def _as_chunks(chunks: Sequence[np.ndarray] | List | np.ndarray) -> List:
+    if isinstance(chunks, List):
+        return chunks
+    if isinstance(chunks, np.ndarray):
+        return chunk_list([chunks])
+    return chunk_list(chunks)
+
+
+def _check_ids(ids: np.ndarray, num_rows: int, name: str) -> np.ndarray:
+    ids = np.asarray(ids)
+    if ids.ndim != 1 or (ids.size and ids.dtype.kind not in "iu"):
+        raise ValueError(f"'{name}' must be a one-dimensional integer array (got dtype {ids.dtype}, "
+                         f"ndim {ids.ndim})")
+    ids = ids.astype(np.int64, copy=False)
+    if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= num_rows):
+        raise ValueError(f"'{name}' holds IDs outside [0, {num_rows}) (got min {int(ids.min())}, "
+                         f"max {int(ids.max())})")
+    return ids
+
+
+def _num_rows(chunks: List, chunk_rows: int) -> int:
+    return (len(chunks) - 1) * chunk_rows + chunks[len(chunks) - 1].shape[0]
+
+
+# -- row gather --------------------------------------------------------------------------------
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _gather_rows(chunks, chunk_rows, ids, out):
+    dim = out.shape[1]
+    for i in numba.prange(ids.shape[0]):
+        gid = ids[i]
+        src = chunks[gid // chunk_rows]
+        r = gid % chunk_rows
+        for d in range(dim):
+            out[i, d] = src[r, d]
+
+
+def gather_rows(chunks: Sequence[np.ndarray] | List | np.ndarray, chunk_rows: int,
+                ids: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """``X[ids]`` as a contiguous ``(len(ids), dim)`` array of ``X``'s dtype.
+
+    Args:
+        chunks: row-chunk views of ``X`` (list, typed list, or one 2D array).
+        chunk_rows: rows per chunk (every chunk but the last is this long).
+        ids: int ``(k,)`` global node IDs (row numbers of ``X``); any order, repeats allowed.
+        out: optional C-contiguous ``(k, dim)`` output of ``X``'s dtype.
+    """
+    typed = _as_chunks(chunks)
+    if chunk_rows < 1:
+        raise ValueError(f"'chunk_rows' must be >= 1 (got {chunk_rows})")
+    ids = _check_ids(ids, _num_rows(typed, chunk_rows), "ids")
+    first = typed[0]
+    if out is None:
+        out = np.empty((ids.shape[0], first.shape[1]), dtype=first.dtype)
+    elif out.shape != (ids.shape[0], first.shape[1]) or out.dtype != first.dtype:
+        raise ValueError(f"'out' must have shape {(ids.shape[0], first.shape[1])} and dtype "
+                         f"{first.dtype} (got {out.shape}, {out.dtype})")
+    if ids.shape[0]:
+        _gather_rows(typed, int(chunk_rows), ids, out)
+    return out
+
+
+def gather_rows_reference(x: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """NumPy reference of :func:`gather_rows` on the whole matrix ``x``."""
+    return np.asarray(x)[np.asarray(ids, dtype=np.int64)]
+
+
+# -- membership: positions of queries inside keys ----------------------------------------------
+_HASH_MULT = np.uint64(0x9E3779B97F4A7C15)
+
+
+@numba.njit(cache=True, nogil=True)
+def _build_table(keys, bits):
+    size = 1 << bits
+    mask = size - 1
+    table_keys = np.full(size, -1, dtype=np.int64)
+    table_pos = np.empty(size, dtype=np.int64)
+    shift = np.uint64(64 - bits)
+    for p in range(keys.shape[0]):
+        key = keys[p]
+        slot = np.int64((np.uint64(key) * _HASH_MULT) >> shift)
+        while True:
+            k = table_keys[slot]
+            if k == -1:
+                table_keys[slot] = key
+                table_pos[slot] = p
+                break
+            if k == key:  # duplicate key: keep the first position
+                break
+            slot = (slot + 1) & mask
+    return table_keys, table_pos
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _probe_table(table_keys, table_pos, bits, queries, out):
+    mask = (1 << bits) - 1
+    shift = np.uint64(64 - bits)
+    for i in numba.prange(queries.shape[0]):
+        key = queries[i]
+        slot = np.int64((np.uint64(key) * _HASH_MULT) >> shift)
+        found = -1
+        while True:
+            k = table_keys[slot]
+            if k == -1:
+                break
+            if k == key:
+                found = table_pos[slot]
+                break
+            slot = (slot + 1) & mask
+        out[i] = found
+
+
+class PositionTable:
+    """Open-addressing hash table from IDs to their positions in ``keys``: built once
+    (``O(P)``), probed in parallel many times.
+
+    Args:
+        keys: int ``(P,)`` non-negative global IDs; with repeats, the first position counts.
+    """
+
+    def __init__(self, keys: np.ndarray):
+        keys = np.asarray(keys)
+        if keys.ndim != 1 or (keys.size and keys.dtype.kind not in "iu"):
+            raise ValueError(f"'keys' must be a one-dimensional integer array "
+                             f"(got dtype {keys.dtype}, ndim {keys.ndim})")
+        keys = np.ascontiguousarray(keys, dtype=np.int64)
+        if keys.size and int(keys.min()) < 0:
+            raise ValueError(f"'keys' must be non-negative IDs (got min {int(keys.min())})")
+        self.size = int(keys.shape[0])
+        self.bits = max(4, int(2 * max(1, self.size) - 1).bit_length())
+        if self.size:
+            self._keys, self._pos = _build_table(keys, self.bits)
+        else:
+            self._keys = self._pos = None
+
+    def lookup(self, queries: np.ndarray) -> np.ndarray:
+        """int64 ``(Q,)``: position of each query in ``keys``, -1 when absent."""
+        queries = np.asarray(queries)
+        if queries.ndim != 1 or (queries.size and queries.dtype.kind not in "iu"):
+            raise ValueError(f"'queries' must be a one-dimensional integer array "
+                             f"(got dtype {queries.dtype}, ndim {queries.ndim})")
+        queries = np.ascontiguousarray(queries, dtype=np.int64)
+        out = np.empty(queries.shape[0], dtype=np.int64)
+        if self._keys is None:
+            out.fill(-1)
+        elif queries.size:
+            _probe_table(self._keys, self._pos, self.bits, queries, out)
+        return out
+
+
+def positions_in(keys: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """Position of each query inside ``keys``, or ``-1`` when absent.
+
+    Args:
+        keys: int ``(P,)`` non-negative global IDs (e.g. the resident batch's
+            ``n_id``); with repeats, the first position counts.
+        queries: int ``(Q,)`` global IDs (e.g. the next batch's ``n_id``).
+
+    Returns:
+        int64 ``(Q,)``: ``keys[pos[q]] == queries[q]`` where ``pos[q] >= 0``.
+        Memory is ``O(P + Q)`` (a hash table of at least ``2P`` slots), never
+        ``O(num_nodes)``.
+    """
+    return PositionTable(keys).lookup(queries)
+
+
+def positions_in_reference(keys: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """Dictionary reference of :func:`positions_in`."""
+    where: dict[int, int] = {}
+    for p, key in enumerate(np.asarray(keys).tolist()):
+        where.setdefault(int(key), p)
+    return np.array([where.get(int(q), -1) for q in np.asarray(queries).tolist()], dtype=np.int64)
+
+
+# -- assembling the next batch: cache -> previous batch -> store -------------------------------
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _assemble_rows(ids, cache_pos, cache_rows, prev_pos, prev_rows, chunks, chunk_rows, out, source):
+    dim = out.shape[1]
+    for i in numba.prange(ids.shape[0]):
+        c = cache_pos[i]
+        if c >= 0:
+            for d in range(dim):
+                out[i, d] = cache_rows[c, d]
+            source[i] = 0
+            continue
+        p = prev_pos[i]
+        if p >= 0:
+            for d in range(dim):
+                out[i, d] = prev_rows[p, d]
+            source[i] = 1
+            continue
+        gid = ids[i]
+        src = chunks[gid // chunk_rows]
+        r = gid % chunk_rows
+        for d in range(dim):
+            out[i, d] = src[r, d]
+        source[i] = 2
+
+
+def assemble_rows(ids: np.ndarray, *, chunks: Sequence[np.ndarray] | List | np.ndarray,
+                  chunk_rows: int, cache_pos: np.ndarray | None = None,
+                  cache_rows: np.ndarray | None = None, prev_pos: np.ndarray | None = None,
+                  prev_rows: np.ndarray | None = None,
+                  out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Feature rows ``X[ids]`` assembled from cache, previous batch and store.
+
+    Row ``i`` comes from ``cache_rows[cache_pos[i]]`` when ``cache_pos[i] >= 0``,
+    else from ``prev_rows[prev_pos[i]]`` when ``prev_pos[i] >= 0``, else from the
+    store chunks. The caller guarantees that the cache and previous rows hold the
+    features of the same IDs (``cache_rows[cache_pos[i]] == X[ids[i]]``).
+
+    Args:
+        ids: int ``(k,)`` global node IDs of the next batch.
+        chunks, chunk_rows: the store's row-chunk views (see :func:`gather_rows`).
+        cache_pos: int64 ``(k,)`` row in ``cache_rows`` or -1 (None: no cache).
+        cache_rows: ``(C, dim)`` cached feature rows.
+        prev_pos: int64 ``(k,)`` row in ``prev_rows`` or -1 (None: nothing resident).
+        prev_rows: ``(P, dim)`` the resident batch's feature rows.
+        out: optional C-contiguous ``(k, dim)`` output.
+
+    Returns:
+        ``(out, source)``: the ``(k, dim)`` rows and an int8 ``(k,)`` array naming
+        where each row came from (:data:`SOURCE_CACHE`, :data:`SOURCE_PREVIOUS`,
+        :data:`SOURCE_STORE`).
+    """
+    typed = _as_chunks(chunks)
+    ids = _check_ids(ids, _num_rows(typed, chunk_rows), "ids")
+    k = ids.shape[0]
+    first = typed[0]
+    dim, dtype = first.shape[1], first.dtype
+    none = np.full(k, -1, dtype=np.int64)
+    empty = np.zeros((0, dim), dtype=dtype)
+    cache_pos = none if cache_pos is None else np.asarray(cache_pos, dtype=np.int64)
+    prev_pos = none if prev_pos is None else np.asarray(prev_pos, dtype=np.int64)
+    cache_rows = empty if cache_rows is None else np.ascontiguousarray(cache_rows)
+    prev_rows = empty if prev_rows is None else np.ascontiguousarray(prev_rows)
+    for name, pos, rows in (("cache_pos", cache_pos, cache_rows), ("prev_pos", prev_pos, prev_rows)):
+        if pos.shape != (k,):
+            raise ValueError(f"'{name}' must have shape ({k},) (got {pos.shape})")
+        if k and int(pos.max()) >= rows.shape[0]:
+            raise ValueError(f"'{name}' points past its rows (max {int(pos.max())}, "
+                             f"rows {rows.shape[0]})")
+    for name, rows in (("cache_rows", cache_rows), ("prev_rows", prev_rows)):
+        if rows.ndim != 2 or rows.shape[1] != dim or rows.dtype != dtype:
+            raise ValueError(f"'{name}' must be (rows, {dim}) of {dtype} (got {rows.shape}, {rows.dtype})")
+    if out is None:
+        out = np.empty((k, dim), dtype=dtype)
+    elif out.shape != (k, dim) or out.dtype != dtype or not out.flags.c_contiguous:
+        raise ValueError(f"'out' must be C-contiguous {(k, dim)} of {dtype} (got {out.shape}, {out.dtype})")
+    source = np.empty(k, dtype=np.int8)
+    if k:
+        _assemble_rows(ids, cache_pos, cache_rows, prev_pos, prev_rows, typed, int(chunk_rows), out,
+                       source)
+    return out, source
+
+
+def assemble_rows_reference(ids: np.ndarray, x: np.ndarray, cache_pos: np.ndarray | None,
+                            cache_rows: np.ndarray | None, prev_pos: np.ndarray | None,
+                            prev_rows: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """NumPy reference of :func:`assemble_rows` on the whole matrix ``x``."""
+    ids = np.asarray(ids, dtype=np.int64)
+    k = len(ids)
+    cache_pos = np.full(k, -1) if cache_pos is None else np.asarray(cache_pos)
+    prev_pos = np.full(k, -1) if prev_pos is None else np.asarray(prev_pos)
+    from_cache = cache_pos >= 0
+    from_prev = ~from_cache & (prev_pos >= 0)
+    from_store = ~from_cache & ~from_prev
+    out = np.empty((k,) + x.shape[1:], dtype=x.dtype)
+    if from_cache.any():
+        out[from_cache] = cache_rows[cache_pos[from_cache]]
+    if from_prev.any():
+        out[from_prev] = prev_rows[prev_pos[from_prev]]
+    out[from_store] = x[ids[from_store]]
+    source = np.where(from_cache, SOURCE_CACHE, np.where(from_prev, SOURCE_PREVIOUS, SOURCE_STORE))
+    return out, source.astype(np.int8)
