@@ -33,17 +33,20 @@ from graphpipe.cli._common import friendly_errors, human_bytes
 @click.option("--features", "feature_columns", default=None,
               help="Node table: one list column, or comma-separated numeric columns.")
 @click.option("--label", default=None, help="Node table: label column.")
+@click.option("--node-features", "node_features_npy", default=None, type=click.Path(),
+              help="A .npy (N, F) matrix to use as node features.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars.")
 @friendly_errors
 def command(source: str, dest: str, overwrite: bool, name: str | None, add_reverse_edges: bool,
             remove_self_loops: bool, deduplicate: bool, no_sort: bool, build_csr: bool,
             feature_dtype: str, compression: str, memory_limit: str | None, allow_nonfinite: bool,
             split_name: str | None, src: str, dst: str, weight: str | None, nodes: str | None,
-            node_id: str, feature_columns: str | None, label: str | None, quiet: bool) -> None:
+            node_id: str, feature_columns: str | None, label: str | None,
+            node_features_npy: str | None, quiet: bool) -> None:
     """Ingest SOURCE (an OGB folder, a .npz, or CSV/TSV/Parquet edge list) into the store DEST."""
     from pathlib import Path
 
-    from graphpipe.ingest.pipeline import IngestOptions, ingest, open_source
+    from graphpipe.ingest.pipeline import IngestOptions, attach_npy_features, ingest, open_source
     from graphpipe.progress import Progress
 
     options = IngestOptions(
@@ -67,6 +70,8 @@ def command(source: str, dest: str, overwrite: bool, name: str | None, add_rever
 
     check_destination(dest, overwrite=overwrite)
     dataset = open_source(source, **reader_options)
+    if node_features_npy:
+        attach_npy_features(dataset, node_features_npy)
     with Progress(None if not quiet else False) as bars:
         store = ingest(dataset, dest, options, progress=bars.callback())
     seconds = time.perf_counter() - started

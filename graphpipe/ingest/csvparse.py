@@ -288,3 +288,8 @@ def parse_block_slow(block: bytes, ncols: int, dtype: np.dtype | type) -> np.nda
     for j, n in enumerate(names):
         out[:, j] = table.column(n).to_numpy(zero_copy_only=False)
     return out.astype(dtype, copy=False)
+
+
+def warm_up() -> None:
+    """Run the parallel parser once (compiles or loads it, and starts Numba's threading layer)."""
+    parse_block(b"1,2\n", 2, np.int64, parts=2)

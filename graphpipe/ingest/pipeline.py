@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import re
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
@@ -89,6 +91,30 @@ def open_source(path: str | os.PathLike, **reader_options) -> DatasetSource:
     raise IngestError(f"{path}: unknown source format (expected an OGB folder, .npz, .csv, .tsv or .parquet)")
 
 
+def attach_npy_features(source: DatasetSource, path: str | os.PathLike) -> DatasetSource:
+    """Use the ``.npy`` matrix at ``path`` (``(N, F)``, memory-mapped, streamed in row blocks)
+    as the node features of ``source``."""
+    path = Path(path)
+    if not path.is_file():
+        raise IngestError(f"{path}: file not found")
+    try:
+        matrix = np.load(path, mmap_mode="r")
+    except Exception as exc:
+        raise IngestError(f"{path}: not a .npy array ({exc})") from exc
+    if matrix.ndim != 2:
+        raise IngestError(f"{path}: features must be 2-D (N, F), got shape {matrix.shape}")
+    if matrix.shape[0] != source.num_nodes:
+        raise IngestError(f"{path}: {matrix.shape[0]} feature rows, but the graph has {source.num_nodes} nodes")
+    rows = max(1, (32 << 20) // max(1, matrix.shape[1] * matrix.itemsize))
+
+    def blocks() -> Iterator[RowBlock]:
+        for start in range(0, matrix.shape[0], rows):
+            yield RowBlock(start, np.asarray(matrix[start:start + rows]), str(path), start + 1)
+
+    source.node_features, source.feature_dim = blocks, int(matrix.shape[1])
+    return source
+
+
 def ingest(source: DatasetSource | str | os.PathLike, dest: str | os.PathLike,
            options: IngestOptions | None = None, *, progress: ProgressFn | None = None,
            reader_options: dict | None = None) -> GraphStore:
@@ -115,12 +141,41 @@ def ingest(source: DatasetSource | str | os.PathLike, dest: str | os.PathLike,
             deduplicate=options.deduplicate, sort_neighbors=options.sort_neighbors,
             build_csr=options.build_csr, memory_limit=memory_limit,
         )
-        stats = build_csc(source.edge_chunks(), source.num_nodes, writer, csc_options, progress=report)
-        if source.num_input_edges is not None and stats.num_input_edges != source.num_input_edges:
-            where = source.extra.get("edge_file", "edge list")
-            declared_in = source.extra.get("num_edges_file", "the dataset's metadata")
-            raise IngestError(f"{where}: {stats.num_input_edges} edges, but {declared_in} says "
-                              f"{source.num_input_edges}")
+        # Node features stream into their array in a second thread while the topology is
+        # built: both stages release the GIL (inflate, Numba parsing and scattering).
+        features_job = None
+        pool = ThreadPoolExecutor(1, thread_name_prefix="ingest-features") if (
+            source.node_features is not None and _threadsafe_numba()) else None
+        stop = threading.Event()
+
+        def write_node_features() -> int:
+            return _write_rows(writer, "node/feat", source.node_features(), source.num_nodes,
+                               source.feature_dim, feature_dtype, options, report, "node features",
+                               what="nodes", expected_from=source.extra.get("num_nodes_file"), stop=stop)
+
+        try:
+            if pool is not None:
+                features_job = pool.submit(write_node_features)
+            stats = build_csc(source.edge_chunks(), source.num_nodes, writer, csc_options, progress=report)
+            if source.num_input_edges is not None and stats.num_input_edges != source.num_input_edges:
+                where = source.extra.get("edge_file", "edge list")
+                declared_in = source.extra.get("num_edges_file", "the dataset's metadata")
+                raise IngestError(f"{where}: {stats.num_input_edges} edges, but {declared_in} says "
+                                  f"{source.num_input_edges}")
+            if source.node_features is not None:
+                dim = features_job.result() if features_job is not None else write_node_features()
+        except BaseException:
+            stop.set()
+            if features_job is not None:
+                features_job.cancel()
+                try:
+                    features_job.result()
+                except BaseException:  # noqa: BLE001 - the first error is the one reported
+                    pass
+            raise
+        finally:
+            if pool is not None:
+                pool.shutdown(wait=True)
         m = writer.manifest
         m["num_nodes"], m["num_edges"] = int(source.num_nodes), int(stats.num_edges)
         m["graph"].update(
@@ -131,9 +186,6 @@ def ingest(source: DatasetSource | str | os.PathLike, dest: str | os.PathLike,
             duplicates_dropped=int(stats.duplicates_removed),
         )
         if source.node_features is not None:
-            dim = _write_rows(writer, "node/feat", source.node_features(), source.num_nodes,
-                              source.feature_dim, feature_dtype, options, report, "node features",
-                              what="nodes", expected_from=source.extra.get("num_nodes_file"))
             m["node_features"] = {"dim": dim, "dtype": str(feature_dtype)}
         if source.edge_features is not None:
             dim = _write_rows(writer, "edge/feat", source.edge_features(), stats.num_input_edges,
@@ -165,6 +217,20 @@ def ingest(source: DatasetSource | str | os.PathLike, dest: str | os.PathLike,
     return GraphStore.open(dest)
 
 
+def _threadsafe_numba() -> bool:
+    """Whether Numba's parallel kernels may be entered from two threads at once
+    (true for the OpenMP and TBB threading layers, not for 'workqueue')."""
+    import numba
+
+    from graphpipe.ingest.csvparse import warm_up
+
+    warm_up()
+    try:
+        return numba.threading_layer() in ("omp", "tbb")
+    except ValueError:
+        return False
+
+
 def _check_splits(source: DatasetSource) -> None:
     """Split IDs must be in range and the splits pairwise disjoint."""
     n = source.num_nodes
@@ -187,12 +253,15 @@ def _check_splits(source: DatasetSource) -> None:
 
 def _write_rows(writer: StoreWriter, key: str, blocks: Iterator[RowBlock], num_rows: int,
                 dim_hint: int | None, dtype: np.dtype, options: IngestOptions, report: ProgressFn,
-                stage: str, *, what: str, expected_from: str | None) -> int:
+                stage: str, *, what: str, expected_from: str | None,
+                stop: threading.Event | None = None) -> int:
     """Stream row blocks into array ``key``; returns the row width."""
     rows_writer: RowWriter | None = None
     done = 0
     source = key
     for block in blocks:
+        if stop is not None and stop.is_set():
+            raise IngestError(f"{block.source}: stopped because another stage failed")
         values = block.values.reshape(block.values.shape[0], -1)
         source = block.source
         if rows_writer is None:
