@@ -1,0 +1,378 @@
+"""The drop-in :class:`NeighborLoader`: Fused-Map sampling, Match-Reorder, feature gather
+with reuse and a static degree cache, prefetch in a background thread."""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+import weakref
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from graphpipe.loaders.minibatch import MiniBatch
+from graphpipe.loaders.sampler import BaseSampler, LocalSampler
+from graphpipe.loaders.stages import (
+    FeatureCache,
+    GatherStage,
+    GraphData,
+    LoaderStats,
+    PreparedBatch,
+    ReorderStage,
+    SampleStage,
+    StatsRef,
+    TransferStage,
+    resolve_graph_data,
+)
+
+__all__ = ["NeighborLoader"]
+
+_END = object()
+
+
+class _Failure:
+    def __init__(self, exc: BaseException):
+        self.exc = exc
+
+
+class NeighborLoader:
+    """Mini-batches of sampled neighbourhoods with their features, like
+    ``torch_geometric.loader.NeighborLoader`` (iterable, ``len()``), read from a graphpipe store.
+
+    Per epoch the input nodes are (optionally) shuffled and cut into batches of
+    ``batch_size`` seeds. The pipeline, per window of ``window`` batches:
+
+    1. ``sample``: the window's batches are sampled together (``sampler``; by default
+       uniform Fused-Map sampling in parallel threads);
+    2. ``reorder``: Greedy Reorder puts each batch after the one it shares most input
+       nodes with (the first batch of a window stays first);
+    3. ``gather``: each batch's feature rows come from the static cache, else from the
+       batch before it (whatever window or epoch that was), else from the store;
+    4. ``transfer``: to ``device``.
+
+    Steps 1–3 run ``prefetch`` batches ahead in a background thread.
+
+    Args:
+        store_or_arrays: a :class:`graphpipe.store.GraphStore`, a store path, a dict
+            ``{"indptr", "indices", "x", "y", "splits"}`` or a tuple
+            ``(indptr, indices, x, y)`` (CSC by destination; ``x`` ``(N, dim)``).
+        fanouts: neighbours per hop, seed hop first (``[15, 10, 5]``); ``-1`` = all.
+        batch_size: seeds per batch.
+        input_nodes: a split name of the store (``"train"``), int node IDs (distinct),
+            a boolean mask of length ``N``, or None for all nodes.
+        shuffle: reshuffle the input nodes every epoch.
+        drop_last: drop the last, incomplete batch.
+        seed: random seed of shuffling and sampling; two loaders with the same seed
+            yield the same batches (epoch by epoch). None: a random seed.
+        match_reorder: True: Match + Reorder; ``"match"``: Match only (batches in
+            sample order); False: neither (every uncached row read from the store).
+        window: batches sampled (and reordered) together.
+        cache: None, or ``"degree"``: a static cache of the rows of highest in-degree.
+        cache_rows: the cache's budget in rows (int) or as a fraction of the nodes (float
+            in [0, 1]).
+        prefetch: batches prepared ahead in a background thread (0: in the caller's thread).
+        device: where batches go (``"cpu"``, ``"cuda"``, ...).
+        progress: show a progress bar (rich).
+        replace: sample with replacement (default sampler only).
+        sampler: a :class:`graphpipe.loaders.BaseSampler`; default :class:`LocalSampler`.
+        features: gather feature rows (``MiniBatch.x``); False leaves ``x`` None.
+        num_threads: sampling threads per window (default sampler only).
+
+    Attributes:
+        stats: :class:`LoaderStats` of the current (or last) epoch.
+    """
+
+    def __init__(self, store_or_arrays: Any, fanouts: Sequence[int], batch_size: int, *,
+                 input_nodes: str | np.ndarray | torch.Tensor | None = "train", shuffle: bool = True,
+                 drop_last: bool = False, seed: int | None = None, match_reorder: bool | str = True,
+                 window: int = 8, cache: str | None = None, cache_rows: int | float = 0.1,
+                 prefetch: int = 2, device: str | torch.device = "cpu", progress: bool = False,
+                 replace: bool = False, sampler: BaseSampler | None = None, features: bool = True,
+                 num_threads: int | None = None):
+        self.fanouts = _check_fanouts(fanouts)
+        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+            raise ValueError(f"'batch_size' must be a positive integer (got {batch_size!r})")
+        self.batch_size = int(batch_size)
+        if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 1:
+            raise ValueError(f"'window' must be a positive integer (got {window!r})")
+        self.window = int(window)
+        if isinstance(prefetch, bool) or not isinstance(prefetch, (int, np.integer)) or prefetch < 0:
+            raise ValueError(f"'prefetch' must be a non-negative integer (got {prefetch!r})")
+        self.prefetch = int(prefetch)
+        if match_reorder not in (True, False, "match"):
+            raise ValueError(f"'match_reorder' must be True, False or 'match' (got {match_reorder!r})")
+        if cache not in (None, "degree"):
+            raise ValueError(f"'cache' must be None or 'degree' (got {cache!r})")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))
+                                 or seed < 0):
+            raise ValueError(f"'seed' must be a non-negative integer or None (got {seed!r})")
+        self.device = torch.device(device)
+        self.shuffle = bool(shuffle)
+        self.drop_last = bool(drop_last)
+        self.progress = bool(progress)
+        self.match_reorder = match_reorder
+        self.seed = int(seed) if seed is not None else int(np.random.SeedSequence().entropy % (1 << 62))
+
+        self.data: GraphData = resolve_graph_data(store_or_arrays)
+        self.features = bool(features)
+        if self.features and self.data.feature_chunks is None:
+            raise ValueError("'store_or_arrays' has no node features ('node/feat' or 'x'); "
+                             "pass features=False to load topology and labels only")
+        self.input_nodes = _resolve_input_nodes(input_nodes, self.data)
+        if self.features and cache == "degree":
+            budget = _cache_budget(cache_rows, self.data.num_nodes)
+            self.cache: FeatureCache | None = FeatureCache.by_degree(self.data, budget)
+        else:
+            if cache is not None:
+                _cache_budget(cache_rows, self.data.num_nodes)
+            self.cache = None
+
+        self.sampler = sampler if sampler is not None else LocalSampler(
+            self.data.indptr, self.data.indices, self.fanouts, replace=replace, num_threads=num_threads)
+        if not hasattr(self.sampler, "sample_from_nodes"):
+            raise ValueError(f"'sampler' must have a sample_from_nodes method (got {type(sampler).__name__})")
+
+        self._stats = StatsRef()
+        on_device = self.device.type != "cpu" and self.features
+        self.sample = SampleStage(self.sampler, self._stats)
+        self.reorder = ReorderStage(match_reorder is True, self._stats)
+        self.gather = GatherStage(self.data, self.cache, match_reorder in (True, "match"), self._stats,
+                                  features=self.features, on_device=on_device,
+                                  pin_memory=self.device.type == "cuda")
+        self.transfer = TransferStage(self.device, self.data, self.cache, self._stats)
+        self._epoch = 0
+        self._active: weakref.ref | None = None
+
+    # -- sizes --------------------------------------------------------------------------------
+    def __len__(self) -> int:
+        n = int(self.input_nodes.shape[0])
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+    @property
+    def stats(self) -> LoaderStats:
+        """Counters of the current (or last) epoch."""
+        return self._stats.current
+
+    @property
+    def epoch(self) -> int:
+        """Epochs started so far."""
+        return self._epoch
+
+    # -- epoch plan ---------------------------------------------------------------------------
+    def epoch_batches(self, epoch: int) -> list[np.ndarray]:
+        """The seed batches of ``epoch`` in sample order (int64 global IDs)."""
+        ids = self.input_nodes
+        if self.shuffle:
+            ids = np.random.default_rng([self.seed, epoch, 0]).permutation(ids)
+        batches = [ids[i:i + self.batch_size] for i in range(0, len(ids), self.batch_size)]
+        if self.drop_last and batches and len(batches[-1]) < self.batch_size:
+            batches.pop()
+        return batches
+
+    def batch_keys(self, epoch: int, count: int) -> list[int]:
+        """The sampler's random key of each batch of ``epoch`` (sample order)."""
+        state = np.random.SeedSequence([self.seed, epoch, 1]).generate_state(max(1, count), np.uint64)
+        return [int(v >> np.uint64(1)) for v in state[:count]]
+
+    def _produce(self, epoch: int) -> Iterator[PreparedBatch]:
+        """Steps 1–3 of one epoch: sample each window, reorder it, gather each batch."""
+        batches = self.epoch_batches(epoch)
+        keys = self.batch_keys(epoch, len(batches))
+        for start in range(0, len(batches), self.window):
+            window = batches[start:start + self.window]
+            outputs = self.sample(window, keys[start:start + self.window])
+            for i in self.reorder(outputs):
+                yield self.gather(outputs[int(i)])
+                outputs[int(i)] = None  # free the subgraph once used
+
+    # -- iteration ----------------------------------------------------------------------------
+    def __iter__(self) -> "_LoaderIterator":
+        active = self._active() if self._active is not None else None
+        if active is not None:
+            active.close()
+        epoch = self._epoch
+        self._epoch += 1
+        self._stats.current = LoaderStats(epoch=epoch)
+        it = _LoaderIterator(self, epoch)
+        self._active = weakref.ref(it)
+        return it
+
+    def __repr__(self) -> str:
+        return (f"NeighborLoader(fanouts={self.fanouts}, batch_size={self.batch_size}, "
+                f"batches={len(self)}, match_reorder={self.match_reorder!r}, window={self.window}, "
+                f"cache={len(self.cache) if self.cache is not None else None}, prefetch={self.prefetch}, "
+                f"device={str(self.device)!r})")
+
+
+def _worker(producer: Iterator[PreparedBatch], out: queue.Queue, stop: threading.Event) -> None:
+    """Background thread: run the producer, hand batches over a bounded queue."""
+    try:
+        for item in producer:
+            while not stop.is_set():
+                try:
+                    out.put(item, timeout=0.05)
+                    break
+                except queue.Full:
+                    continue
+            if stop.is_set():
+                break
+        final: object = _END
+    except BaseException as exc:  # handed to the consumer, re-raised there
+        final = _Failure(exc)
+    finally:
+        close = getattr(producer, "close", None)
+        if close is not None:
+            close()
+    while not stop.is_set():
+        try:
+            out.put(final, timeout=0.05)
+            break
+        except queue.Full:
+            continue
+
+
+class _LoaderIterator:
+    """One epoch of a :class:`NeighborLoader`. Abandoning it (or calling :meth:`close`)
+    stops and joins the prefetch thread."""
+
+    def __init__(self, loader: NeighborLoader, epoch: int):
+        self._loader = loader
+        self._stats = loader._stats.current
+        self._transfer = loader.transfer
+        self._remaining = len(loader)
+        self._done = False
+        self._bar = _progress_bar(len(loader), epoch) if loader.progress else None
+        producer = loader._produce(epoch)
+        if loader.prefetch > 0:
+            self._queue: queue.Queue | None = queue.Queue(maxsize=loader.prefetch)
+            self._stop = threading.Event()
+            self._thread: threading.Thread | None = threading.Thread(
+                target=_worker, args=(producer, self._queue, self._stop),
+                name=f"graphpipe-prefetch-{epoch}", daemon=True)
+            self._thread.start()
+            self._producer = None
+            self._finalizer = weakref.finalize(self, _shutdown, self._stop, self._queue, self._thread)
+        else:
+            self._queue = None
+            self._thread = None
+            self._producer = producer
+            self._finalizer = None
+
+    def __iter__(self) -> "_LoaderIterator":
+        return self
+
+    def __len__(self) -> int:
+        return self._remaining
+
+    def __next__(self) -> MiniBatch:
+        if self._done:
+            raise StopIteration
+        t0 = time.perf_counter()
+        if self._queue is not None:
+            item = self._queue.get()
+            if isinstance(item, _Failure):
+                self.close()
+                raise item.exc
+        else:
+            try:
+                item = next(self._producer)
+            except StopIteration:
+                item = _END
+        self._stats.wait_s += time.perf_counter() - t0
+        if item is _END:
+            self.close()
+            raise StopIteration
+        batch = self._transfer(item)
+        self._remaining -= 1
+        if self._bar is not None:
+            self._bar[0].advance(self._bar[1])
+        return batch
+
+    def close(self) -> None:
+        """Stop the prefetch thread (if any) and the progress bar."""
+        self._done = True
+        if self._finalizer is not None:
+            self._finalizer()
+        if self._producer is not None:
+            self._producer.close()
+        if self._bar is not None:
+            self._bar[0].stop()
+            self._bar = None
+
+
+def _shutdown(stop: threading.Event, out: queue.Queue, thread: threading.Thread) -> None:
+    stop.set()
+    while True:  # unblock a producer waiting on a full queue
+        try:
+            out.get_nowait()
+        except queue.Empty:
+            break
+    if thread is not threading.current_thread():
+        thread.join()
+
+
+def _progress_bar(total: int, epoch: int) -> tuple[Any, Any]:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    bar = Progress(TextColumn("[bold]epoch {task.fields[epoch]}"), BarColumn(), MofNCompleteColumn(),
+                   TimeRemainingColumn(), transient=False)
+    task = bar.add_task("batches", total=total, epoch=epoch)
+    bar.start()
+    return bar, task
+
+
+# -- argument checks ----------------------------------------------------------------------------
+def _check_fanouts(fanouts: Sequence[int]) -> list[int]:
+    if isinstance(fanouts, (str, bytes)) or not hasattr(fanouts, "__len__"):
+        raise ValueError(f"'fanouts' must be a sequence of integers (got {fanouts!r})")
+    values = list(fanouts)
+    if not values:
+        raise ValueError("'fanouts' must not be empty (got [])")
+    for f in values:
+        if isinstance(f, bool) or not isinstance(f, (int, np.integer)) or f < -1:
+            raise ValueError(f"'fanouts' entries must be integers >= -1 (got {values})")
+    return [int(f) for f in values]
+
+
+def _resolve_input_nodes(input_nodes: Any, data: GraphData) -> np.ndarray:
+    if input_nodes is None:
+        return np.arange(data.num_nodes, dtype=np.int64)
+    if isinstance(input_nodes, str):
+        return data.split(input_nodes)
+    if isinstance(input_nodes, torch.Tensor):
+        input_nodes = input_nodes.detach().cpu().numpy()
+    ids = np.asarray(input_nodes)
+    if ids.dtype == bool:
+        if ids.shape != (data.num_nodes,):
+            raise ValueError(f"'input_nodes' as a mask must have shape ({data.num_nodes},) "
+                             f"(got {ids.shape})")
+        return np.flatnonzero(ids).astype(np.int64)
+    if ids.ndim != 1 or (ids.size and ids.dtype.kind not in "iu"):
+        raise ValueError(f"'input_nodes' must be a split name, a 1-D integer array or a boolean mask "
+                         f"(got dtype {ids.dtype}, shape {ids.shape})")
+    ids = ids.astype(np.int64, copy=False)
+    if ids.size:
+        lo, hi = int(ids.min()), int(ids.max())
+        if lo < 0 or hi >= data.num_nodes:
+            raise ValueError(f"'input_nodes' must be node IDs in [0, {data.num_nodes}) "
+                             f"(got {lo if lo < 0 else hi})")
+        if np.unique(ids).shape[0] != ids.shape[0]:
+            raise ValueError("'input_nodes' must not repeat a node (got duplicates)")
+    return ids
+
+
+def _cache_budget(cache_rows: int | float, num_nodes: int) -> int:
+    if isinstance(cache_rows, bool):
+        raise ValueError(f"'cache_rows' must be a row count or a fraction (got {cache_rows!r})")
+    if isinstance(cache_rows, (int, np.integer)):
+        if cache_rows < 0:
+            raise ValueError(f"'cache_rows' must be >= 0 (got {cache_rows})")
+        return min(int(cache_rows), num_nodes)
+    if isinstance(cache_rows, (float, np.floating)):
+        if not 0.0 <= cache_rows <= 1.0:
+            raise ValueError(f"'cache_rows' as a fraction must be in [0, 1] (got {cache_rows})")
+        return int(round(cache_rows * num_nodes))
+    raise ValueError(f"'cache_rows' must be a row count or a fraction (got {cache_rows!r})")

@@ -1,0 +1,73 @@
+"""The sampler interface the loaders compose (PyG ``BaseSampler`` style) and the local
+Fused-Map sampler.
+
+A sampler turns a window of seed batches into sampled subgraphs; it knows
+nothing about features, devices or batch order. Anything with a
+``sample_from_nodes`` method of this signature plugs into
+:class:`graphpipe.loaders.NeighborLoader` (``sampler=``), e.g. a remote sampler
+that asks a sampling service over Arrow Flight.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+
+import numpy as np
+
+from graphpipe.ops.sampling import SampleOutput, sample_neighbors_batches
+
+__all__ = ["BaseSampler", "LocalSampler", "SampleOutput"]
+
+
+class BaseSampler(abc.ABC):
+    """Samples the multi-hop neighbourhoods of a window of seed batches."""
+
+    @abc.abstractmethod
+    def sample_from_nodes(self, seed_batches: Sequence[np.ndarray],
+                          seeds: Sequence[int]) -> list[SampleOutput]:
+        """Sample one subgraph per seed batch.
+
+        Args:
+            seed_batches: per batch, int64 ``(B_i,)`` unique global node IDs (the seeds).
+            seeds: per batch, a non-negative integer random key; the result for a batch
+                must be a pure function of (graph, its seed batch, its key), so
+                that loaders are reproducible whatever the window or thread count.
+
+        Returns:
+            One :class:`graphpipe.ops.sampling.SampleOutput` per batch, in the order
+            given: ``n_id`` (int64 global IDs, seeds first) and ``blocks``
+            (``blocks[0]`` the input layer with ``num_src == len(n_id)``,
+            ``blocks[-1].num_dst == B_i``; destinations a prefix of sources).
+        """
+
+
+class LocalSampler(BaseSampler):
+    """Uniform neighbour sampling with Fused-Map local IDs in this process
+    (:func:`graphpipe.ops.sampling.sample_neighbors_batches`); the batches of a window
+    are sampled in parallel threads.
+
+    Args:
+        indptr: int64 ``(N+1,)`` CSC offsets by destination.
+        indices: int32/int64 ``(E,)`` in-neighbour global IDs.
+        fanouts: neighbours per hop, seed hop first (``-1``: all).
+        replace: sample with replacement.
+        num_threads: worker threads per window (default: Numba's thread count).
+    """
+
+    def __init__(self, indptr: np.ndarray, indices: np.ndarray, fanouts: Sequence[int], *,
+                 replace: bool = False, num_threads: int | None = None):
+        self.indptr = indptr
+        self.indices = indices
+        self.fanouts = [int(f) for f in fanouts]
+        self.replace = bool(replace)
+        self.num_threads = num_threads
+
+    def sample_from_nodes(self, seed_batches: Sequence[np.ndarray],
+                          seeds: Sequence[int]) -> list[SampleOutput]:
+        return sample_neighbors_batches(self.indptr, self.indices, seed_batches, self.fanouts,
+                                        replace=self.replace, seeds=seeds,
+                                        num_threads=self.num_threads)
+
+    def __repr__(self) -> str:
+        return f"LocalSampler(fanouts={self.fanouts}, replace={self.replace})"

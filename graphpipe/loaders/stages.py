@@ -1,0 +1,527 @@
+"""The stages of the neighbour-loader pipeline, each a small object that can be swapped
+or moved to another thread (GraphBolt style):
+
+``sample``   :class:`SampleStage`: a window of seed batches → sampled subgraphs (a sampler).
+``reorder``  :class:`ReorderStage`: Greedy Reorder of the window by match degree.
+``gather``   :class:`GatherStage`: feature rows of a batch from the static cache, the
+             batch currently resident, and the store, in that order (Match).
+``transfer`` :class:`TransferStage`: tensors to the device (pinned host memory when CUDA;
+             on CUDA the reused rows are copied device-to-device).
+
+Plus the data they share: :class:`GraphData` (topology, feature chunks, labels),
+:class:`FeatureCache` (static cache of the hottest rows) and :class:`LoaderStats`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from graphpipe.loaders.minibatch import Block, MiniBatch
+from graphpipe.loaders.sampler import BaseSampler
+from graphpipe.ops.centrality import degree_order, read_degree_order
+from graphpipe.ops.gather import (
+    SOURCE_CACHE,
+    SOURCE_PREVIOUS,
+    SOURCE_STORE,
+    PositionTable,
+    assemble_rows,
+    chunk_list,
+    gather_rows,
+)
+from graphpipe.ops.reorder import greedy_reorder, match_degree_matrix
+from graphpipe.ops.sampling import SampleOutput
+
+__all__ = [
+    "FeatureCache",
+    "GatherStage",
+    "GraphData",
+    "LoaderStats",
+    "PreparedBatch",
+    "ReorderStage",
+    "SampleStage",
+    "TransferStage",
+    "resolve_graph_data",
+]
+
+
+# -- data ---------------------------------------------------------------------------------------
+@dataclass
+class GraphData:
+    """What a loader reads, whatever it was given.
+
+    Attributes:
+        indptr: int64 ``(N+1,)`` CSC offsets by destination.
+        indices: int32/int64 ``(E,)`` in-neighbour global IDs.
+        num_nodes: ``N``.
+        feature_chunks: row-chunk views of the features (``chunks[c]`` holds rows
+            ``c*chunk_rows ...``), or None without features.
+        chunk_rows: rows per chunk.
+        labels: ``(N,)`` or ``(N, tasks)`` labels, or None.
+        splits: ``{name: int64 node IDs}`` for array input; read from the store otherwise.
+        store: the :class:`graphpipe.store.GraphStore` when built from a store.
+    """
+
+    indptr: np.ndarray
+    indices: np.ndarray
+    num_nodes: int
+    feature_chunks: list[np.ndarray] | None
+    chunk_rows: int
+    labels: np.ndarray | None
+    splits: dict[str, np.ndarray] = field(default_factory=dict)
+    store: Any = None
+
+    @property
+    def split_names(self) -> list[str]:
+        return list(self.store.split_names) if self.store is not None else list(self.splits)
+
+    def split(self, name: str) -> np.ndarray:
+        if name not in self.split_names:
+            raise ValueError(f"'input_nodes' names an unknown split {name!r}; "
+                             f"known splits: {self.split_names}")
+        if self.store is not None:
+            return np.asarray(self.store.split(name), dtype=np.int64)
+        return np.asarray(self.splits[name], dtype=np.int64)
+
+    def feature_dim(self) -> int:
+        assert self.feature_chunks is not None
+        return int(self.feature_chunks[0].shape[1])
+
+
+def _to_numpy(value: Any, name: str) -> np.ndarray | None:
+    if value is None:
+        return None
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu().numpy()
+    arr = np.asarray(value)
+    if arr.dtype == object:
+        raise ValueError(f"'store_or_arrays' entry {name!r} is not a numeric array (got {type(value)})")
+    return arr
+
+
+def resolve_graph_data(store_or_arrays: Any) -> GraphData:
+    """A :class:`GraphData` from a GraphStore, a store path, a dict with keys
+    ``indptr, indices[, x, y, splits]`` or a tuple ``(indptr, indices, x, y)``."""
+    from graphpipe.store import GraphStore
+
+    if isinstance(store_or_arrays, (str, os.PathLike)):
+        if not Path(store_or_arrays).is_dir():
+            raise ValueError(f"'store_or_arrays' is not a store directory (got {str(store_or_arrays)!r})")
+        store_or_arrays = GraphStore.open(store_or_arrays)
+    if isinstance(store_or_arrays, GraphStore):
+        store = store_or_arrays
+        chunks, chunk_rows = store.feature_chunks() if store.has_features else (None, 1)
+        if chunks is not None:
+            chunks = [c.reshape(-1, 1) if c.ndim == 1 else c for c in chunks]
+        return GraphData(indptr=np.asarray(store.indptr), indices=np.asarray(store.indices),
+                         num_nodes=store.num_nodes, feature_chunks=chunks, chunk_rows=int(chunk_rows),
+                         labels=np.asarray(store.labels) if store.has_labels else None, store=store)
+    if isinstance(store_or_arrays, dict):
+        unknown = set(store_or_arrays) - {"indptr", "indices", "x", "y", "splits"}
+        if unknown or not {"indptr", "indices"} <= set(store_or_arrays):
+            raise ValueError("'store_or_arrays' as a dict needs keys 'indptr', 'indices' and optionally "
+                             f"'x', 'y', 'splits' (got {sorted(store_or_arrays)})")
+        parts = store_or_arrays
+        splits = {k: np.asarray(_to_numpy(v, k), dtype=np.int64)
+                  for k, v in (parts.get("splits") or {}).items()}
+    elif isinstance(store_or_arrays, (tuple, list)) and 2 <= len(store_or_arrays) <= 4:
+        names = ("indptr", "indices", "x", "y")
+        parts = dict(zip(names, store_or_arrays))
+        splits = {}
+    else:
+        raise ValueError("'store_or_arrays' must be a GraphStore, a store path, a dict or a tuple "
+                         f"(indptr, indices, x, y) (got {type(store_or_arrays).__name__})")
+    indptr = _to_numpy(parts["indptr"], "indptr")
+    indices = _to_numpy(parts["indices"], "indices")
+    if indptr is None or indptr.ndim != 1 or len(indptr) < 1:
+        raise ValueError("'store_or_arrays' indptr must be a 1-D array of N+1 offsets")
+    indptr = np.ascontiguousarray(indptr, dtype=np.int64)
+    indices = np.ascontiguousarray(indices)
+    num_nodes = len(indptr) - 1
+    x = _to_numpy(parts.get("x"), "x")
+    if x is not None:
+        x = np.ascontiguousarray(x.reshape(-1, 1) if x.ndim == 1 else x)
+        if x.shape[0] != num_nodes:
+            raise ValueError(f"'store_or_arrays' x has {x.shape[0]} rows for {num_nodes} nodes")
+    y = _to_numpy(parts.get("y"), "y")
+    if y is not None and y.shape[0] != num_nodes:
+        raise ValueError(f"'store_or_arrays' y has {y.shape[0]} rows for {num_nodes} nodes")
+    return GraphData(indptr=indptr, indices=indices, num_nodes=num_nodes,
+                     feature_chunks=None if x is None else [x],
+                     chunk_rows=max(1, num_nodes), labels=y, splits=splits)
+
+
+# -- statistics --------------------------------------------------------------------------------
+@dataclass
+class LoaderStats:
+    """Counters of one epoch (updated while iterating).
+
+    ``rows_needed == rows_gathered + rows_reused + rows_cached`` at every point.
+    ``match_degree_mean`` averages ``|V_t ∩ V_prev| / min(|V_t|, |V_prev|)`` over
+    consecutive batches (``V`` = the batch's ``n_id``; the first batch of a loader
+    has no predecessor). Times are seconds: ``sample_s`` in the sampler,
+    ``reorder_s`` in Greedy Reorder, ``gather_s`` assembling features (and labels,
+    edge_index), ``transfer_s`` moving to the device, ``wait_s`` the training
+    loop blocked waiting for the next batch.
+    """
+
+    epoch: int = 0
+    batches: int = 0
+    seeds: int = 0
+    sampled_nodes: int = 0
+    sampled_edges: int = 0
+    rows_needed: int = 0
+    rows_gathered: int = 0
+    rows_reused: int = 0
+    rows_cached: int = 0
+    match_degree_sum: float = 0.0
+    match_degree_count: int = 0
+    sample_s: float = 0.0
+    reorder_s: float = 0.0
+    gather_s: float = 0.0
+    transfer_s: float = 0.0
+    wait_s: float = 0.0
+
+    @property
+    def match_degree_mean(self) -> float:
+        return self.match_degree_sum / self.match_degree_count if self.match_degree_count else 0.0
+
+    @property
+    def gathered_fraction(self) -> float:
+        """Rows read from the store over rows needed."""
+        return self.rows_gathered / self.rows_needed if self.rows_needed else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["match_degree_mean"] = self.match_degree_mean
+        out["gathered_fraction"] = self.gathered_fraction
+        return out
+
+
+# -- sample ------------------------------------------------------------------------------------
+class SampleStage:
+    """``sample``: a window of seed batches → one :class:`SampleOutput` per batch."""
+
+    def __init__(self, sampler: BaseSampler, stats_ref: "StatsRef"):
+        self.sampler = sampler
+        self._stats = stats_ref
+
+    def __call__(self, seed_batches: Sequence[np.ndarray], keys: Sequence[int]) -> list[SampleOutput]:
+        t0 = time.perf_counter()
+        outputs = self.sampler.sample_from_nodes(seed_batches, keys)
+        if len(outputs) != len(seed_batches):
+            raise ValueError(f"'sampler' returned {len(outputs)} outputs for {len(seed_batches)} batches")
+        self._stats.current.sample_s += time.perf_counter() - t0
+        return outputs
+
+
+class StatsRef:
+    """A mutable handle on the current epoch's :class:`LoaderStats` shared by the stages."""
+
+    def __init__(self) -> None:
+        self.current = LoaderStats()
+
+
+# -- reorder -----------------------------------------------------------------------------------
+class ReorderStage:
+    """``reorder``: the Greedy Reorder permutation of a window (identity when disabled)."""
+
+    def __init__(self, enabled: bool, stats_ref: StatsRef):
+        self.enabled = enabled
+        self._stats = stats_ref
+
+    def __call__(self, outputs: Sequence[SampleOutput]) -> np.ndarray:
+        if not self.enabled or len(outputs) < 3:  # with 2 batches the order is fixed (first stays)
+            return np.arange(len(outputs), dtype=np.int64)
+        t0 = time.perf_counter()
+        order = greedy_reorder(match_degree_matrix([o.n_id for o in outputs]))
+        self._stats.current.reorder_s += time.perf_counter() - t0
+        return order
+
+
+# -- cache -------------------------------------------------------------------------------------
+class FeatureCache:
+    """A static cache of feature rows: ``rows[i]`` holds the features of global ID ``ids[i]``.
+
+    Args:
+        ids: int64 ``(C,)`` distinct global node IDs.
+        rows: ``(C, dim)`` their feature rows.
+    """
+
+    def __init__(self, ids: np.ndarray, rows: np.ndarray):
+        self.ids = np.ascontiguousarray(ids, dtype=np.int64)
+        self.rows = np.ascontiguousarray(rows)
+        self.table = PositionTable(self.ids)
+
+    @classmethod
+    def by_degree(cls, data: GraphData, budget: int) -> "FeatureCache":
+        """The ``budget`` nodes of highest in-degree (the store's ``derived/degree_order``
+        when present, else computed)."""
+        order = read_degree_order(data.store) if data.store is not None else None
+        if order is None:
+            order = degree_order(np.diff(data.indptr))
+        ids = np.asarray(order[:budget], dtype=np.int64)
+        assert data.feature_chunks is not None
+        return cls(ids, gather_rows(chunk_list(data.feature_chunks), data.chunk_rows, ids))
+
+    def __len__(self) -> int:
+        return int(self.ids.shape[0])
+
+    def lookup(self, n_id: np.ndarray) -> np.ndarray:
+        """int64 ``(len(n_id),)`` row of each ID in the cache, -1 when not cached."""
+        return self.table.lookup(n_id)
+
+
+# -- gather ------------------------------------------------------------------------------------
+@dataclass
+class RowPlan:
+    """Where each feature row of a batch comes from, for assembly on the device.
+
+    Attributes:
+        cache_pos: int64 ``(k,)`` row in the cache or -1.
+        prev_pos: int64 ``(k,)`` row in the previous batch or -1 (only where not cached).
+        store_idx: int64 ``(s,)`` positions (in the batch) of the rows read from the store.
+        store_rows: ``(s, dim)`` those rows (pinned host memory when CUDA).
+        prev_token: sequence number of the batch ``prev_pos`` refers to (-1: none).
+    """
+
+    cache_pos: np.ndarray
+    prev_pos: np.ndarray
+    store_idx: np.ndarray
+    store_rows: torch.Tensor
+    prev_token: int
+
+
+@dataclass
+class PreparedBatch:
+    """A batch on the host, ready for the ``transfer`` stage."""
+
+    batch: MiniBatch
+    plan: RowPlan | None
+    token: int
+
+
+class GatherStage:
+    """``gather``: the feature rows of a batch, served cache → previous batch → store.
+
+    The previous batch is the one this stage produced last (across windows and
+    epochs): its IDs, and on the host path its rows, stay resident. With
+    ``match=False`` every uncached row is read from the store.
+
+    ``on_device=False``: rows are assembled here into a contiguous host array.
+    ``on_device=True``: only the store rows are gathered here (into pinned memory);
+    the :class:`TransferStage` assembles on the device, where the previous batch lives.
+    """
+
+    def __init__(self, data: GraphData, cache: FeatureCache | None, match: bool, stats_ref: StatsRef,
+                 *, features: bool = True, on_device: bool = False, pin_memory: bool = False):
+        self.data = data
+        self.cache = cache
+        self.match = match
+        self.features = features and data.feature_chunks is not None
+        self.on_device = on_device
+        self.pin_memory = pin_memory
+        self._chunks = chunk_list(data.feature_chunks) if self.features else None
+        self._stats = stats_ref
+        self._resident_ids: np.ndarray | None = None
+        self._resident_rows: np.ndarray | None = None
+        self._resident_token = -1
+        self._next_token = 0
+
+    def reset(self) -> None:
+        """Forget the resident batch (the next batch reads everything from cache/store)."""
+        self._resident_ids = self._resident_rows = None
+        self._resident_token = -1
+
+    def _prev_positions(self, n_id: np.ndarray) -> np.ndarray | None:
+        if self._resident_ids is None:
+            return None
+        return PositionTable(self._resident_ids).lookup(n_id)
+
+    def __call__(self, out: SampleOutput) -> PreparedBatch:
+        t0 = time.perf_counter()
+        stats = self._stats.current
+        n_id = np.ascontiguousarray(out.n_id, dtype=np.int64)
+        k = n_id.shape[0]
+        token = self._next_token
+        self._next_token += 1
+
+        prev_pos = self._prev_positions(n_id)
+        if prev_pos is not None:
+            hits = int(np.count_nonzero(prev_pos >= 0))
+            smaller = min(k, self._resident_ids.shape[0])
+            stats.match_degree_sum += hits / smaller if smaller else 0.0
+            stats.match_degree_count += 1
+        x = plan = None
+        if self.features:
+            cache_pos = self.cache.lookup(n_id) if self.cache is not None else None
+            use_prev = prev_pos if self.match else None
+            if self.on_device:
+                plan = self._plan(n_id, cache_pos, use_prev)
+                source_counts = (int(np.count_nonzero(plan.cache_pos >= 0)),
+                                 int(np.count_nonzero(plan.prev_pos >= 0)), int(plan.store_idx.shape[0]))
+            else:
+                rows, source = assemble_rows(
+                    n_id, chunks=self._chunks, chunk_rows=self.data.chunk_rows, cache_pos=cache_pos,
+                    cache_rows=None if self.cache is None else self.cache.rows, prev_pos=use_prev,
+                    prev_rows=self._resident_rows if use_prev is not None else None)
+                counts = np.bincount(source, minlength=3)
+                source_counts = (int(counts[SOURCE_CACHE]), int(counts[SOURCE_PREVIOUS]),
+                                 int(counts[SOURCE_STORE]))
+                x = torch.from_numpy(rows)
+                self._resident_rows = rows
+            stats.rows_needed += k
+            stats.rows_cached += source_counts[0]
+            stats.rows_reused += source_counts[1]
+            stats.rows_gathered += source_counts[2]
+        self._resident_ids = n_id
+        prev_token, self._resident_token = self._resident_token, token
+        if plan is not None:
+            plan.prev_token = prev_token
+
+        batch = _make_minibatch(out, n_id, x, self.data.labels)
+        stats.batches += 1
+        stats.seeds += out.batch_size
+        stats.sampled_nodes += k
+        stats.sampled_edges += sum(int(b.indices.shape[0]) for b in out.blocks)
+        stats.gather_s += time.perf_counter() - t0
+        return PreparedBatch(batch=batch, plan=plan, token=token)
+
+    def _plan(self, n_id: np.ndarray, cache_pos: np.ndarray | None,
+              prev_pos: np.ndarray | None) -> RowPlan:
+        k = n_id.shape[0]
+        cache_pos = np.full(k, -1, dtype=np.int64) if cache_pos is None else cache_pos
+        prev_pos = np.full(k, -1, dtype=np.int64) if prev_pos is None else prev_pos.copy()
+        prev_pos[cache_pos >= 0] = -1
+        store_idx = np.flatnonzero((cache_pos < 0) & (prev_pos < 0)).astype(np.int64)
+        dim = self.data.feature_dim()
+        dtype = torch.from_numpy(self.data.feature_chunks[0][:0].copy()).dtype
+        staged = torch.empty((store_idx.shape[0], dim), dtype=dtype, pin_memory=self.pin_memory)
+        if store_idx.shape[0]:
+            gather_rows(self._chunks, self.data.chunk_rows, n_id[store_idx], out=staged.numpy())
+        return RowPlan(cache_pos=cache_pos, prev_pos=prev_pos, store_idx=store_idx,
+                       store_rows=staged, prev_token=-1)
+
+
+def pyg_edges(blocks: Sequence[Any]) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """PyG-style edges of DGL-style blocks (numpy, local IDs of ``n_id``).
+
+    Hop 1 (``blocks[-1]``) contributes all its edges; hop ``h > 1`` contributes
+    the edges into the nodes first reached by hop ``h-1``: destination local IDs
+    ``[blocks[-h+1].num_dst, blocks[-h+1].num_src)``, a contiguous CSC range.
+
+    Returns:
+        ``(edge_index int64 (2, E), e_id int64 (E,), edges per hop)``.
+    """
+    rows, cols, eids, per_hop = [], [], [], []
+    inner = None
+    for block in reversed(blocks):
+        lo = 0 if inner is None else inner.num_dst
+        hi = block.num_dst
+        indptr = np.asarray(block.indptr)
+        e_lo, e_hi = int(indptr[lo]), int(indptr[hi])
+        rows.append(np.asarray(block.indices[e_lo:e_hi], dtype=np.int64))
+        cols.append(np.repeat(np.arange(lo, hi, dtype=np.int64), np.diff(indptr[lo:hi + 1])))
+        eids.append(np.asarray(block.edge_ids[e_lo:e_hi], dtype=np.int64))
+        per_hop.append(e_hi - e_lo)
+        inner = block
+    edge_index = np.stack([np.concatenate(rows), np.concatenate(cols)]) if rows else np.zeros((2, 0), np.int64)
+    return edge_index, np.concatenate(eids) if eids else np.zeros(0, np.int64), per_hop
+
+
+def _make_minibatch(out: SampleOutput, n_id: np.ndarray, x: torch.Tensor | None,
+                    labels: np.ndarray | None) -> MiniBatch:
+    blocks = [Block(indptr=torch.from_numpy(np.ascontiguousarray(b.indptr, dtype=np.int64)),
+                    indices=torch.from_numpy(np.ascontiguousarray(b.indices, dtype=np.int64)),
+                    num_dst=int(b.num_dst), num_src=int(b.num_src),
+                    edge_ids=torch.from_numpy(np.ascontiguousarray(b.edge_ids, dtype=np.int64)))
+              for b in out.blocks]
+    edge_index, e_id, per_hop = pyg_edges(out.blocks)
+    y = None
+    if labels is not None:
+        y = torch.from_numpy(np.take(labels, n_id[: out.batch_size], axis=0))
+    num_sampled_nodes = [int(out.batch_size)] + [int(b.num_src - b.num_dst) for b in reversed(out.blocks)]
+    return MiniBatch(n_id=torch.from_numpy(n_id), x=x, y=y, batch_size=int(out.batch_size),
+                     blocks=blocks, edge_index=torch.from_numpy(edge_index), e_id=torch.from_numpy(e_id),
+                     num_sampled_nodes=num_sampled_nodes, num_sampled_edges=per_hop)
+
+
+# -- transfer ----------------------------------------------------------------------------------
+class TransferStage:
+    """``transfer``: a prepared batch to ``device``.
+
+    On the CPU this returns the batch as is. On CUDA, tensors are copied from
+    pinned memory without blocking; feature rows are assembled on the device: store
+    rows from the staged copy, cached rows from the device-resident cache, reused
+    rows from the previous batch's device buffer (device to device, FastGL's Match).
+    """
+
+    def __init__(self, device: torch.device, data: GraphData, cache: FeatureCache | None,
+                 stats_ref: StatsRef):
+        self.device = device
+        self.data = data
+        self._stats = stats_ref
+        self._cache_rows = None
+        if cache is not None and device.type != "cpu" and len(cache):
+            self._cache_rows = torch.from_numpy(cache.rows).to(device)
+        self._resident_x: torch.Tensor | None = None
+        self._resident_token = -1
+
+    def __call__(self, prepared: PreparedBatch) -> MiniBatch:
+        if self.device.type == "cpu":
+            return prepared.batch
+        t0 = time.perf_counter()
+        batch = prepared.batch
+        pin = self.device.type == "cuda"
+        x = batch.x
+        batch.x = None
+        moved = (batch.to(self.device, non_blocking=True) if not pin else
+                 _pinned(batch).to(self.device, non_blocking=True))
+        plan = prepared.plan
+        if plan is not None:
+            x = self._assemble(batch.n_id.numpy(), plan)
+            self._resident_x, self._resident_token = x, prepared.token
+        elif x is not None:
+            x = x.to(self.device, non_blocking=True)
+        moved.x = x
+        self._stats.current.transfer_s += time.perf_counter() - t0
+        return moved
+
+    def _assemble(self, n_id: np.ndarray, plan: RowPlan) -> torch.Tensor:
+        dev = self.device
+        k = n_id.shape[0]
+        x = torch.empty((k, plan.store_rows.shape[1]), dtype=plan.store_rows.dtype, device=dev)
+        if plan.store_idx.shape[0]:
+            x[torch.from_numpy(plan.store_idx).to(dev)] = plan.store_rows.to(dev, non_blocking=True)
+        cached = np.flatnonzero(plan.cache_pos >= 0)
+        if cached.shape[0]:
+            x[torch.from_numpy(cached).to(dev)] = self._cache_rows[
+                torch.from_numpy(plan.cache_pos[cached]).to(dev)]
+        reused = np.flatnonzero(plan.prev_pos >= 0)
+        if reused.shape[0]:
+            idx = torch.from_numpy(reused).to(dev)
+            if self._resident_x is not None and self._resident_token == plan.prev_token:
+                x[idx] = self._resident_x[torch.from_numpy(plan.prev_pos[reused]).to(dev)]
+            else:  # the batch the plan refers to never reached the device: read from the store
+                rows = gather_rows(chunk_list(self.data.feature_chunks), self.data.chunk_rows,
+                                   n_id[reused])
+                x[idx] = torch.from_numpy(rows).to(dev)
+        return x
+
+
+def _pinned(batch: MiniBatch) -> MiniBatch:
+    def pin(t: torch.Tensor | None) -> torch.Tensor | None:
+        return None if t is None else t.pin_memory()
+
+    return MiniBatch(n_id=pin(batch.n_id), x=pin(batch.x), y=pin(batch.y), batch_size=batch.batch_size,
+                     blocks=[Block(pin(b.indptr), pin(b.indices), b.num_dst, b.num_src, pin(b.edge_ids))
+                             for b in batch.blocks],
+                     edge_index=pin(batch.edge_index), e_id=pin(batch.e_id),
+                     num_sampled_nodes=batch.num_sampled_nodes, num_sampled_edges=batch.num_sampled_edges)
