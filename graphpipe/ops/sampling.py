@@ -456,6 +456,8 @@ def _check_graph(indptr: np.ndarray, indices: np.ndarray) -> tuple[np.ndarray, n
         if not np.issubdtype(indices.dtype, np.integer):
             raise ValueError(f"'indices' must hold integers (got {indices.dtype})")
         indices = indices.astype(np.int64)
+    if int(indptr[0]) != 0:
+        raise ValueError(f"'indptr' must start at 0 (got {int(indptr[0])})")
     if int(indptr[-1]) != indices.shape[0]:
         raise ValueError(f"'indptr' must end at len(indices)={indices.shape[0]} (got {int(indptr[-1])})")
     return np.ascontiguousarray(indptr), np.ascontiguousarray(indices)
