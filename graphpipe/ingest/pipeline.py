@@ -156,7 +156,7 @@ def ingest(source: DatasetSource | str | os.PathLike, dest: str | os.PathLike,
         try:
             if pool is not None:
                 features_job = pool.submit(write_node_features)
-            stats = build_csc(source.edge_chunks(), source.num_nodes, writer, csc_options, progress=report)
+            stats = build_csc(_non_empty(source), source.num_nodes, writer, csc_options, progress=report)
             if source.num_input_edges is not None and stats.num_input_edges != source.num_input_edges:
                 where = source.extra.get("edge_file", "edge list")
                 declared_in = source.extra.get("num_edges_file", "the dataset's metadata")
@@ -215,6 +215,16 @@ def ingest(source: DatasetSource | str | os.PathLike, dest: str | os.PathLike,
         writer.commit()
         report("writing", 1, 1)
     return GraphStore.open(dest)
+
+
+def _non_empty(source: DatasetSource) -> Iterator:
+    """The source's edge chunks; an edge list without a single edge is an error naming the file."""
+    seen = False
+    for chunk in source.edge_chunks():
+        seen = seen or len(chunk) > 0
+        yield chunk
+    if not seen:
+        raise IngestError(f"{source.extra.get('edge_file', source.source_path)}: edge list is empty")
 
 
 def _threadsafe_numba() -> bool:
