@@ -381,15 +381,13 @@ class _AggregateFunction(torch.autograd.Function):
         block: CSCBlock = ctx.block
         cdtype = _compute_dtype(ctx.x_dtype)
         g = grad_out.detach().to(cdtype).contiguous()
-        if row_scale is not None:
-            g = g * row_scale[:, None]
         grad_x = grad_w = None
         if ctx.needs_input_grad[0]:
             if ctx.backend == "cpu":
-                grad_x = _cpu_spmm_transposed(block, g, coef)
+                grad_x = _cpu_spmm_transposed(block, g, coef, row_scale)
             else:
                 from . import aggregate_triton as _tr
-                grad_x = _tr.spmm_transposed(block, g, coef, **ctx.options)
+                grad_x = _tr.spmm_transposed(block, g, coef, row_scale, **ctx.options)
             grad_x = grad_x.to(ctx.x_dtype)
         if ctx.has_weight and ctx.needs_input_grad[1]:
             if ctx.backend == "cpu":
@@ -401,6 +399,8 @@ class _AggregateFunction(torch.autograd.Function):
                 grad_w = _tr.sddmm_dot(block, g, xc, **ctx.options)
             if norm_coef is not None:
                 grad_w = grad_w * norm_coef
+            if row_scale is not None:
+                grad_w = grad_w * row_scale[block.edge_dst()]
         return grad_x, grad_w, None, None, None, None, None
 
 
@@ -416,28 +416,35 @@ def _edge_coefficients(block: CSCBlock, edge_weight: torch.Tensor | None, norm: 
     return w, norm_coef
 
 
+_EMPTY = {dt: torch.empty(0, dtype=dt) for dt in (torch.float32, torch.float64)}
+
+
 def _cpu_spmm(block: CSCBlock, x: torch.Tensor, coef: torch.Tensor | None,
               row_scale: torch.Tensor | None) -> torch.Tensor:
     out = torch.empty(block.num_dst, x.shape[1], dtype=x.dtype)
     ip, ix = _np(block.indptr), _np(block.indices)
+    scale = (row_scale if row_scale is not None else _EMPTY[x.dtype]).numpy()
     if coef is None:
-        _cpu.spmm_sum(ip, ix, x.numpy(), out.numpy())
+        _cpu.spmm_sum(ip, ix, x.numpy(), scale, out.numpy())
     else:
-        _cpu.spmm_weighted(ip, ix, coef.numpy(), x.numpy(), out.numpy())
-    if row_scale is not None:
-        _cpu.scale_rows(out.numpy(), row_scale.numpy())
+        _cpu.spmm_weighted(ip, ix, coef.numpy(), x.numpy(), scale, out.numpy())
     return out
 
 
-def _cpu_spmm_transposed(block: CSCBlock, g: torch.Tensor,
-                         coef: torch.Tensor | None) -> torch.Tensor:
+def _cpu_spmm_transposed(block: CSCBlock, g: torch.Tensor, coef: torch.Tensor | None,
+                         row_scale: torch.Tensor | None) -> torch.Tensor:
+    """grad_x = A_w^T · diag(row_scale) · g over the cached transposed block."""
     t_indptr, t_dst, t_eid = block.transposed()
     out = torch.empty(block.num_src, g.shape[1], dtype=g.dtype)
-    if coef is None:
-        _cpu.spmm_sum(t_indptr.numpy(), t_dst.numpy(), g.numpy(), out.numpy())
+    ti, td, g_np, o = t_indptr.numpy(), t_dst.numpy(), g.numpy(), out.numpy()
+    if coef is None and row_scale is None:
+        _cpu.spmm_sum(ti, td, g_np, _EMPTY[g.dtype].numpy(), o)
+    elif coef is None:
+        _cpu.spmm_weighted_gather(ti, td, row_scale.numpy(), td, g_np, o)
     else:
-        _cpu.spmm_weighted_gather(t_indptr.numpy(), t_dst.numpy(), coef.numpy(), t_eid.numpy(),
-                                  g.numpy(), out.numpy())
+        if row_scale is not None:
+            coef = coef * row_scale[block.edge_dst()]
+        _cpu.spmm_weighted_gather(ti, td, coef.numpy(), t_eid.numpy(), g_np, o)
     return out
 
 

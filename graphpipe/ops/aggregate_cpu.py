@@ -75,10 +75,14 @@ def validate_csc(indptr: np.ndarray, indices: np.ndarray, num_src: int) -> int:
 
 
 @numba.njit(**_JIT)
-def spmm_sum(indptr, indices, x, out):
-    """out[r, :] = sum_{e in row r} x[indices[e], :]; x (N, F), out (R, F)."""
+def spmm_sum(indptr, indices, x, row_scale, out):
+    """out[r, :] = s_r * sum_{e in row r} x[indices[e], :]; x (N, F), out (R, F).
+
+    ``row_scale`` is ``(R,)`` (s_r) or empty (s_r = 1); scaling happens while the row
+    is still in cache, after its sum, so mean costs no extra pass."""
     num_rows = indptr.shape[0] - 1
     num_feat = x.shape[1]
+    scaled = row_scale.shape[0] > 0
     for r in numba.prange(num_rows):
         acc = out[r]
         for f in range(num_feat):
@@ -87,13 +91,19 @@ def spmm_sum(indptr, indices, x, out):
             src = x[indices[e]]
             for f in range(num_feat):
                 acc[f] += src[f]
+        if scaled:
+            s = row_scale[r]
+            for f in range(num_feat):
+                acc[f] *= s
 
 
 @numba.njit(**_JIT)
-def spmm_weighted(indptr, indices, weight, x, out):
-    """out[r, :] = sum_{e in row r} weight[e] * x[indices[e], :]; weight (E,)."""
+def spmm_weighted(indptr, indices, weight, x, row_scale, out):
+    """out[r, :] = s_r * sum_{e in row r} weight[e] * x[indices[e], :]; weight (E,),
+    ``row_scale`` as in :func:`spmm_sum`."""
     num_rows = indptr.shape[0] - 1
     num_feat = x.shape[1]
+    scaled = row_scale.shape[0] > 0
     for r in numba.prange(num_rows):
         acc = out[r]
         for f in range(num_feat):
@@ -103,12 +113,18 @@ def spmm_weighted(indptr, indices, weight, x, out):
             w = weight[e]
             for f in range(num_feat):
                 acc[f] += w * src[f]
+        if scaled:
+            s = row_scale[r]
+            for f in range(num_feat):
+                acc[f] *= s
 
 
 @numba.njit(**_JIT)
 def spmm_weighted_gather(indptr, indices, weight, weight_index, x, out):
-    """Like :func:`spmm_weighted` with ``weight[weight_index[e]]`` (the transposed
-    pass reads the forward weights through ``t_eid`` without materialising them)."""
+    """out[r, :] = sum_{e in row r} weight[weight_index[e]] * x[indices[e], :].
+
+    The transposed pass reads per-edge weights through ``t_eid`` and per-destination
+    weights (the mean's 1/deg) through ``t_dst`` without materialising them."""
     num_rows = indptr.shape[0] - 1
     num_feat = x.shape[1]
     for r in numba.prange(num_rows):
@@ -145,16 +161,6 @@ def spmm_heads(indptr, indices, alpha, alpha_index, x, out):
                 w = a[h]
                 for d in range(head_dim):
                     acc[h, d] += w * src[h, d]
-
-
-@numba.njit(**_JIT)
-def scale_rows(out, scale):
-    """out[r, :] *= scale[r] in place."""
-    for r in numba.prange(out.shape[0]):
-        s = scale[r]
-        row = out[r]
-        for f in range(out.shape[1]):
-            row[f] *= s
 
 
 # --------------------------------------------------------------------------- SDDMM
