@@ -1,0 +1,61 @@
+"""Run one measured job in a fresh interpreter and report seconds and peak RSS as JSON.
+
+Used by the benchmark scripts so every contender (graphpipe and each peer) is
+measured the same way: imports first (their RSS is reported as ``baseline_rss``),
+then the timed work; ``peak_rss`` is the process's maximum resident set size
+(``ru_maxrss``) over its whole life.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from typing import Any
+
+_CHILD = r'''
+import json, resource, sys, time
+setup, work = sys.argv[1], sys.argv[2]
+ns = {}
+exec(setup, ns)
+baseline = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+t0 = time.perf_counter()
+exec(work, ns)
+seconds = time.perf_counter() - t0
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+print("@@MEASURE@@" + json.dumps({"seconds": seconds, "peak_rss": peak, "baseline_rss": baseline,
+                                  "result": ns.get("result")}))
+'''
+
+
+def measure(setup: str, work: str, *, python: str = sys.executable, env: dict | None = None,
+            timeout: float = 1800) -> dict[str, Any]:
+    """Run ``setup`` (untimed: imports) then ``work`` (timed) in a new ``python`` process."""
+    proc = subprocess.run([python, "-c", _CHILD, setup, work], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, timeout=timeout)
+    for line in proc.stdout.splitlines():
+        if line.startswith("@@MEASURE@@"):
+            return json.loads(line[len("@@MEASURE@@"):])
+    raise RuntimeError(f"measured job failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+
+
+def median_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run with the median time (its peak RSS goes with it)."""
+    ordered = sorted(runs, key=lambda r: r["seconds"])
+    return ordered[len(ordered) // 2]
+
+
+def mb(nbytes: float) -> str:
+    return f"{nbytes / 1e6:,.0f} MB"
+
+
+def machine_note() -> str:
+    load = os.getloadavg()[0]
+    return f"{os.cpu_count()} cores, load average {load:.2f} at start, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
+
+
+def self_peak_rss() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
