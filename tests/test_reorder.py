@@ -21,10 +21,12 @@ def _random_sets(rng: np.random.Generator, n: int, universe: int = 60) -> list[n
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_matrix_matches_python_sets(seed: int) -> None:
+@pytest.mark.parametrize("method", ["bitmap", "merge"])
+def test_matrix_matches_python_sets(seed: int, method: str) -> None:
     rng = np.random.default_rng(seed)
     sets = _random_sets(rng, 7)
-    fast = match_degree_matrix(sets)
+    sets[1] = np.concatenate([sets[1], sets[1][:3]])  # repeats inside a set are ignored
+    fast = match_degree_matrix(sets, method)
     ref = match_degree_matrix_reference(sets)
     np.testing.assert_allclose(fast, ref, rtol=0, atol=1e-15)
     assert np.array_equal(fast, fast.T)
@@ -37,9 +39,18 @@ def test_matrix_matches_python_sets(seed: int) -> None:
         assert intersection_size(sets[i], sets[j]) == len(a & b)
 
 
-def test_matrix_identical_and_disjoint_sets() -> None:
-    m = match_degree_matrix([np.arange(10), np.arange(10), np.arange(100, 105), np.arange(3)])
+@pytest.mark.parametrize("method", ["bitmap", "merge"])
+def test_matrix_identical_and_disjoint_sets(method: str) -> None:
+    m = match_degree_matrix([np.arange(10), np.arange(10), np.arange(100, 105), np.arange(3)], method)
     assert m[0, 1] == 1.0 and m[0, 2] == 0.0 and m[0, 3] == 1.0 and m[2, 3] == 0.0
+
+
+def test_bitmap_and_merge_agree_past_64_sets() -> None:
+    rng = np.random.default_rng(5)
+    sets = [rng.choice(3000, size=int(rng.integers(1, 200)), replace=False) for _ in range(70)]
+    bitmap = match_degree_matrix(sets, "bitmap")
+    assert np.array_equal(bitmap, match_degree_matrix(sets, "merge"))
+    assert np.allclose(bitmap, match_degree_matrix_reference(sets))
 
 
 def _assert_greedy(order: np.ndarray, m: np.ndarray) -> None:
@@ -93,3 +104,5 @@ def test_errors() -> None:
         greedy_reorder(np.zeros((2, 3)))
     with pytest.raises(ValueError, match="node_sets"):
         match_degree_matrix([np.array([0.5, 1.0])])
+    with pytest.raises(ValueError, match="method"):
+        match_degree_matrix([np.array([1])], "dense")

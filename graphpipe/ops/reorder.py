@@ -35,7 +35,7 @@ __all__ = [
 
 @numba.njit(cache=True, nogil=True)
 def _merge_count(a: np.ndarray, b: np.ndarray) -> int:
-    """Size of the intersection of two sorted arrays of distinct values (sort-merge)."""
+    """Number of distinct values two sorted arrays share (sort-merge; repeats are skipped)."""
     i = 0
     j = 0
     count = 0
@@ -46,13 +46,32 @@ def _merge_count(a: np.ndarray, b: np.ndarray) -> int:
         vb = b[j]
         if va == vb:
             count += 1
-            i += 1
-            j += 1
+            while i < na and a[i] == va:
+                i += 1
+            while j < nb and b[j] == vb:
+                j += 1
         elif va < vb:
             i += 1
         else:
             j += 1
     return count
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _sort_segments(flat: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Sort each segment ``flat[offsets[i]:offsets[i+1]]`` in place (segments in parallel);
+    returns the number of distinct values of each."""
+    n = offsets.shape[0] - 1
+    distinct = np.zeros(n, dtype=np.int64)
+    for s in numba.prange(n):
+        seg = flat[offsets[s]:offsets[s + 1]]
+        seg.sort()
+        c = 0
+        for k in range(seg.shape[0]):
+            if k == 0 or seg[k] != seg[k - 1]:
+                c += 1
+        distinct[s] = c
+    return distinct
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
@@ -75,6 +94,49 @@ def _pairwise_overlap(flat: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     return overlap
 
 
+@numba.njit(cache=True, nogil=True)
+def _bitmap_overlap(flat: np.ndarray, offsets: np.ndarray, num_ids: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(overlap, distinct)`` with an ID-indexed membership bitmap: bit ``i`` of
+    ``member[v]`` says that set ``i`` holds ``v``; each value of set ``j`` adds one to
+    ``overlap[i, j]`` for every earlier set ``i`` holding it. ``O(sum of sizes · n / 64)``."""
+    n = offsets.shape[0] - 1
+    words = (n + 63) // 64
+    member = np.zeros((num_ids, words), dtype=np.uint64)
+    overlap = np.zeros((n, n), dtype=np.int64)
+    distinct = np.zeros(n, dtype=np.int64)
+    one = np.uint64(1)
+    for j in range(n):
+        w = j // 64
+        bit = one << np.uint64(j % 64)
+        for k in range(offsets[j], offsets[j + 1]):
+            v = flat[k]
+            if member[v, w] & bit:
+                continue  # repeated inside set j
+            distinct[j] += 1
+            for ww in range(w + 1):
+                m = member[v, ww]
+                i = ww * 64
+                while m:
+                    if m & one:
+                        overlap[i, j] += 1
+                        overlap[j, i] += 1
+                    m >>= one
+                    i += 1
+            member[v, w] |= bit
+    return overlap, distinct
+
+
+_BITMAP_MAX_BYTES = 1 << 30
+
+
+def _check_ids(ids: np.ndarray, name: str) -> np.ndarray:
+    ids = np.asarray(ids)
+    if ids.ndim != 1 or (ids.size and ids.dtype.kind not in "iu"):
+        raise ValueError(f"'{name}' must be a one-dimensional integer array (got dtype {ids.dtype}, "
+                         f"ndim {ids.ndim})")
+    return ids.astype(np.int64, copy=False)
+
+
 def _sorted_unique(ids: np.ndarray, name: str) -> np.ndarray:
     ids = np.asarray(ids)
     if ids.ndim != 1 or ids.dtype.kind not in "iu":
@@ -83,27 +145,40 @@ def _sorted_unique(ids: np.ndarray, name: str) -> np.ndarray:
     return np.unique(ids.astype(np.int64, copy=False))
 
 
-def match_degree_matrix(node_sets: Sequence[np.ndarray]) -> np.ndarray:
+def match_degree_matrix(node_sets: Sequence[np.ndarray], method: str = "auto") -> np.ndarray:
     """Match degrees of ``n`` batches.
 
     Args:
-        node_sets: ``n`` integer arrays of global node IDs (e.g. each batch's
-            ``n_id``); duplicates inside one array are ignored.
+        node_sets: ``n`` integer arrays of non-negative global node IDs (e.g. each
+            batch's ``n_id``); duplicates inside one array are ignored.
+        method: ``"bitmap"``: one pass over all sets with an ID-indexed membership
+            bitmap (``max_id · ⌈n/64⌉ · 8`` bytes of host memory); ``"merge"``: sort
+            each set (in parallel) and sort-merge every pair; ``"auto"``: the bitmap
+            when it needs at most 1 GiB.
 
     Returns:
         float64 ``(n, n)``: ``M[i, j] = |V_i ∩ V_j| / min(|V_i|, |V_j|)`` for
         ``i != j`` (0 when either set is empty), symmetric, in ``[0, 1]``; the
         diagonal is excluded and set to 0.
     """
-    sets = [_sorted_unique(s, f"node_sets[{k}]") for k, s in enumerate(node_sets)]
+    sets = [_check_ids(s, f"node_sets[{k}]") for k, s in enumerate(node_sets)]
     n = len(sets)
     if n == 0:
         return np.zeros((0, 0), dtype=np.float64)
-    sizes = np.array([len(s) for s in sets], dtype=np.int64)
+    if method not in ("auto", "bitmap", "merge"):
+        raise ValueError(f"'method' must be 'auto', 'bitmap' or 'merge' (got {method!r})")
     offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(sizes, out=offsets[1:])
-    flat = np.concatenate(sets) if offsets[-1] else np.zeros(0, dtype=np.int64)
-    overlap = _pairwise_overlap(flat, offsets)
+    np.cumsum([len(s) for s in sets], out=offsets[1:])
+    flat = np.concatenate(sets) if offsets[-1] else np.zeros(0, dtype=np.int64)  # a copy
+    if flat.size and int(flat.min()) < 0:
+        raise ValueError(f"'node_sets' must hold non-negative IDs (got {int(flat.min())})")
+    num_ids = int(flat.max()) + 1 if flat.size else 0
+    bitmap_bytes = num_ids * 8 * ((n + 63) // 64)
+    if method == "bitmap" or (method == "auto" and bitmap_bytes <= _BITMAP_MAX_BYTES):
+        overlap, sizes = _bitmap_overlap(flat, offsets, num_ids)
+    else:
+        sizes = _sort_segments(flat, offsets)  # sorts in place
+        overlap = _pairwise_overlap(flat, offsets)
     smaller = np.minimum(sizes[:, None], sizes[None, :]).astype(np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         matrix = np.where(smaller > 0, overlap / np.where(smaller > 0, smaller, 1.0), 0.0)
