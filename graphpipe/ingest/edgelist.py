@@ -181,7 +181,7 @@ def _open_file(path: str, format: FileFormat, delimiter: str | None, header: boo
         spec.columns = list(reader.schema.names)
         reader.close() if hasattr(reader, "close") else None
     except (pa.ArrowException, OSError) as exc:
-        raise IngestError(f"{path}: cannot read the {'header' if header else 'first line'} ({exc})") from None
+        raise _csv_error(spec, exc, [], spec.first_data_line - 1) from None
     return spec
 
 
