@@ -40,13 +40,19 @@ _KNOWN = {"edge_index", "src", "dst", "num_nodes", "x", "y", "edge_attr",
 def _load(path: str) -> dict[str, np.ndarray]:
     if not os.path.isfile(path):
         raise IngestError(f"{path}: no such file")
+    if not zipfile.is_zipfile(path):
+        raise IngestError(f"{path}: not a readable .npz file (not a zip archive)")
+    arrays: dict[str, np.ndarray] = {}
     try:
         with np.load(path, allow_pickle=False) as archive:
-            return {key: archive[key] for key in archive.files}
-    except ValueError as exc:        # object arrays need pickle: refuse them
-        raise IngestError(f"{path}: cannot read ({exc})") from None
+            for key in archive.files:
+                try:
+                    arrays[key] = archive[key]
+                except ValueError as exc:     # object arrays need pickle: refuse them
+                    raise IngestError(f"{path}: {key}: cannot read ({exc})") from None
     except (OSError, zipfile.BadZipFile, EOFError) as exc:
         raise IngestError(f"{path}: not a readable .npz file ({exc})") from None
+    return arrays
 
 
 def _int_ids(path: str, key: str, values: np.ndarray) -> np.ndarray:
