@@ -476,7 +476,8 @@ def build_csc(
 
     Args:
         edge_chunks: the edge list in order, consumed once; chunk ``k`` must start at edge
-            ``first_row`` = the number of edges in the chunks before it.
+            ``first_row`` = the number of edges in the chunks before it. The chunks' arrays
+            may be kept (not copied) until the build returns: do not modify them meanwhile.
         num_nodes: ``N``; every ID must lie in ``[0, N)``.
         writer: the store being written; arrays are created with ``create_raw_array``.
         options: see :class:`CscOptions`.
@@ -493,14 +494,22 @@ def build_csc(
     num_nodes = int(num_nodes)
     if num_nodes < 0:
         raise ValueError(f"'num_nodes' needs to be non-negative (got {num_nodes})")
-    started = time.perf_counter()
     limit = None if options.memory_limit is None else max(_MIN_BUDGET, int(options.memory_limit))
+    try:
+        return _build(edge_chunks, num_nodes, writer, options, progress, limit)
+    finally:
+        for spill_dir in Path(writer.path).glob(".csc-spill-*"):
+            shutil.rmtree(spill_dir, ignore_errors=True)
+
+
+def _build(edge_chunks: Iterable[EdgeChunk], num_nodes: int, writer: StoreWriter,
+           options: CscOptions, progress: ProgressFn | None, limit: int | None) -> CscStats:
+    started = time.perf_counter()
     mult = 2 if options.add_reverse_edges else 1
     in_memory_bytes_per_edge = _IN_MEMORY_BYTES_PER_EDGE + mult * _IN_MEMORY_BYTES_PER_RECORD
-
     buffered: list[tuple[np.ndarray, np.ndarray]] = []
     num_read = 0
-    last_source = "edge list"
+    last_source: str | None = None
     spiller: _Spiller | None = None
     for chunk in edge_chunks:
         src, dst = _check_chunk(chunk, num_nodes, num_read)
@@ -521,6 +530,8 @@ def build_csc(
         if progress is not None:
             progress("counting", num_read, 0)
     if num_read == 0:
+        if last_source is None:
+            raise IngestError("edge list is empty (no edge chunks were given)")
         raise IngestError(f"{last_source}: edge list is empty")
 
     if spiller is None:
