@@ -502,3 +502,52 @@ def test_int_index_and_unique_collector(rng):
     for part in (["b", "a"], ["c", "a"], ["é", "B"]):
         strings.add(pa.array(part))
     assert strings.result().to_pylist() == ["B", "a", "b", "c", "é"]
+
+
+# ---------------------------------------------------------------------------
+# end to end: edge list → store → edge list
+
+
+def store_edges(store) -> tuple[list, list, np.ndarray]:
+    """External (src, dst) of every stored edge in CSC order, and its input position (edge_id)."""
+    indptr = np.asarray(store.indptr)
+    dst = np.repeat(np.arange(store.num_nodes), np.diff(indptr))
+    src = np.asarray(store.indices).astype(np.int64)
+    id_map = store.id_map
+    return (id_map.to_external(src).to_pylist(), id_map.to_external(dst).to_pylist(),
+            np.asarray(store.edge_id))
+
+
+def test_end_to_end_string_ids_through_the_store(tmp_path, rng):
+    from collections import Counter
+
+    from graphpipe.ingest.pipeline import ingest
+
+    names = np.array(["u%03d" % i for i in rng.permutation(60)])
+    src, dst = names[rng.integers(0, 60, 400)], names[rng.integers(0, 60, 400)]
+    weight = rng.random(400).astype(np.float32)
+    pq.write_table(pa.table({"a": src[:150], "b": dst[:150], "w": weight[:150]}), tmp_path / "p0.parquet")
+    write_csv(tmp_path / "p1.csv.gz", ["a", "b", "w"], zip(src[150:], dst[150:], weight[150:].tolist()))
+    nodes = write_csv(tmp_path / "n.csv", ["id", "f"], [(n, i) for i, n in enumerate(names)])
+    source = read_edge_list([tmp_path / "p0.parquet", tmp_path / "p1.csv.gz"], src="a", dst="b", weight="w",
+                            nodes=nodes, feature_columns=["f"], block_rows=64)
+    store = ingest(source, tmp_path / "store")
+    got_src, got_dst, edge_id = store_edges(store)
+    assert Counter(zip(got_src, got_dst)) == Counter(zip(src.tolist(), dst.tolist()))
+    assert got_src == src[edge_id].tolist() and got_dst == dst[edge_id].tolist()
+    np.testing.assert_allclose(np.asarray(store.edge_features)[:, 0], weight, rtol=1e-6)
+    assert store.id_map.external_ids.to_pylist() == names.tolist()
+    np.testing.assert_array_equal(np.asarray(store.feat)[:, 0], np.arange(60))
+
+
+def test_end_to_end_dense_ids_through_open_source(tmp_path, rng):
+    from collections import Counter
+
+    from graphpipe.ingest.pipeline import ingest
+
+    src, dst = rng.integers(0, 30, 200), rng.integers(0, 30, 200)
+    path = write_csv(tmp_path / "e.tsv", ["s", "d"], zip(src, dst), delimiter="\t")
+    store = ingest(path, tmp_path / "store", reader_options={"src": "s", "dst": "d", "block_rows": 50})
+    got_src, got_dst, _ = store_edges(store)
+    assert store.id_map.is_identity and store.num_nodes == max(src.max(), dst.max()) + 1
+    assert Counter(zip(got_src, got_dst)) == Counter(zip(src.tolist(), dst.tolist()))

@@ -128,3 +128,19 @@ def test_src_without_dst_and_unreadable_files(tmp_path):
     with pytest.raises(IngestError, match=r"obj\.npz: y: cannot read"):
         read_npz(save(tmp_path, {"edge_index": np.array([[0], [1]]), "y": np.array([{}, 1], dtype=object)},
                       "obj.npz"))
+
+
+def test_end_to_end_through_the_store(tmp_path, graph):
+    from collections import Counter
+
+    from graphpipe.ingest.pipeline import ingest
+
+    store = ingest(save(tmp_path, graph), tmp_path / "store")
+    indptr = np.asarray(store.indptr)
+    dst = np.repeat(np.arange(store.num_nodes), np.diff(indptr))
+    src = np.asarray(store.indices).astype(np.int64)
+    edge_index = graph["edge_index"]
+    assert Counter(zip(src.tolist(), dst.tolist())) == Counter(zip(edge_index[0].tolist(), edge_index[1].tolist()))
+    np.testing.assert_array_equal(np.asarray(store.feat), graph["x"])
+    np.testing.assert_array_equal(np.asarray(store.labels).reshape(-1), graph["y"])
+    assert store.split("valid").tolist() == graph["valid_idx"].tolist()
