@@ -551,3 +551,16 @@ def test_end_to_end_dense_ids_through_open_source(tmp_path, rng):
     got_src, got_dst, _ = store_edges(store)
     assert store.id_map.is_identity and store.num_nodes == max(src.max(), dst.max()) + 1
     assert Counter(zip(got_src, got_dst)) == Counter(zip(src.tolist(), dst.tolist()))
+
+
+def test_crlf_bom_and_truncated_gzip(tmp_path):
+    crlf = tmp_path / "w.csv"
+    crlf.write_bytes(b"\xef\xbb\xbfsrc,dst\r\n0,1\r\n1,2\r\n")
+    src, dst, _ = collect(read_edge_list(crlf))
+    assert src.tolist() == [0, 1] and dst.tolist() == [1, 2]
+    body = ("src,dst\n" + "".join(f"{i},{i + 1}\n" for i in range(50000))).encode()
+    packed = gzip.compress(body)
+    truncated = tmp_path / "t.csv.gz"
+    truncated.write_bytes(packed[: len(packed) // 2])
+    with pytest.raises(IngestError, match=r"t\.csv\.gz: after line \d+: .*[Tt]runcated"):
+        read_edge_list(truncated)

@@ -142,6 +142,7 @@ def _open_file(path: str, format: FileFormat, delimiter: str | None, header: boo
     if not os.path.isfile(path):
         raise IngestError(f"{path}: no such file")
     plain = _strip_compression(os.path.basename(path))
+    explicit_csv = format == "csv"
     if format == "auto":
         format = "parquet" if plain.endswith(_PARQUET_SUFFIXES) else \
             "tsv" if plain.endswith((".tsv", ".tab")) else "csv"
@@ -168,7 +169,7 @@ def _open_file(path: str, format: FileFormat, delimiter: str | None, header: boo
     if delimiter is None:
         if format == "tsv":
             delimiter = "\t"
-        elif plain.endswith(".csv"):
+        elif explicit_csv or plain.endswith(".csv"):
             delimiter = ","
         else:  # .txt / .edges / unknown: sniff the first data line
             delimiter = "\t" if "\t" in first else "," if "," in first else " " if " " in first.strip() else ","
@@ -179,7 +180,7 @@ def _open_file(path: str, format: FileFormat, delimiter: str | None, header: boo
         reader = pcsv.open_csv(path, read_options=_csv_read_options(spec, 1 << 20),
                                parse_options=pcsv.ParseOptions(delimiter=delimiter))
         spec.columns = list(reader.schema.names)
-        reader.close() if hasattr(reader, "close") else None
+        reader.close()
     except (pa.ArrowException, OSError) as exc:
         raise _csv_error(spec, exc, [], spec.first_data_line - 1) from None
     return spec
