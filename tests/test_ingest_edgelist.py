@@ -564,3 +564,19 @@ def test_crlf_bom_and_truncated_gzip(tmp_path):
     truncated.write_bytes(packed[: len(packed) // 2])
     with pytest.raises(IngestError, match=r"t\.csv\.gz: after line \d+: .*[Tt]runcated"):
         read_edge_list(truncated)
+
+
+def test_node_table_blank_lines_keep_rows_and_lines_aligned(tmp_path):
+    nodes = tmp_path / "n.csv"
+    nodes.write_text("id,f\na,1\n\nb,2\nc,3\n\n")
+    edges = write_csv(tmp_path / "e.csv", ["src", "dst"], [("a", "c")])
+    source = read_edge_list(edges, nodes=nodes, feature_columns=["f"])
+    assert source.external_ids.to_pylist() == ["a", "b", "c"]
+    blocks = list(source.node_features())
+    assert [(b.first_row, b.first_line, b.values[:, 0].tolist()) for b in blocks] == [(0, 2, [1]), (1, 4, [2, 3])]
+    nodes.write_text("id,f\na,1\n\nb,2\na,3\n")
+    with pytest.raises(IngestError, match=r"n\.csv: line 5: duplicate node ID 'a' \(first at line 2\)"):
+        read_edge_list(edges, nodes=nodes)
+    nodes.write_text("id,f\na,1\n,2\n")
+    with pytest.raises(IngestError, match=r"n\.csv: line 3: column 'id': empty node ID"):
+        read_edge_list(edges, nodes=nodes)

@@ -34,7 +34,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Literal, Sequence
+from typing import Callable, Iterator, Literal, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -376,10 +376,11 @@ class _NodeData:
     """Everything kept from the node table (one entry per dense node)."""
 
     spec: _TableFile
+    node_id: str                                # the ID column
     kind: str                                   # "int" or "string"
     external: np.ndarray | pa.Array            # int64 ndarray or string array, row order
     index: IntIdIndex | StringIdIndex
-    line_of: object
+    line_of: Callable[[int], int]               # dense row → line / row number in spec
     feature_columns: list[str]
     feature_list: bool                          # one list column instead of several scalar ones
     feature_int: bool
@@ -483,7 +484,7 @@ def _read_node_table(path: str, node_id: str, feature_columns: list[str] | str |
     except DuplicateIdError as dup:
         raise IngestError(f"{spec.where(line_of(dup.duplicate_row))}: duplicate node ID {dup.value!r} "
                           f"(first at {spec.unit} {line_of(dup.first_row)})") from None
-    data = _NodeData(spec, kind, external, index, line_of, features, single, feature_int,
+    data = _NodeData(spec, node_id, kind, external, index, line_of, features, single, feature_int,
                      feature_dim if features else None)
     if labels:
         _labels_into(data, [whole(name) for name in labels], labels, spec, line_of)
@@ -619,16 +620,16 @@ def _node_features(data: _NodeData, block_rows: int) -> Iterator[RowBlock]:
     spec = data.spec
     columns = data.feature_columns
     dense = 0
-    if spec.format == "csv":
-        read = spec.columns
-        types = {c: pa.string() for c in spec.columns}
+    if spec.format == "csv":      # blank lines: ID empty (pass 1 refused an empty ID on a non-blank line)
+        read = list(dict.fromkeys([data.node_id, *columns]))
+        types = {c: pa.string() for c in read}
     else:
         read = list(columns)
         types = {}
     target = pa.int64() if data.feature_int else pa.float64()
     out_dtype = np.int64 if data.feature_int else np.float32
     for batch, first_line in _iter_batches(spec, read, types, block_rows):
-        for part, line in _segments(batch, spec.columns if spec.format == "csv" else [], spec, first_line):
+        for part, line in _segments(batch, [data.node_id] if spec.format == "csv" else [], spec, first_line):
             if part.num_rows == 0:
                 continue
             _null_check(part, columns, spec, line)
