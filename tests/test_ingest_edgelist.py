@@ -9,11 +9,18 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from graphpipe.ingest.edgelist import read_edge_list
 from graphpipe.ingest.errors import IngestError
-from graphpipe.ingest.idmap_build import (DuplicateIdError, IntIdIndex, StringIdIndex, UniqueCollector,
-                                          lookup_reference)
+from graphpipe.ingest.idmap_build import (
+    DuplicateIdError,
+    IntIdIndex,
+    StringIdIndex,
+    UniqueCollector,
+    lookup_reference,
+)
 
 DATA = Path(__file__).parent / "data"
 
@@ -79,7 +86,7 @@ def test_dense_int_csv_round_trip(tmp_path, rng):
 
 
 def test_block_rows_do_not_change_results(tmp_path, rng):
-    ids = np.array(["n%d" % i for i in rng.permutation(40)])
+    ids = np.array([f"n{i}" for i in rng.permutation(40)])
     src, dst = ids[rng.integers(0, 40, 101)], ids[rng.integers(0, 40, 101)]
     weight = rng.random(101).round(4)
     path = write_csv(tmp_path / "e.csv", ["src", "dst", "w"], zip(src, dst, weight))
@@ -200,7 +207,7 @@ def test_snap_style_text_file_without_header(tmp_path):
     with pytest.raises(IngestError, match=r"web\.txt: line 5: column 'f1'"):
         read_edge_list(path, header=False, id_type="int")
     source = read_edge_list(path, header=False)
-    src, dst, chunks = collect(source)
+    _src, dst, chunks = collect(source)
     assert external_of(source, dst) == ["1", "3", "x1"]
     assert chunks[0].first_line == 3
 
@@ -242,7 +249,7 @@ def test_shipped_tiny_files():
 
 
 def test_node_table_order_defines_dense_ids(tmp_path, rng):
-    order = ["k%d" % i for i in rng.permutation(12)]
+    order = [f"k{i}" for i in rng.permutation(12)]
     features = rng.random((12, 3)).round(5)
     labels = rng.integers(0, 4, 12)
     splits = np.array(["train"] * 6 + ["val"] * 3 + ["test"] * 2 + [""])
@@ -475,7 +482,7 @@ def test_not_a_parquet_file(tmp_path):
 
 def test_string_index_matches_reference(rng):
     keys = list(dict.fromkeys(["", "a", "ab", "b", "é", "日本", "a\x00b"] +
-                              ["k%d" % i for i in rng.integers(0, 10**6, 3000)]))
+                              [f"k{i}" for i in rng.integers(0, 10**6, 3000)]))
     index = StringIdIndex(pa.array(keys))
     queries = keys[::-1] + ["missing", "k-1", "abc"]
     sliced = pa.array(["pad"] + queries).slice(1)            # an Arrow slice with an offset
@@ -523,7 +530,7 @@ def test_end_to_end_string_ids_through_the_store(tmp_path, rng):
 
     from graphpipe.ingest.pipeline import ingest
 
-    names = np.array(["u%03d" % i for i in rng.permutation(60)])
+    names = np.array([f"u{i:03d}" for i in rng.permutation(60)])
     src, dst = names[rng.integers(0, 60, 400)], names[rng.integers(0, 60, 400)]
     weight = rng.random(400).astype(np.float32)
     pq.write_table(pa.table({"a": src[:150], "b": dst[:150], "w": weight[:150]}), tmp_path / "p0.parquet")
@@ -580,3 +587,32 @@ def test_node_table_blank_lines_keep_rows_and_lines_aligned(tmp_path):
     nodes.write_text("id,f\na,1\n,2\n")
     with pytest.raises(IngestError, match=r"n\.csv: line 3: column 'id': empty node ID"):
         read_edge_list(edges, nodes=nodes)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=st.lists(st.one_of(st.none(), st.tuples(st.integers(-20, 20), st.integers(-20, 20),
+                                                    st.integers(0, 9))), min_size=1, max_size=40),
+       block_rows=st.integers(1, 7), as_text=st.booleans())
+def test_any_block_size_gives_the_same_edges(tmp_path, rows, block_rows, as_text):
+    """Blank lines (None) anywhere, any block size: same edges, weights, lines, ID map."""
+    edges = [r for r in rows if r is not None]
+    if not edges:
+        return
+    lines = ["src,dst,w"] + ["" if r is None else ",".join(
+        (f"id{v}" if as_text and k < 2 else str(v)) for k, v in enumerate(r)) for r in rows]
+    path = tmp_path / f"h{block_rows}.csv"
+    path.write_text("\n".join(lines) + "\n")
+    source = read_edge_list(path, weight="w", block_rows=block_rows)
+    src, dst, chunks = collect(source)
+    expect = [(f"id{s}", f"id{d}") if as_text else (s, d) for s, d, _ in edges]
+    assert list(zip(external_of(source, src), external_of(source, dst))) == expect
+    line_of_edge = [i + 2 for i, r in enumerate(rows) if r is not None]
+    for chunk in chunks:
+        span = line_of_edge[chunk.first_row:chunk.first_row + len(chunk)]
+        assert span == list(range(chunk.first_line, chunk.first_line + len(chunk)))
+    weights = np.concatenate([b.values[:, 0] for b in source.edge_features()])
+    assert weights.tolist() == [w for _, _, w in edges]
+    reference = read_edge_list(path, weight="w")
+    assert (source.external_ids is None) == (reference.external_ids is None)
+    if source.external_ids is not None:
+        assert source.external_ids.equals(reference.external_ids)

@@ -32,9 +32,10 @@ import bisect
 import glob
 import os
 import re
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, Literal, Sequence
+from typing import Literal
 
 import numpy as np
 import pyarrow as pa
@@ -44,7 +45,12 @@ import pyarrow.parquet as pq
 
 from graphpipe.ingest.chunks import EdgeChunk
 from graphpipe.ingest.errors import IngestError
-from graphpipe.ingest.idmap_build import DuplicateIdError, IntIdIndex, StringIdIndex, UniqueCollector
+from graphpipe.ingest.idmap_build import (
+    DuplicateIdError,
+    IntIdIndex,
+    StringIdIndex,
+    UniqueCollector,
+)
 from graphpipe.ingest.source import DatasetSource, RowBlock
 
 FileFormat = Literal["auto", "csv", "tsv", "parquet"]
@@ -394,7 +400,7 @@ class _NodeData:
 
     @property
     def num_nodes(self) -> int:
-        return int(len(self.external))
+        return len(self.external)
 
 
 def _is_numeric(kind: pa.DataType) -> bool:
@@ -747,7 +753,7 @@ class _EdgeListReader:
         if collector is not None:
             uniques = collector.result()
             self.external = uniques
-            self.num_nodes = int(len(uniques))
+            self.num_nodes = len(uniques)
             self.index = IntIdIndex(uniques) if self.kind == "int" else StringIdIndex(uniques)
         else:
             self.num_nodes = max_id + 1

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import zipfile
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -209,7 +209,7 @@ def read_npz(path: str | os.PathLike, name: str | None = None, *, block_rows: in
                             first_row=start, source=edge_source, first_line=start + 1)
 
     stem = os.path.basename(path)
-    source = DatasetSource(name=name or (stem[:-4] if stem.endswith(".npz") else stem), source_format="npz",
+    source = DatasetSource(name=name or (stem.removesuffix(".npz")), source_format="npz",
                            source_path=path, num_nodes=num_nodes, edge_chunks=edge_chunks,
                            num_input_edges=num_edges)
     if "x" in arrays:
