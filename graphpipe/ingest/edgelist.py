@@ -707,8 +707,8 @@ class _EdgeListReader:
         return column.to_numpy() if self.kind == "int" else column
 
     def _to_dense(self, values: np.ndarray | pa.Array, spec: _TableFile, line: int, name: str) -> np.ndarray:
-        if self.index is None:
-            return np.asarray(values, dtype=np.int64)
+        if self.index is None:          # a writable copy, not a view of Arrow's read-only buffer
+            return np.array(values, dtype=np.int64)
         dense = self.index.lookup(values)
         unknown = np.flatnonzero(dense < 0)
         if unknown.size:

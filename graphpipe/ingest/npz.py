@@ -205,7 +205,7 @@ def read_npz(path: str | os.PathLike, name: str | None = None, *, block_rows: in
     def edge_chunks() -> Iterator[EdgeChunk]:
         for start in range(0, num_edges, block_rows):
             stop = min(start + block_rows, num_edges)
-            yield EdgeChunk(src=np.ascontiguousarray(src[start:stop]), dst=np.ascontiguousarray(dst[start:stop]),
+            yield EdgeChunk(src=src[start:stop].copy(), dst=dst[start:stop].copy(),
                             first_row=start, source=edge_source, first_line=start + 1)
 
     stem = os.path.basename(path)
