@@ -249,8 +249,6 @@ def _iter_batches(spec: _TableFile, columns: list[str], types: dict[str, pa.Data
                 yield pa.RecordBatch.from_arrays(arrays, names=columns), line
                 line += batch.num_rows
         except (pa.ArrowException, OSError) as exc:
-            if isinstance(exc, IngestError):
-                raise
             raise IngestError(f"{spec.path}: cannot read Parquet data after row {line - 1} ({exc})") from None
         return
     invalid_rows: list = []
