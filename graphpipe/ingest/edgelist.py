@@ -109,6 +109,11 @@ class _TableFile:
                 raise IngestError(f"{self.path}: no {role} {name!r}; columns present: {self.columns}")
 
 
+def _one_line(exc: BaseException) -> str:
+    """An exception's text on one line (pyarrow messages can span several)."""
+    return " ".join(str(exc).split())
+
+
 def _strip_compression(name: str) -> str:
     lower = name.lower()
     for suffix in _COMPRESSION_SUFFIXES:
@@ -158,14 +163,14 @@ def _open_file(path: str, format: FileFormat, delimiter: str | None, header: boo
         try:
             parquet = pq.ParquetFile(path)
         except (pa.ArrowException, OSError) as exc:
-            raise IngestError(f"{path}: not a readable Parquet file ({exc})") from None
+            raise IngestError(f"{path}: not a readable Parquet file ({_one_line(exc)})") from None
         return _TableFile(path, "parquet", header=True, columns=list(parquet.schema_arrow.names),
                           num_rows=int(parquet.metadata.num_rows))
     try:
         with pa.input_stream(path, compression="detect") as stream:
             head = stream.read(1 << 16)
     except (pa.ArrowException, OSError) as exc:
-        raise IngestError(f"{path}: cannot read ({exc})") from None
+        raise IngestError(f"{path}: cannot read ({_one_line(exc)})") from None
     lines = head.split(b"\n")
     complete = lines[:-1] if len(lines) > 1 else lines
     skip = 0
@@ -211,7 +216,7 @@ class _ConversionError(IngestError):
 
 def _csv_error(spec: _TableFile, exc: Exception, invalid_rows: list, lines_done: int) -> IngestError:
     """Turn a pyarrow CSV error into an IngestError naming the file, line and column."""
-    text = str(exc)
+    text = _one_line(exc)
     row = re.search(r"Row #(\d+)", text)
     col = re.search(r"In CSV column #(\d+)", text)
     line = int(row.group(1)) if row else (invalid_rows[0].number if invalid_rows and invalid_rows[0].number
@@ -249,7 +254,7 @@ def _iter_batches(spec: _TableFile, columns: list[str], types: dict[str, pa.Data
                 yield pa.RecordBatch.from_arrays(arrays, names=columns), line
                 line += batch.num_rows
         except (pa.ArrowException, OSError) as exc:
-            raise IngestError(f"{spec.path}: cannot read Parquet data after row {line - 1} ({exc})") from None
+            raise IngestError(f"{spec.path}: cannot read Parquet data after row {line - 1} ({_one_line(exc)})") from None
         return
     invalid_rows: list = []
 

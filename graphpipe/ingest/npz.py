@@ -37,6 +37,10 @@ _KNOWN = {"edge_index", "src", "dst", "num_nodes", "x", "y", "edge_attr",
           *(k for keys in _SPLIT_KEYS.values() for k in keys)}
 
 
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
 def _load(path: str) -> dict[str, np.ndarray]:
     if not os.path.isfile(path):
         raise IngestError(f"{path}: no such file")
@@ -49,9 +53,9 @@ def _load(path: str) -> dict[str, np.ndarray]:
                 try:
                     arrays[key] = archive[key]
                 except ValueError as exc:     # object arrays need pickle: refuse them
-                    raise IngestError(f"{path}: {key}: cannot read ({exc})") from None
+                    raise IngestError(f"{path}: {key}: cannot read ({_one_line(exc)})") from None
     except (OSError, zipfile.BadZipFile, EOFError) as exc:
-        raise IngestError(f"{path}: not a readable .npz file ({exc})") from None
+        raise IngestError(f"{path}: not a readable .npz file ({_one_line(exc)})") from None
     return arrays
 
 
