@@ -73,7 +73,9 @@ class IngestOptions:
 def open_source(path: str | os.PathLike, **reader_options) -> DatasetSource:
     """Pick the reader for ``path``: an OGB folder, an ``.npz`` file or edge-list file(s)."""
     path = Path(path)
-    if path.is_dir():
+    is_ogb_folder = path.is_dir() and any(
+        (path / rel).exists() for rel in ("raw", "processed", "edge.csv.gz", "split"))
+    if is_ogb_folder:
         from graphpipe.ingest.ogb import read_ogb
 
         return read_ogb(path, **reader_options)
@@ -81,14 +83,11 @@ def open_source(path: str | os.PathLike, **reader_options) -> DatasetSource:
         from graphpipe.ingest.npz import read_npz
 
         return read_npz(path, **reader_options)
-    if any(str(path).endswith(ext) for ext in (".csv", ".tsv", ".txt", ".parquet", ".pq", ".csv.gz",
-                                                ".tsv.gz")):
+    if path.is_dir() or any(ch in str(path) for ch in "*?[") or path.is_file():
         from graphpipe.ingest.edgelist import read_edge_list
 
         return read_edge_list(str(path), **reader_options)
-    if not path.exists():
-        raise IngestError(f"{path}: no such file or folder")
-    raise IngestError(f"{path}: unknown source format (expected an OGB folder, .npz, .csv, .tsv or .parquet)")
+    raise IngestError(f"{path}: no such file or folder")
 
 
 def attach_npy_features(source: DatasetSource, path: str | os.PathLike) -> DatasetSource:
@@ -201,6 +200,8 @@ def ingest(source: DatasetSource | str | os.PathLike, dest: str | os.PathLike,
             writer.write_array("node/label", labels)
             m["labels"] = {"shape": list(labels.shape), "dtype": str(labels.dtype),
                            "task_type": source.task_type, "num_classes": source.num_classes}
+            if source.extra.get("label_classes") is not None:
+                m["labels"]["classes"] = list(source.extra["label_classes"])
         if source.splits:
             writer.write_splits(source.splits)
         if source.external_ids is not None:
