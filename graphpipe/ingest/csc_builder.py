@@ -228,35 +228,21 @@ def _exclusive_scan(counts):  # pragma: no cover
 
 
 @njit(cache=True, nogil=True)
-def _scatter_edges(keys, others, add_reverse, remove_self_loops, indptr, out_other,
+def _scatter_edges(keys, others, eid0, remove_self_loops, pos, out_other,
                    out_eid):  # pragma: no cover
-    """Stable counting-sort scatter of edge ``i`` (row ``keys[i]``, neighbour ``others[i]``,
-    ID ``i``) then, with ``add_reverse``, of its reverse (row ``others[i]``, ID ``E + i``).
-    Rows come out in edge-ID order."""
-    n_rows = indptr.shape[0] - 1
-    pos = np.empty(n_rows, dtype=np.int64)
-    for r in range(n_rows):
-        pos[r] = indptr[r]
-    num_edges = keys.shape[0]
-    for i in range(num_edges):
+    """Stable counting-sort scatter of slot (row ``keys[i]``, neighbour ``others[i]``, ID
+    ``eid0 + i``) to ``pos[keys[i]]``, advancing ``pos``. Called over the chunks in order
+    (then over them again as reverses with ``eid0 = E + first_row``), rows come out in
+    edge-ID order."""
+    for i in range(keys.shape[0]):
         k = keys[i]
         o = others[i]
         if k == o and remove_self_loops:
             continue
         p = pos[k]
         out_other[p] = o
-        out_eid[p] = i
+        out_eid[p] = eid0 + i
         pos[k] = p + 1
-    if add_reverse:
-        for i in range(num_edges):
-            k = others[i]
-            o = keys[i]
-            if k == o and remove_self_loops:
-                continue
-            p = pos[k]
-            out_other[p] = o
-            out_eid[p] = num_edges + i
-            pos[k] = p + 1
 
 
 @njit(cache=True, nogil=True)
@@ -535,10 +521,8 @@ def _build(edge_chunks: Iterable[EdgeChunk], num_nodes: int, writer: StoreWriter
         raise IngestError(f"{last_source}: edge list is empty")
 
     if spiller is None:
-        src = np.concatenate([s for s, _ in buffered]) if len(buffered) != 1 else buffered[0][0]
-        dst = np.concatenate([d for _, d in buffered]) if len(buffered) != 1 else buffered[0][1]
+        stats = _build_in_memory(buffered, num_nodes, writer, options, progress)
         buffered.clear()
-        stats = _build_in_memory(src, dst, num_nodes, writer, options, progress)
     else:
         stats = spiller.finish(num_read)
     stats.seconds = time.perf_counter() - started
@@ -583,16 +567,17 @@ def _check_chunk(chunk: EdgeChunk, num_nodes: int, expected_row: int) -> tuple[n
 # =============================================================================================
 
 
-def _build_in_memory(src: np.ndarray, dst: np.ndarray, num_nodes: int, writer: StoreWriter,
-                     options: CscOptions, progress: ProgressFn | None) -> CscStats:
-    num_input = int(src.shape[0])
+def _build_in_memory(chunks: list[tuple[np.ndarray, np.ndarray]], num_nodes: int,
+                     writer: StoreWriter, options: CscOptions,
+                     progress: ProgressFn | None) -> CscStats:
+    num_input = sum(int(src.shape[0]) for src, _ in chunks)
     mult = 2 if options.add_reverse_edges else 1
     stats = CscStats(num_nodes=num_nodes, num_edges=0, num_input_edges=num_input)
-    layouts = [("csc", dst, src)]
-    if options.build_csr:
-        layouts.append(("csr", src, dst))
-    for prefix, keys, others in layouts:
-        loops, kept = _in_memory_layout(prefix, keys, others, num_nodes, writer, options, progress)
+    for prefix in ("csc", "csr") if options.build_csr else ("csc",):
+        # (row, neighbour) of each chunk's edges: CSC rows by destination, CSR by source
+        layout = [(dst, src) if prefix == "csc" else (src, dst) for src, dst in chunks]
+        loops, kept = _in_memory_layout(prefix, layout, num_input, num_nodes, writer, options,
+                                        progress)
         if prefix == "csc":
             stats.num_edges = kept
             stats.self_loops_removed = loops
@@ -602,25 +587,34 @@ def _build_in_memory(src: np.ndarray, dst: np.ndarray, num_nodes: int, writer: S
     return stats
 
 
-def _in_memory_layout(prefix: str, keys: np.ndarray, others: np.ndarray, num_nodes: int,
-                      writer: StoreWriter, options: CscOptions,
+def _in_memory_layout(prefix: str, layout: list[tuple[np.ndarray, np.ndarray]], num_input: int,
+                      num_nodes: int, writer: StoreWriter, options: CscOptions,
                       progress: ProgressFn | None) -> tuple[int, int]:
-    """Write ``{prefix}/indptr|indices|edge_id`` with rows ``keys``; returns (loops, slots)."""
+    """Write ``{prefix}/indptr|indices|edge_id`` from chunks of ``(row, neighbour)`` IDs;
+    returns ``(self-loop slots skipped, slots written)``."""
     idx_dtype = indices_dtype(num_nodes)
+    reverse, no_loops = options.add_reverse_edges, options.remove_self_loops
     indptr = np.zeros(num_nodes + 1, dtype=np.int64)
-    loops = int(_count_rows(keys, others, options.add_reverse_edges, options.remove_self_loops,
-                            indptr))
+    loops = 0
+    for keys, others in layout:
+        loops += int(_count_rows(keys, others, reverse, no_loops, indptr))
     total = int(_exclusive_scan(indptr))
     if progress is not None:
         progress("scattering", 0, total)
     if options.deduplicate:
         other = np.empty(total, dtype=idx_dtype)
         eid = np.empty(total, dtype=np.int64)
-    else:
+    else:  # the final size is known: scatter straight into the store's chunk files
         other = writer.create_raw_array(f"{prefix}/indices", (total,), idx_dtype)
         eid = writer.create_raw_array(f"{prefix}/edge_id", (total,), np.int64)
-    _scatter_edges(keys, others, options.add_reverse_edges, options.remove_self_loops, indptr,
-                   other, eid)
+    pos = indptr[:-1].copy()
+    first_ids = np.concatenate([[0], np.cumsum([k.shape[0] for k, _ in layout])[:-1]])
+    passes = [(keys, others, int(first)) for (keys, others), first in zip(layout, first_ids)]
+    if reverse:  # reverse slots after all forward ones: ID E + i
+        passes += [(others, keys, num_input + first) for keys, others, first in passes]
+    for keys, others, first_id in passes:
+        _scatter_edges(keys, others, first_id, no_loops, pos, other, eid)
+    del pos
     if progress is not None:
         progress("scattering", total, total)
         progress("sorting", 0, num_nodes)
@@ -634,11 +628,9 @@ def _in_memory_layout(prefix: str, keys: np.ndarray, others: np.ndarray, num_nod
         out_other = writer.create_raw_array(f"{prefix}/indices", (total,), idx_dtype)
         out_eid = writer.create_raw_array(f"{prefix}/edge_id", (total,), np.int64)
         _compact_rows(indptr, new_indptr, other, eid, out_other, out_eid)
-        del other, eid
-        other, eid, indptr = out_other, out_eid, new_indptr
-    for arr in (other, eid):
-        if isinstance(arr, np.memmap):
-            arr.flush()
+        del out_other, out_eid
+        indptr = new_indptr
+    del other, eid  # unmaps the store's files; the page cache holds the data until commit
     writer.write_array(f"{prefix}/indptr", indptr)
     if progress is not None:
         progress("sorting", num_nodes, num_nodes)
