@@ -1,5 +1,9 @@
 """Run one measured job in a fresh interpreter and report seconds and peak RSS as JSON.
 
+``seconds`` is the timed work alone; ``total_seconds`` is the whole process from
+spawn to exit (interpreter start, imports, one-time JIT/library initialisation
+and the work), i.e. what a user running the command waits for.
+
 Used by the benchmark scripts so every contender (graphpipe and each peer) is
 measured the same way: imports first (their RSS is reported as ``baseline_rss``),
 then the timed work; ``peak_rss`` is the process's maximum resident set size
@@ -34,11 +38,13 @@ print("@@MEASURE@@" + json.dumps({"seconds": seconds, "peak_rss": peak, "baselin
 def measure(setup: str, work: str, *, python: str = sys.executable, env: dict | None = None,
             timeout: float = 1800) -> dict[str, Any]:
     """Run ``setup`` (untimed: imports) then ``work`` (timed) in a new ``python`` process."""
+    started = time.perf_counter()
     proc = subprocess.run([python, "-c", _CHILD, setup, work], capture_output=True, text=True,
                           env={**os.environ, **(env or {})}, timeout=timeout)
+    total = time.perf_counter() - started
     for line in proc.stdout.splitlines():
         if line.startswith("@@MEASURE@@"):
-            return json.loads(line[len("@@MEASURE@@"):])
+            return {**json.loads(line[len("@@MEASURE@@"):]), "total_seconds": total}
     raise RuntimeError(f"measured job failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
 
 

@@ -29,7 +29,7 @@ class LazyGroup(click.Group):
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         module = SUBCOMMANDS.get(name)
-        if module is None:
+        if module is None or importlib.util.find_spec(f"graphpipe.cli.{module}") is None:
             return None
         return importlib.import_module(f"graphpipe.cli.{module}").command
 

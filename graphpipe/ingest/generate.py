@@ -1,0 +1,63 @@
+"""Synthetic datasets for tests, demos and benchmarks (no dataset can be downloaded here).
+
+Generators (:mod:`graphpipe.ingest.generate_graphs`):
+
+- :func:`rmat_edges`: R-MAT / Graph500 power-law edge lists, Numba-parallel and
+  deterministic for a seed whatever the thread count; :func:`rmat_graph` adds
+  random features, labels and splits.
+- :func:`community_graph`: a degree-corrected stochastic block model with a
+  noisy class signal in the features, on which neighbour aggregation clearly
+  beats features alone.
+- :func:`external_ids`, :func:`random_splits`, :func:`random_normal`.
+
+Writers (:mod:`graphpipe.ingest.generate_writers`), one per source format that
+graphpipe ingests: :func:`write_ogb_raw` (+ :func:`ogb_meta_dict`),
+:func:`write_edge_list`, :func:`write_node_table`, :func:`write_table_file`,
+:func:`write_npz`.
+
+Edge direction everywhere: ``(src, dst)`` is an edge from ``src`` to ``dst``.
+"""
+
+from graphpipe.ingest.generate_graphs import (
+    SyntheticGraph,
+    community_graph,
+    external_ids,
+    random_normal,
+    random_splits,
+    rmat_edges,
+    rmat_graph,
+    rmat_vertex_permutation,
+)
+from graphpipe.ingest.generate_writers import (
+    FEATURE_LAYOUTS,
+    SPLIT_NAMES,
+    as_synthetic_graph,
+    infer_format,
+    ogb_meta_dict,
+    write_edge_list,
+    write_node_table,
+    write_npz,
+    write_ogb_raw,
+    write_table_file,
+)
+
+__all__ = [
+    "FEATURE_LAYOUTS",
+    "SPLIT_NAMES",
+    "SyntheticGraph",
+    "as_synthetic_graph",
+    "community_graph",
+    "external_ids",
+    "infer_format",
+    "ogb_meta_dict",
+    "random_normal",
+    "random_splits",
+    "rmat_edges",
+    "rmat_graph",
+    "rmat_vertex_permutation",
+    "write_edge_list",
+    "write_node_table",
+    "write_npz",
+    "write_ogb_raw",
+    "write_table_file",
+]
