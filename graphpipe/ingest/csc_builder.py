@@ -36,6 +36,7 @@ Two regimes:
 from __future__ import annotations
 
 import math
+import mmap
 import os
 import shutil
 import time
@@ -567,6 +568,21 @@ def _check_chunk(chunk: EdgeChunk, num_nodes: int, expected_row: int) -> tuple[n
 # =============================================================================================
 
 
+_MADV_POPULATE_WRITE = 23  # Linux >= 5.14
+
+
+def _prefault(arr: np.ndarray) -> None:
+    """Map every page of a fresh output memory map for writing in one system call
+    (``MADV_POPULATE_WRITE``) instead of one page fault per page during the scatter."""
+    mapping = getattr(arr, "_mmap", None)
+    if mapping is None or not hasattr(mapping, "madvise"):
+        return
+    try:
+        mapping.madvise(getattr(mmap, "MADV_POPULATE_WRITE", _MADV_POPULATE_WRITE))
+    except (OSError, ValueError):  # older kernel: the pages fault in as they are written
+        pass
+
+
 def _build_in_memory(chunks: list[tuple[np.ndarray, np.ndarray]], num_nodes: int,
                      writer: StoreWriter, options: CscOptions,
                      progress: ProgressFn | None) -> CscStats:
@@ -607,6 +623,8 @@ def _in_memory_layout(prefix: str, layout: list[tuple[np.ndarray, np.ndarray]], 
     else:  # the final size is known: scatter straight into the store's chunk files
         other = writer.create_raw_array(f"{prefix}/indices", (total,), idx_dtype)
         eid = writer.create_raw_array(f"{prefix}/edge_id", (total,), np.int64)
+        _prefault(other)
+        _prefault(eid)
     pos = indptr[:-1].copy()
     first_ids = np.concatenate([[0], np.cumsum([k.shape[0] for k, _ in layout])[:-1]])
     passes = [(keys, others, int(first)) for (keys, others), first in zip(layout, first_ids)]
@@ -627,6 +645,8 @@ def _in_memory_layout(prefix: str, layout: list[tuple[np.ndarray, np.ndarray]], 
         total = int(_exclusive_scan(new_indptr))
         out_other = writer.create_raw_array(f"{prefix}/indices", (total,), idx_dtype)
         out_eid = writer.create_raw_array(f"{prefix}/edge_id", (total,), np.int64)
+        _prefault(out_other)
+        _prefault(out_eid)
         _compact_rows(indptr, new_indptr, other, eid, out_other, out_eid)
         del out_other, out_eid
         indptr = new_indptr
