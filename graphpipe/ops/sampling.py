@@ -343,19 +343,14 @@ def _hop_counts(indptr, n_id, num_dst, fanout, replace):
 
 
 @numba.njit(cache=True, nogil=True)
-def _sample_hop_fused(indptr, indices, n_id, num_nodes, num_dst, fanout, replace, hkey,
-                      keys, values, num_graph_nodes, scratch_set, scratch_slots):
-    """Sample one hop for destinations ``n_id[:num_dst]`` and Fused-Map the sources.
-
-    Returns (local_indptr, local_src, edge_ids, n_id, num_nodes, keys, values); ``n_id``
-    and the table may be reallocated (grown) here.
-    """
-    local_indptr, starts, degs, total = _hop_counts(indptr, n_id, num_dst, fanout, replace)
+def _hop_reserve(n_id, num_nodes, total, keys, values, num_graph_nodes):
+    """Grow ``n_id`` and the table so a hop adding ≤ ``total`` nodes keeps the load ≤ 0.5."""
     bound = num_nodes + total
     if bound > num_graph_nodes:
         bound = num_graph_nodes
     if n_id.shape[0] < bound:
-        grown = np.empty(bound, dtype=np.int64)
+        grown = np.empty(max(bound, 2 * n_id.shape[0]) if 2 * n_id.shape[0] < num_graph_nodes else bound,
+                         dtype=np.int64)
         grown[:num_nodes] = n_id[:num_nodes]
         n_id = grown
     if keys.shape[0] < 2 * bound:
@@ -363,8 +358,16 @@ def _sample_hop_fused(indptr, indices, n_id, num_nodes, num_dst, fanout, replace
         while size < 2 * bound:
             size *= 2
         keys, values = table_grow(keys, values, size, HASH_MIX)
-    local_src = np.empty(total, dtype=np.int64)
-    edge_ids = np.empty(total, dtype=np.int64)
+    return n_id, keys, values
+
+
+@numba.njit(cache=True, nogil=True)
+def _hop_fill(indptr, indices, n_id, num_nodes, num_dst, fanout, replace, hkey, keys, values,
+              local_indptr, starts, degs, local_src, edge_ids, scratch_set, scratch_slots):
+    """Sample one hop into ``edge_ids``/``local_src`` (length = the hop's edge count) and
+    Fused-Map the sources; ``n_id`` and the table must already be reserved. Returns the
+    new node count."""
+    total = local_src.shape[0]
     # pass 1: choose the edge slots (touches only edge_ids)
     for i in range(num_dst):
         base = local_indptr[i]
@@ -398,7 +401,79 @@ def _sample_hop_fused(indptr, indices, n_id, num_nodes, num_dst, fanout, replace
             n_id[num_nodes] = u
             num_nodes += 1
         local_src[e] = lid
+    return num_nodes
+
+
+@numba.njit(cache=True, nogil=True)
+def _sample_hop_fused(indptr, indices, n_id, num_nodes, num_dst, fanout, replace, hkey,
+                      keys, values, num_graph_nodes, scratch_set, scratch_slots):
+    """One hop for destinations ``n_id[:num_dst]`` with its own output arrays.
+
+    Returns (local_indptr, local_src, edge_ids, n_id, num_nodes, keys, values); ``n_id``
+    and the table may be reallocated (grown) here.
+    """
+    local_indptr, starts, degs, total = _hop_counts(indptr, n_id, num_dst, fanout, replace)
+    n_id, keys, values = _hop_reserve(n_id, num_nodes, total, keys, values, num_graph_nodes)
+    local_src = np.empty(total, dtype=np.int64)
+    edge_ids = np.empty(total, dtype=np.int64)
+    num_nodes = _hop_fill(indptr, indices, n_id, num_nodes, num_dst, fanout, replace, hkey, keys, values,
+                          local_indptr, starts, degs, local_src, edge_ids, scratch_set, scratch_slots)
     return local_indptr, local_src, edge_ids, n_id, num_nodes, keys, values
+
+
+@numba.njit(cache=True, nogil=True)
+def _sample_batch(indptr, indices, seeds, fanouts, replace, hop_keys):
+    """All hops of one batch in one nogil call.
+
+    Returns ``(dup, n_id, meta, indptrs, local_srcs, edge_ids)``: ``dup`` the index of
+    the first repeated seed or -1; ``meta[h] = (num_dst, num_src)``; the last three are
+    typed lists with one exactly-sized array per hop (exact sizes: a capacity-bound
+    buffer would cost a page fault per 4 KiB touched on every batch).
+    """
+    num_graph_nodes = indptr.shape[0] - 1
+    batch_size = seeds.shape[0]
+    num_hops = fanouts.shape[0]
+    meta = np.zeros((num_hops, 2), dtype=np.int64)
+    indptrs = numba.typed.List.empty_list(numba.types.int64[::1])
+    local_srcs = numba.typed.List.empty_list(numba.types.int64[::1])
+    edge_ids_list = numba.typed.List.empty_list(numba.types.int64[::1])
+    size = 16
+    while size < 2 * batch_size:
+        size *= 2
+    keys = np.full(size, EMPTY_KEY, dtype=indices.dtype)
+    values = np.full(size, -1, dtype=np.int32)
+    n_id = np.empty(max(batch_size, 1), dtype=np.int64)
+    dup = _insert_seeds(seeds, keys, values, n_id)
+    if dup >= 0:
+        return dup, n_id[:0], meta, indptrs, local_srcs, edge_ids_list
+    max_fanout = 0
+    for h in range(num_hops):
+        max_fanout = max(max_fanout, fanouts[h])
+    if max_fanout > 32:
+        ssize = 16
+        while ssize < 2 * max_fanout:
+            ssize *= 2
+        scratch_set = np.full(ssize, -1, dtype=np.int64)
+        scratch_slots = np.empty(max_fanout, dtype=np.int64)
+    else:
+        scratch_set = np.full(1, -1, dtype=np.int64)
+        scratch_slots = np.empty(1, dtype=np.int64)
+    num_nodes = batch_size
+    for h in range(num_hops):
+        fanout = fanouts[h]
+        num_dst = num_nodes
+        local_indptr, starts, degs, total = _hop_counts(indptr, n_id, num_dst, fanout, replace)
+        n_id, keys, values = _hop_reserve(n_id, num_nodes, total, keys, values, num_graph_nodes)
+        local_src = np.empty(total, dtype=np.int64)
+        edge_ids = np.empty(total, dtype=np.int64)
+        num_nodes = _hop_fill(indptr, indices, n_id, num_nodes, num_dst, fanout, replace, hop_keys[h], keys, values,
+                              local_indptr, starts, degs, local_src, edge_ids, scratch_set, scratch_slots)
+        meta[h, 0] = num_dst
+        meta[h, 1] = num_nodes
+        indptrs.append(local_indptr)
+        local_srcs.append(local_src)
+        edge_ids_list.append(edge_ids)
+    return -1, n_id[:num_nodes], meta, indptrs, local_srcs, edge_ids_list
 
 
 @numba.njit(cache=True, nogil=True)
@@ -511,25 +586,15 @@ def _assemble(n_id: np.ndarray, batch_size: int, hops: list[tuple[np.ndarray, np
 
 
 def _sample_validated(indptr, indices, seeds, fanouts, replace, seed) -> SampleOutput:
-    num_graph_nodes = indptr.shape[0] - 1
-    batch_size = seeds.shape[0]
-    keys = np.full(table_capacity(batch_size), EMPTY_KEY, dtype=indices.dtype)
-    values = np.full(keys.shape[0], -1, dtype=np.int32)
-    n_id = np.empty(batch_size, dtype=np.int64)
-    dup = _insert_seeds(seeds.astype(indices.dtype, copy=False), keys, values, n_id)
+    bkey = batch_key(seed)
+    hop_keys = np.array([hop_key(bkey, h) for h in range(len(fanouts))], dtype=np.uint64)
+    dup, n_id, meta, indptrs, local_srcs, edge_ids = _sample_batch(
+        indptr, indices, seeds, np.asarray(fanouts, dtype=np.int64), bool(replace), hop_keys)
     if dup >= 0:
         raise ValueError(f"'seeds' must be unique (got {int(seeds[dup])} more than once)")
-    bkey = batch_key(seed)
-    num_nodes = batch_size
-    hops = []
-    for h, fanout in enumerate(fanouts):
-        scratch_set, scratch_slots = _scratch_for(fanout)
-        num_dst = num_nodes
-        local_indptr, local_src, edge_ids, n_id, num_nodes, keys, values = _sample_hop_fused(
-            indptr, indices, n_id, num_nodes, num_dst, fanout, bool(replace), np.uint64(hop_key(bkey, h)),
-            keys, values, num_graph_nodes, scratch_set, scratch_slots)
-        hops.append((local_indptr, local_src, edge_ids, num_dst, num_nodes))
-    return _assemble(n_id[:num_nodes], batch_size, hops)
+    hops = [(ip, src, eid, num_dst, num_src)
+            for ip, src, eid, (num_dst, num_src) in zip(indptrs, local_srcs, edge_ids, meta.tolist())]
+    return _assemble(n_id, seeds.shape[0], hops)
 
 
 def sample_neighbors(
