@@ -117,7 +117,7 @@ def test_adversarial_collisions(mode):
 
 def test_full_table_wraps_around():
     # keys homed at the last slot wrap to slot 0 and later lookups still find them
-    unique, local_src, (keys, values) = fused_map([], [4, 9, 14, 19], table_size=5, mode=HASH_MOD, return_table=True)
+    _unique, _local_src, (keys, values) = fused_map([], [4, 9, 14, 19], table_size=5, mode=HASH_MOD, return_table=True)
     assert keys.tolist() == [9, 14, 19, -1, 4]
     check_table_invariants(keys, values, HASH_MOD)
     assert table_lookup(keys, values, 24, HASH_MOD) == -1

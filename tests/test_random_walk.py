@@ -42,7 +42,7 @@ def assert_same(a, b):
 def test_matches_reference_and_structure(num_neighbors, restart_prob, num_walks):
     indptr, indices = random_graph(1)
     seeds = np.array([0, 5, 149, 77, 12])
-    kw = dict(walk_length=3, restart_prob=restart_prob, num_walks=num_walks, seed=3)
+    kw = {"walk_length": 3, "restart_prob": restart_prob, "num_walks": num_walks, "seed": 3}
     out = sample_random_walk(indptr, indices, seeds, num_neighbors, **kw)
     assert_same(out, sample_random_walk_reference(indptr, indices, seeds, num_neighbors, **kw))
     assert np.array_equal(out.n_id[:5], seeds) and np.unique(out.n_id).size == out.n_id.size
@@ -96,11 +96,11 @@ def test_reproducible_and_seed_dependent():
 def test_value_errors():
     indptr, indices = random_graph(0)
     for kwargs, msg in [
-        (dict(num_neighbors=[]), r"'num_neighbors' must not be empty \(got \[\]\)"),
-        (dict(num_neighbors=[-1]), "'num_neighbors' entries must be >= 0"),
-        (dict(num_neighbors=[3], walk_length=0), r"'walk_length' must be >= 1 \(got 0\)"),
-        (dict(num_neighbors=[3], restart_prob=1.0), r"'restart_prob' must be in \[0, 1\) \(got 1.0\)"),
-        (dict(num_neighbors=[3], num_walks=0), "'num_walks' must be in"),
+        ({"num_neighbors": []}, r"'num_neighbors' must not be empty \(got \[\]\)"),
+        ({"num_neighbors": [-1]}, "'num_neighbors' entries must be >= 0"),
+        ({"num_neighbors": [3], "walk_length": 0}, r"'walk_length' must be >= 1 \(got 0\)"),
+        ({"num_neighbors": [3], "restart_prob": 1.0}, r"'restart_prob' must be in \[0, 1\) \(got 1.0\)"),
+        ({"num_neighbors": [3], "num_walks": 0}, "'num_walks' must be in"),
     ]:
         nn = kwargs.pop("num_neighbors")
         with pytest.raises(ValueError, match=msg):

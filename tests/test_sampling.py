@@ -172,7 +172,7 @@ def test_property_fast_equals_reference(num_nodes, num_edges, fanouts, replace, 
 def _inclusion_counts(indptr, indices, node: int, fanout: int, trials: int, replace: bool) -> tuple[np.ndarray, np.ndarray]:
     dst = np.full(trials, node, dtype=np.int64)
     keys = np.concatenate([stream_keys(hop_key(batch_key(t), 0), dst[:1]) for t in range(trials)])
-    ip, src, eids = sample_hop_global(indptr, indices, dst, fanout, replace=replace, stream_keys=keys)
+    _ip, _src, eids = sample_hop_global(indptr, indices, dst, fanout, replace=replace, stream_keys=keys)
     lo, hi = int(indptr[node]), int(indptr[node + 1])
     per_trial = (eids - lo).reshape(trials, -1)
     return np.bincount(per_trial.ravel(), minlength=hi - lo), per_trial

@@ -17,11 +17,10 @@ import time
 
 os.environ.setdefault("DGLBACKEND", "pytorch")
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-
-import dgl  # noqa: E402
-import dgl.graphbolt as gb  # noqa: E402
+import dgl
+import dgl.graphbolt as gb
+import numpy as np
+import torch
 
 FANOUTS_SEED_FIRST = [15, 10, 5]
 
@@ -64,7 +63,7 @@ def main() -> None:
                 "cpu_seconds": time.process_time() - c0, "batches": len(batches) - 1}
 
     results["DGL NeighborSampler"] = best_of(args.repeats, run_dgl)
-    del g, sampler
+
 
     graph = gb.fused_csc_sampling_graph(indptr, indices)
 

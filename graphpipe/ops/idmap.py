@@ -24,7 +24,7 @@ The GPU version (atomic CAS + atomic add, race-free) lives in
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numba
 import numpy as np
@@ -33,15 +33,15 @@ __all__ = [
     "EMPTY_KEY",
     "HASH_MIX",
     "HASH_MOD",
-    "table_capacity",
-    "new_table",
-    "home_slot",
-    "table_insert_or_get",
-    "table_lookup",
-    "table_grow",
+    "check_table_invariants",
     "fused_map",
     "fused_map_reference",
-    "check_table_invariants",
+    "home_slot",
+    "new_table",
+    "table_capacity",
+    "table_grow",
+    "table_insert_or_get",
+    "table_lookup",
 ]
 
 EMPTY_KEY = -1

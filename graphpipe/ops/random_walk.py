@@ -21,13 +21,17 @@ local-ID order. ``sample_random_walk_reference`` is the plain-Python oracle.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numba
 import numpy as np
 
 from graphpipe.ops.idmap import EMPTY_KEY, HASH_MIX, table_capacity, table_grow, table_insert_or_get
 from graphpipe.ops.sampling import (
+    _GOLDEN,
+    _GOLDEN_I,
+    _S32,
+    _U64,
     SampledBlock,
     SampleOutput,
     _bounded,
@@ -39,10 +43,6 @@ from graphpipe.ops.sampling import (
     _mix64_py,
     _stream_key,
     _stream_key_py,
-    _GOLDEN,
-    _GOLDEN_I,
-    _S32,
-    _U64,
     batch_key,
     hop_key,
 )
@@ -105,7 +105,7 @@ def _walk_hop(indptr, indices, n_id, num_nodes, num_dst, k, num_walks, walk_leng
             order_keys[m] = ((np.int64(1) << _MAX_COUNT_BITS) - c) << _NODE_BITS | node
             m += 1
         ranked = np.sort(order_keys[:m])
-        take = k if m > k else m
+        take = min(m, k)
         for q in range(take):
             key = ranked[q]
             sel_nodes[total + q] = key & ((np.int64(1) << _NODE_BITS) - 1)
@@ -113,8 +113,7 @@ def _walk_hop(indptr, indices, n_id, num_nodes, num_dst, k, num_walks, walk_leng
         total += take
         local_indptr[i + 1] = total
     bound = num_nodes + total
-    if bound > num_graph_nodes:
-        bound = num_graph_nodes
+    bound = min(bound, num_graph_nodes)
     if n_id.shape[0] < bound:
         grown = np.empty(bound, dtype=np.int64)
         grown[:num_nodes] = n_id[:num_nodes]
@@ -154,7 +153,7 @@ def _check_walk_args(num_neighbors, walk_length, restart_prob, num_walks) -> lis
 
 
 def _stop_threshold(restart_prob: float) -> int:
-    return int(round(float(restart_prob) * 2**32))
+    return round(float(restart_prob) * 2**32)
 
 
 def _assemble_walk(n_id, batch_size, hops) -> SampleOutput:

@@ -32,9 +32,9 @@ match exactly (same RNG, dict ID map).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
 
 import numba
 import numpy as np
@@ -46,21 +46,20 @@ from graphpipe.ops.idmap import (
     EMPTY_KEY,
     HASH_MIX,
     home_slot,
-    table_capacity,
     table_grow,
     table_insert_or_get,
 )
 
 __all__ = [
-    "SampledBlock",
     "SampleOutput",
+    "SampledBlock",
+    "batch_key",
+    "hop_key",
+    "sample_hop_global",
+    "sample_hop_global_reference",
     "sample_neighbors",
     "sample_neighbors_batches",
     "sample_neighbors_reference",
-    "sample_hop_global",
-    "sample_hop_global_reference",
-    "batch_key",
-    "hop_key",
     "stream_keys",
 ]
 
@@ -86,7 +85,7 @@ class SampledBlock:
     num_dst: int
     num_src: int
     edge_ids: np.ndarray
-    edge_weight: Optional[np.ndarray] = None
+    edge_weight: np.ndarray | None = None
 
     @property
     def num_edges(self) -> int:
@@ -223,19 +222,20 @@ def _choose_positions(out, base, deg, count, replace, state, scratch_set, scratc
             out[base + q] = t
         return
     if count <= 32:
-        q = 0
-        for j in range(deg - count, deg):
+        first = deg - count
+        for j in range(first, deg):
+            q = j - first
             state, t = _bounded(state, j + 1)
             for p in range(q):
                 if out[base + p] == t:
                     t = j
                     break
             out[base + q] = t
-            q += 1
         return
     mask = scratch_set.shape[0] - 1
-    q = 0
-    for j in range(deg - count, deg):
+    first = deg - count
+    for j in range(first, deg):
+        q = j - first
         state, t = _bounded(state, j + 1)
         # membership of t; if present, take j (never present: j is larger than all drawn so far)
         slot = (t * 0x9E3779B1) & mask
@@ -253,7 +253,6 @@ def _choose_positions(out, base, deg, count, replace, state, scratch_set, scratc
         scratch_set[slot] = t
         scratch_slots[q] = slot
         out[base + q] = t
-        q += 1
     for p in range(count):
         scratch_set[scratch_slots[p]] = -1
 
@@ -336,7 +335,7 @@ def _hop_counts(indptr, n_id, num_dst, fanout, replace):
         elif replace:
             c = fanout if deg > 0 else 0
         else:
-            c = fanout if deg > fanout else deg
+            c = min(deg, fanout)
         total += c
         local_indptr[i + 1] = total
     return local_indptr, starts, degs, total
@@ -346,8 +345,7 @@ def _hop_counts(indptr, n_id, num_dst, fanout, replace):
 def _hop_reserve(n_id, num_nodes, total, keys, values, num_graph_nodes):
     """Grow ``n_id`` and the table so a hop adding ≤ ``total`` nodes keeps the load ≤ 0.5."""
     bound = num_nodes + total
-    if bound > num_graph_nodes:
-        bound = num_graph_nodes
+    bound = min(bound, num_graph_nodes)
     if n_id.shape[0] < bound:
         grown = np.empty(max(bound, 2 * n_id.shape[0]) if 2 * n_id.shape[0] < num_graph_nodes else bound,
                          dtype=np.int64)

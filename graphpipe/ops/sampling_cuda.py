@@ -37,7 +37,8 @@ NumPy. The table keys are int64 global IDs (-1 empty), values int32 local IDs.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numba
 import numpy as np
@@ -56,14 +57,14 @@ from graphpipe.ops.sampling import (
 
 try:  # optional
     import cupy as _cupy  # type: ignore
-except Exception:  # pragma: no cover - CuPy is not installed in CI
+except Exception:  # noqa: BLE001  # pragma: no cover - a broken CuPy install means "no CuPy"
     _cupy = None
 
 __all__ = [
-    "sample_neighbors_cuda",
-    "sample_hop_global_cuda",
     "fused_map_cuda",
     "relabel_cuda",
+    "sample_hop_global_cuda",
+    "sample_neighbors_cuda",
 ]
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -169,15 +170,15 @@ def _sample_kernel(indptr, indices, dst, fanout, replace, skeys, offsets, out_sr
             out_eid[base + q] = start + t
     else:  # Floyd: positions deg-count .. deg-1
         state = skeys[i]
-        q = 0
-        for j in range(deg - count, deg):
+        first = deg - count
+        for j in range(first, deg):
+            q = j - first
             state, t = _bounded_d(state, j + 1)
             for p in range(q):
                 if out_eid[base + p] == start + t:
                     t = j
                     break
             out_eid[base + q] = start + t
-            q += 1
     for q in range(count):
         out_src[base + q] = indices[out_eid[base + q]]
 
@@ -386,7 +387,7 @@ def sample_hop_global_cuda(indptr, indices, dst_global, fanout: int, *, replace:
     d_indptr = _to_device(indptr_h, np.int64)
     d_indices = _to_device(indices_h, indices_h.dtype)
     d_dst = _to_device(dst_global, np.int64)
-    offsets, total, d_src, d_eid = _sample_hop_device(d_indptr, d_indices, d_dst, fanout, replace, stream_keys, hop_key_value)
+    offsets, _total, d_src, d_eid = _sample_hop_device(d_indptr, d_indices, d_dst, fanout, replace, stream_keys, hop_key_value)
     return _out(offsets, as_cupy), _out(d_src, as_cupy), _out(d_eid, as_cupy)
 
 
