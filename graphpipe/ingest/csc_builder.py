@@ -66,7 +66,10 @@ _MIN_BUDGET = 1 << 12
 
 # Working-set estimates in bytes, used to size runs and groups against the budget.
 _IN_MEMORY_BYTES_PER_EDGE = 16  # buffered src + dst (int64) per input edge
-_IN_MEMORY_BYTES_PER_RECORD = 40  # output slot (<= 16) + dedup scratch (<= 24) per CSC/CSR slot
+_IN_MEMORY_BYTES_PER_RECORD = 64  # output (<= 16), partitioned copy (<= 24), dedup scratch (24)
+_IN_MEMORY_BUCKETS = 1024  # most buckets of the in-memory partition pass (write streams)
+_IN_MEMORY_BUCKET_SLOTS = 1 << 14  # aim: slots per bucket, so a bucket's rows stay in cache
+_IN_MEMORY_BYTES_PER_NODE = 32  # indptr, scatter positions, kept counts, compacted indptr
 _RUN_BYTES_PER_RECORD = 48  # run buffer (key, other, eid) + its bucket-sorted copy
 _PIECE_BYTES_PER_RECORD = 24  # one record read back for re-partitioning
 _GROUP_BYTES_PER_RECORD = 72  # loaded record + scattered copy + compacted output + cast
@@ -229,21 +232,52 @@ def _exclusive_scan(counts):  # pragma: no cover
 
 
 @njit(cache=True, nogil=True)
-def _scatter_edges(keys, others, eid0, remove_self_loops, pos, out_other,
-                   out_eid):  # pragma: no cover
-    """Stable counting-sort scatter of slot (row ``keys[i]``, neighbour ``others[i]``, ID
-    ``eid0 + i``) to ``pos[keys[i]]``, advancing ``pos``. Called over the chunks in order
-    (then over them again as reverses with ``eid0 = E + first_row``), rows come out in
-    edge-ID order."""
+def _partition_edges(keys, others, eid0, remove_self_loops, shift, bucket_pos, part_key,
+                     part_other, part_eid):  # pragma: no cover
+    """First level of the in-memory sort: append slot (row ``keys[i]``, neighbour
+    ``others[i]``, ID ``eid0 + i``) to its bucket of rows ``keys[i] >> shift``; ``bucket_pos``
+    holds each bucket's next free position (bucket ``b`` owns the final slot range of its
+    rows, so every bucket is then finished in place and in cache)."""
     for i in range(keys.shape[0]):
         k = keys[i]
         o = others[i]
         if k == o and remove_self_loops:
             continue
-        p = pos[k]
-        out_other[p] = o
-        out_eid[p] = eid0 + i
-        pos[k] = p + 1
+        b = k >> shift
+        p = bucket_pos[b]
+        part_key[p] = k
+        part_other[p] = o
+        part_eid[p] = eid0 + i
+        bucket_pos[b] = p + 1
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _finish_buckets(indptr, shift, part_key, part_other, part_eid, out_other, out_eid,
+                    sort_rows, sort_neighbors, dedup, kept):  # pragma: no cover
+    """Second level: per bucket of ``2**shift`` rows (in parallel), a stable counting scatter
+    of its slots into their rows, then each row sorted / deduplicated while it is in cache;
+    ``kept[r]`` = slots left in row ``r``."""
+    n_rows = indptr.shape[0] - 1
+    n_buckets = (n_rows + (1 << shift) - 1) >> shift
+    for b in prange(n_buckets):
+        r0 = b << shift
+        r1 = min(n_rows, r0 + (1 << shift))
+        pos = indptr[r0:r1].copy()
+        for p in range(indptr[r0], indptr[r1]):
+            r = part_key[p] - r0
+            q = pos[r]
+            out_other[q] = part_other[p]
+            out_eid[q] = part_eid[p]
+            pos[r] = q + 1
+        for r in range(r0, r1):
+            lo = indptr[r]
+            hi = indptr[r + 1]
+            if sort_rows:
+                _sort_row(out_other, out_eid, lo, hi, sort_neighbors)
+            if dedup:
+                kept[r] = _dedup_row(out_other, out_eid, lo, hi, sort_neighbors)
+            else:
+                kept[r] = hi - lo
 
 
 @njit(cache=True, nogil=True)
@@ -494,6 +528,7 @@ def _build(edge_chunks: Iterable[EdgeChunk], num_nodes: int, writer: StoreWriter
     started = time.perf_counter()
     mult = 2 if options.add_reverse_edges else 1
     in_memory_bytes_per_edge = _IN_MEMORY_BYTES_PER_EDGE + mult * _IN_MEMORY_BYTES_PER_RECORD
+    in_memory_node_bytes = (num_nodes + 1) * _IN_MEMORY_BYTES_PER_NODE
     buffered: list[tuple[np.ndarray, np.ndarray]] = []
     num_read = 0
     last_source: str | None = None
@@ -506,7 +541,8 @@ def _build(edge_chunks: Iterable[EdgeChunk], num_nodes: int, writer: StoreWriter
         else:
             spiller.add_edges(src, dst, num_read)
         num_read += src.shape[0]
-        if spiller is None and limit is not None and num_read * in_memory_bytes_per_edge > limit:
+        if (spiller is None and limit is not None
+                and num_read * in_memory_bytes_per_edge + in_memory_node_bytes > limit):
             spiller = _Spiller(writer, num_nodes, options, limit, progress,
                                reserved=num_read * _IN_MEMORY_BYTES_PER_EDGE)
             eid0 = 0
@@ -625,20 +661,32 @@ def _in_memory_layout(prefix: str, layout: list[tuple[np.ndarray, np.ndarray]], 
         eid = writer.create_raw_array(f"{prefix}/edge_id", (total,), np.int64)
         _prefault(other)
         _prefault(eid)
-    pos = indptr[:-1].copy()
+    # two-level counting sort: partition the slots into buckets of 2**shift rows (streaming
+    # writes), then finish each bucket in cache; far fewer cache and TLB misses than one
+    # scatter over the whole output once it outgrows the caches.
+    n_buckets_wanted = min(_IN_MEMORY_BUCKETS, max(1, total // _IN_MEMORY_BUCKET_SLOTS))
+    shift = max(0, math.ceil(math.log2(max(1, num_nodes) / n_buckets_wanted)))
+    n_buckets = (num_nodes + (1 << shift) - 1) >> shift
+    bucket_pos = indptr[0:n_buckets << shift:1 << shift].copy()  # first slot of each bucket
+    part_key = np.empty(total, dtype=idx_dtype)
+    part_other = np.empty(total, dtype=idx_dtype)
+    part_eid = np.empty(total, dtype=np.int64)
     first_ids = np.concatenate([[0], np.cumsum([k.shape[0] for k, _ in layout])[:-1]])
     passes = [(keys, others, int(first)) for (keys, others), first in zip(layout, first_ids)]
     if reverse:  # reverse slots after all forward ones: ID E + i
         passes += [(others, keys, num_input + first) for keys, others, first in passes]
     for keys, others, first_id in passes:
-        _scatter_edges(keys, others, first_id, no_loops, pos, other, eid)
-    del pos
+        _partition_edges(keys, others, first_id, no_loops, shift, bucket_pos, part_key,
+                         part_other, part_eid)
+    del bucket_pos
     if progress is not None:
         progress("scattering", total, total)
         progress("sorting", 0, num_nodes)
     kept = np.empty(num_nodes, dtype=np.int64)
-    if options.sort_neighbors or options.deduplicate:
-        _finish_rows(indptr, other, eid, options.sort_neighbors, options.deduplicate, kept)
+    _finish_buckets(indptr, shift, part_key, part_other, part_eid, other, eid,
+                    options.sort_neighbors or options.deduplicate, options.sort_neighbors,
+                    options.deduplicate, kept)
+    del part_key, part_other, part_eid
     if options.deduplicate:
         new_indptr = np.zeros(num_nodes + 1, dtype=np.int64)
         new_indptr[1:] = kept
