@@ -41,9 +41,9 @@ import os
 import shutil
 import time
 import uuid
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
 
 import numpy as np
 from numba import njit, prange
@@ -123,6 +123,7 @@ class CscStats:
         max_depth: deepest re-partitioning level (0: the first spill sufficed).
         spilled_bytes: bytes written to spill files.
         seconds: wall time of the build.
+        csr_num_edges: CSR slots written (equal to ``num_edges``), ``None`` without CSR.
     """
 
     num_nodes: int
@@ -145,7 +146,7 @@ class CscStats:
 
 
 def reference_csc(
-    src: np.ndarray, dst: np.ndarray, num_nodes: int, options: CscOptions = CscOptions()
+    src: np.ndarray, dst: np.ndarray, num_nodes: int, options: CscOptions | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """CSC of the edge list ``src[i] -> dst[i]`` by ``np.lexsort``; slow and obvious.
 
@@ -158,6 +159,7 @@ def reference_csc(
     Returns:
         ``(indptr int64 (N+1,), indices int32|int64 (M,), edge_id int64 (M,))``.
     """
+    options = CscOptions() if options is None else options
     src = np.asarray(src, dtype=np.int64)
     dst = np.asarray(dst, dtype=np.int64)
     num_edges = src.shape[0]
@@ -490,7 +492,7 @@ def build_csc(
     edge_chunks: Iterable[EdgeChunk],
     num_nodes: int,
     writer: StoreWriter,
-    options: CscOptions = CscOptions(),
+    options: CscOptions | None = None,
     progress: ProgressFn | None = None,
 ) -> CscStats:
     """Build the CSC (and optionally CSR) topology of an edge stream into ``writer``.
@@ -501,7 +503,7 @@ def build_csc(
             may be kept (not copied) until the build returns: do not modify them meanwhile.
         num_nodes: ``N``; every ID must lie in ``[0, N)``.
         writer: the store being written; arrays are created with ``create_raw_array``.
-        options: see :class:`CscOptions`.
+        options: see :class:`CscOptions` (``None``: the defaults).
         progress: optional ``progress(stage, done, total)`` callback.
 
     Returns:
@@ -512,6 +514,7 @@ def build_csc(
         IngestError: an ID out of range (naming file and line), non-consecutive chunks,
             or an empty edge list.
     """
+    options = CscOptions() if options is None else options
     num_nodes = int(num_nodes)
     if num_nodes < 0:
         raise ValueError(f"'num_nodes' needs to be non-negative (got {num_nodes})")
@@ -846,8 +849,7 @@ class _RunBuilder:
                      self.eid[:n], sorted_cols[0], sorted_cols[1], sorted_cols[2], offsets)
         path = self.spill_dir / f"run-{uuid.uuid4().hex}.bin"
         with open(path, "wb") as fh:
-            for col in sorted_cols:
-                fh.write(memoryview(col))
+            fh.writelines(memoryview(col) for col in sorted_cols)
         del sorted_cols
         runs.files.append((path, n, offsets))
         self.stats.runs += 1
@@ -864,7 +866,7 @@ class _IndptrWriter:
     """Sequential writer of an int64 ``indptr`` file, row by row as counts become final."""
 
     def __init__(self, path: Path, num_rows: int):
-        self.fh = open(path, "wb")
+        self.fh = open(path, "wb")  # noqa: SIM115 - written across calls, closed in close()
         self.num_rows = num_rows
         self.fh.write(np.zeros(1, dtype=np.int64).tobytes())
         self.cur_row = 0  # row whose count is still accumulating
@@ -911,8 +913,14 @@ class _OutputSink:
         self.paths = {name: spill_dir / f"{prefix}-{name}.bin"
                       for name in ("indptr", "indices", "edge_id")}
         self.indptr = _IndptrWriter(self.paths["indptr"], num_nodes)
-        self.indices = open(self.paths["indices"], "wb")
-        self.edge_id = open(self.paths["edge_id"], "wb")
+        # written across emit() calls; closed by commit() or close()
+        self.indices = open(self.paths["indices"], "wb")  # noqa: SIM115
+        self.edge_id = open(self.paths["edge_id"], "wb")  # noqa: SIM115
+
+    def close(self) -> None:
+        """Close the files (after an error; :meth:`commit` closes them itself)."""
+        for fh in (self.indptr.fh, self.indices, self.edge_id):
+            fh.close()
 
     def emit(self, first_row: int, counts: np.ndarray, other: np.ndarray, eid: np.ndarray) -> None:
         self.indptr.add(first_row, counts)
@@ -1000,8 +1008,12 @@ class _Spiller:
             for prefix, layout_runs in runs.items():
                 sink = _OutputSink(self.spill_dir, prefix, self.num_nodes)
                 self.records_done = 0
-                self._process(layout_runs, self.options.sort_neighbors, self.options.deduplicate,
-                              sink, depth=0)
+                try:
+                    self._process(layout_runs, self.options.sort_neighbors,
+                                  self.options.deduplicate, sink, depth=0)
+                except BaseException:
+                    sink.close()
+                    raise
                 total = sink.commit(self.writer, self.num_nodes)
                 if prefix == "csc":
                     self.stats.num_edges = total
