@@ -217,9 +217,11 @@ def test_out_of_range_id_names_file_and_line(tmp_path, limit, column, value, kin
     (src if column == "src" else dst)[777] = value
     (src if column == "src" else dst)[900] = value + 1000  # a later bad ID is not the one named
     dest = tmp_path / "s"
-    with pytest.raises(IngestError) as info, StoreWriter(dest, name="t") as writer:
-        build_csc(chunks_of(src, dst, 100), 50, writer, CscOptions(memory_limit=limit))
-        writer.commit()
+    with StoreWriter(dest, name="t") as writer:
+        with pytest.raises(IngestError) as info:
+            build_csc(chunks_of(src, dst, 100), 50, writer, CscOptions(memory_limit=limit))
+        # spill files are gone even while the writer stays open
+        assert [p.name for p in writer.path.iterdir() if p.name.startswith(".csc")] == []
     assert str(info.value) == f"edges.csv: line 779: {kind} node id {value} out of range [0, 50)"
     assert not dest.exists()
     assert list(tmp_path.iterdir()) == []  # the temp tree (and any spill files) are gone
