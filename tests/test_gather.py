@@ -6,19 +6,30 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import graphpipe.ops.gather as gather_module
 from graphpipe.ops.gather import (
     SOURCE_CACHE,
     SOURCE_PREVIOUS,
     SOURCE_STORE,
+    FeatureChunks,
     PositionTable,
     assemble_rows,
     assemble_rows_reference,
-    chunk_list,
     gather_rows,
     gather_rows_reference,
     positions_in,
     positions_in_reference,
 )
+
+
+@pytest.fixture(params=["serial", "parallel"], autouse=True)
+def copy_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run every test through the serial kernels and through the parallel-block kernels."""
+    if request.param == "parallel":
+        monkeypatch.setattr(gather_module, "PARALLEL_MIN_BYTES", 0)
+        monkeypatch.setattr(gather_module, "PARALLEL_MIN_QUERIES", 0)
+        monkeypatch.setattr(gather_module.numba, "get_num_threads", lambda: 2)
+    return request.param
 
 
 def _chunks(x: np.ndarray, rows: int) -> list[np.ndarray]:
@@ -45,7 +56,9 @@ def test_gather_rows_errors() -> None:
     with pytest.raises(ValueError, match="'chunk_rows'"):
         gather_rows([x], 0, np.array([1]))
     with pytest.raises(ValueError, match="'chunks"):
-        chunk_list([x, np.zeros((3, 3), np.float32)])
+        FeatureChunks([x, np.zeros((3, 3), np.float32)])
+    with pytest.raises(ValueError, match="'chunks\\[0\\]'"):
+        FeatureChunks([x, x], chunk_rows=4)
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -80,7 +93,8 @@ def test_positions_in_overlap_sets() -> None:
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_assemble_rows_sources_and_bits(seed: int) -> None:
+@pytest.mark.parametrize("chunk_rows", [3, 64])  # 134 chunks (typed-list path) and 7 (tuple path)
+def test_assemble_rows_sources_and_bits(seed: int, chunk_rows: int) -> None:
     rng = np.random.default_rng(seed)
     n, dim = 400, 6
     x = rng.standard_normal((n, dim)).astype(np.float32)
@@ -90,7 +104,8 @@ def test_assemble_rows_sources_and_bits(seed: int) -> None:
     cache_pos = positions_in(cache_ids, next_ids)
     prev_pos = positions_in(prev_ids, next_ids)
     cache_rows, prev_rows = x[cache_ids], x[prev_ids]
-    out, source = assemble_rows(next_ids, chunks=_chunks(x, 64), chunk_rows=64, cache_pos=cache_pos,
+    out, source = assemble_rows(next_ids, chunks=_chunks(x, chunk_rows), chunk_rows=chunk_rows,
+                                cache_pos=cache_pos,
                                 cache_rows=cache_rows, prev_pos=prev_pos, prev_rows=prev_rows)
     ref, ref_source = assemble_rows_reference(next_ids, x, cache_pos, cache_rows, prev_pos, prev_rows)
     assert np.array_equal(out.view(np.uint32), x[next_ids].view(np.uint32))

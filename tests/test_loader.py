@@ -292,20 +292,20 @@ def test_to_device_cpu_roundtrip(store: GraphStore) -> None:
 
 def test_errors(store: GraphStore) -> None:
     cases = [
-        (dict(fanouts=[]), "'fanouts'"),
-        (dict(fanouts=[5, -2]), "'fanouts'"),
-        (dict(batch_size=0), "'batch_size'"),
-        (dict(input_nodes=np.array([0, N])), "'input_nodes'"),
-        (dict(input_nodes=np.array([-1])), "'input_nodes'"),
-        (dict(input_nodes="holdout"), "'input_nodes'"),
-        (dict(window=0), "'window'"),
-        (dict(prefetch=-1), "'prefetch'"),
-        (dict(cache="lru"), "'cache'"),
-        (dict(cache="degree", cache_rows=1.5), "'cache_rows'"),
-        (dict(match_reorder="yes"), "'match_reorder'"),
+        ({"fanouts": []}, "'fanouts'"),
+        ({"fanouts": [5, -2]}, "'fanouts'"),
+        ({"batch_size": 0}, "'batch_size'"),
+        ({"input_nodes": np.array([0, N])}, "'input_nodes'"),
+        ({"input_nodes": np.array([-1])}, "'input_nodes'"),
+        ({"input_nodes": "holdout"}, "'input_nodes'"),
+        ({"window": 0}, "'window'"),
+        ({"prefetch": -1}, "'prefetch'"),
+        ({"cache": "lru"}, "'cache'"),
+        ({"cache": "degree", "cache_rows": 1.5}, "'cache_rows'"),
+        ({"match_reorder": "yes"}, "'match_reorder'"),
     ]
     for kwargs, name in cases:
-        args = dict(fanouts=FANOUTS, batch_size=10) | kwargs
+        args = {"fanouts": FANOUTS, "batch_size": 10} | kwargs
         with pytest.raises(ValueError, match=name):
             NeighborLoader(store, **args)
     with pytest.raises(ValueError, match="'store_or_arrays'"):

@@ -38,7 +38,7 @@ class Block:
         counts = self.indptr[1:] - self.indptr[:-1]
         return torch.repeat_interleave(torch.arange(self.num_dst, device=self.indptr.device), counts)
 
-    def to(self, device: torch.device | str, non_blocking: bool = False) -> "Block":
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> Block:
         return Block(self.indptr.to(device, non_blocking=non_blocking),
                      self.indices.to(device, non_blocking=non_blocking), self.num_dst, self.num_src,
                      self.edge_ids.to(device, non_blocking=non_blocking))
@@ -90,7 +90,7 @@ class MiniBatch:
         """int64 ``(batch_size,)`` global IDs of the seeds."""
         return self.n_id[: self.batch_size]
 
-    def to(self, device: torch.device | str, non_blocking: bool = False) -> "MiniBatch":
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> MiniBatch:
         """A copy on ``device`` (tensors already there are not copied)."""
         def move(t: torch.Tensor | None) -> torch.Tensor | None:
             return None if t is None else t.to(device, non_blocking=non_blocking)

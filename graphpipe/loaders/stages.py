@@ -31,12 +31,12 @@ from graphpipe.ops.gather import (
     SOURCE_CACHE,
     SOURCE_PREVIOUS,
     SOURCE_STORE,
+    FeatureChunks,
     PositionTable,
     assemble_rows,
-    chunk_list,
     gather_rows,
 )
-from graphpipe.ops.reorder import greedy_reorder, match_degree_matrix
+from graphpipe.ops.reorder import greedy_reorder, match_degree_matrix, overlap_matrix
 from graphpipe.ops.sampling import SampleOutput
 
 __all__ = [
@@ -77,6 +77,14 @@ class GraphData:
     labels: np.ndarray | None
     splits: dict[str, np.ndarray] = field(default_factory=dict)
     store: Any = None
+    _prepared: FeatureChunks | None = field(default=None, repr=False)
+
+    def prepared_chunks(self) -> FeatureChunks:
+        """The feature chunk views prepared for the gather kernels (built once)."""
+        if self._prepared is None:
+            assert self.feature_chunks is not None
+            self._prepared = FeatureChunks(self.feature_chunks, self.chunk_rows)
+        return self._prepared
 
     @property
     def split_names(self) -> list[str]:
@@ -209,7 +217,7 @@ class LoaderStats:
 class SampleStage:
     """``sample``: a window of seed batches → one :class:`SampleOutput` per batch."""
 
-    def __init__(self, sampler: BaseSampler, stats_ref: "StatsRef"):
+    def __init__(self, sampler: BaseSampler, stats_ref: StatsRef):
         self.sampler = sampler
         self._stats = stats_ref
 
@@ -231,17 +239,28 @@ class StatsRef:
 
 # -- reorder -----------------------------------------------------------------------------------
 class ReorderStage:
-    """``reorder``: the Greedy Reorder permutation of a window (identity when disabled)."""
+    """``reorder``: the Greedy Reorder permutation of a window (identity when disabled).
 
-    def __init__(self, enabled: bool, stats_ref: StatsRef):
+    ``criterion="match"`` orders by FastGL's match degree ``|V_i ∩ V_j| / min(|V_i|, |V_j|)``;
+    ``"overlap"`` by the raw ``|V_i ∩ V_j|`` (the rows the next batch does not load).
+    """
+
+    def __init__(self, enabled: bool, stats_ref: StatsRef, criterion: str = "match"):
+        if criterion not in ("match", "overlap"):
+            raise ValueError(f"'reorder_by' must be 'match' or 'overlap' (got {criterion!r})")
         self.enabled = enabled
+        self.criterion = criterion
         self._stats = stats_ref
 
     def __call__(self, outputs: Sequence[SampleOutput]) -> np.ndarray:
         if not self.enabled or len(outputs) < 3:  # with 2 batches the order is fixed (first stays)
             return np.arange(len(outputs), dtype=np.int64)
         t0 = time.perf_counter()
-        order = greedy_reorder(match_degree_matrix([o.n_id for o in outputs]))
+        node_sets = [o.n_id for o in outputs]
+        if self.criterion == "match":
+            order = greedy_reorder(match_degree_matrix(node_sets))
+        else:
+            order = greedy_reorder(overlap_matrix(node_sets)[0].astype(np.float64))
         self._stats.current.reorder_s += time.perf_counter() - t0
         return order
 
@@ -261,7 +280,7 @@ class FeatureCache:
         self.table = PositionTable(self.ids)
 
     @classmethod
-    def by_degree(cls, data: GraphData, budget: int) -> "FeatureCache":
+    def by_degree(cls, data: GraphData, budget: int) -> FeatureCache:
         """The ``budget`` nodes of highest in-degree (the store's ``derived/degree_order``
         when present, else computed)."""
         order = read_degree_order(data.store) if data.store is not None else None
@@ -269,7 +288,7 @@ class FeatureCache:
             order = degree_order(np.diff(data.indptr))
         ids = np.asarray(order[:budget], dtype=np.int64)
         assert data.feature_chunks is not None
-        return cls(ids, gather_rows(chunk_list(data.feature_chunks), data.chunk_rows, ids))
+        return cls(ids, gather_rows(data.prepared_chunks(), None, ids))
 
     def __len__(self) -> int:
         return int(self.ids.shape[0])
@@ -328,7 +347,7 @@ class GatherStage:
         self.features = features and data.feature_chunks is not None
         self.on_device = on_device
         self.pin_memory = pin_memory
-        self._chunks = chunk_list(data.feature_chunks) if self.features else None
+        self._chunks = data.prepared_chunks() if self.features else None
         self._stats = stats_ref
         self._resident_ids: np.ndarray | None = None
         self._resident_rows: np.ndarray | None = None
@@ -510,7 +529,7 @@ class TransferStage:
             if self._resident_x is not None and self._resident_token == plan.prev_token:
                 x[idx] = self._resident_x[torch.from_numpy(plan.prev_pos[reused]).to(dev)]
             else:  # the batch the plan refers to never reached the device: read from the store
-                rows = gather_rows(chunk_list(self.data.feature_chunks), self.data.chunk_rows,
+                rows = gather_rows(self.data.prepared_chunks(), None,
                                    n_id[reused])
                 x[idx] = torch.from_numpy(rows).to(dev)
         return x

@@ -5,8 +5,9 @@ views: ``chunks[c]`` holds rows ``c*chunk_rows ... c*chunk_rows + len(chunks[c])
 (what :meth:`graphpipe.store.GraphStore.feature_chunks` returns: zero-copy memory
 maps of the store's chunk files, or one in-memory array).
 
-* :func:`gather_rows` copies ``X[ids]`` into a contiguous array in parallel
-  (Numba ``prange``), straight from the chunk views.
+* :func:`gather_rows` copies ``X[ids]`` into a contiguous array straight from the
+  chunk views: rows are grouped by chunk (counting sort) and copied in parallel
+  blocks (Numba ``prange``) when the copy is large enough to pay for the threads.
 * :func:`positions_in` finds where each of ``queries`` sits inside ``keys``
   (``-1`` when absent) with an open-addressing hash table sized by ``len(keys)``,
   never by the number of nodes: the membership test of the Match step
@@ -21,6 +22,7 @@ against.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numba
 import numpy as np
@@ -28,13 +30,13 @@ from numba import types
 from numba.typed import List
 
 __all__ = [
-    "PositionTable",
     "SOURCE_CACHE",
     "SOURCE_PREVIOUS",
     "SOURCE_STORE",
+    "FeatureChunks",
+    "PositionTable",
     "assemble_rows",
     "assemble_rows_reference",
-    "chunk_list",
     "gather_rows",
     "gather_rows_reference",
     "positions_in",
@@ -46,35 +48,70 @@ SOURCE_PREVIOUS = 1
 SOURCE_STORE = 2
 
 
-def chunk_list(chunks: Sequence[np.ndarray]) -> List:
-    """The row-chunk views as a Numba typed ``List`` of read-only C-contiguous 2D arrays.
+TUPLE_BUCKETS = (1, 4, 16, 64)
+"""Chunk counts up to 64 are handed to the kernels as a tuple padded to one of these sizes
+(one compiled variant per size); larger stores as a typed list."""
 
-    One-dimensional chunks are viewed as ``(rows, 1)``. All chunks must share
-    dtype and row width.
+
+class FeatureChunks:
+    """The row-chunk views of a feature matrix ``X`` prepared for the kernels.
+
+    ``views[c]`` holds rows ``c*chunk_rows ... c*chunk_rows + len(views[c]) - 1`` of ``X``
+    (every view but the last has ``chunk_rows`` rows). One-dimensional views are
+    viewed as ``(rows, 1)``. The views are not copied.
+
+    Args:
+        chunks: the views (a list, or one 2D array for an in-memory ``X``).
+        chunk_rows: rows per chunk (default: the first view's length).
     """
-    if len(chunks) == 0:
-        raise ValueError("'chunks' must hold at least one array (got 0)")
-    first = np.asarray(chunks[0])
-    dtype = first.dtype
-    width = first.shape[1:] if first.ndim > 1 else (1,)
-    typed = List.empty_list(types.Array(numba.from_dtype(dtype), 2, "C", readonly=True))
-    for k, chunk in enumerate(chunks):
-        chunk = np.asarray(chunk)
-        if chunk.ndim == 1:
-            chunk = chunk.reshape(-1, 1)
-        if chunk.ndim != 2 or chunk.dtype != dtype or chunk.shape[1:] != width:
-            raise ValueError(f"'chunks[{k}]' has shape {chunk.shape} and dtype {chunk.dtype}; "
-                             f"expected (rows, {width[0]}) of {dtype}")
-        typed.append(np.ascontiguousarray(chunk))
-    return typed
+
+    def __init__(self, chunks: Sequence[np.ndarray] | np.ndarray, chunk_rows: int | None = None):
+        if isinstance(chunks, np.ndarray):
+            chunks = [chunks]
+        if len(chunks) == 0:
+            raise ValueError("'chunks' must hold at least one array (got 0)")
+        first = np.asarray(chunks[0])
+        self.dtype = first.dtype
+        width = first.shape[1:] if first.ndim > 1 else (1,)
+        views = []
+        for k, chunk in enumerate(chunks):
+            chunk = np.asarray(chunk)
+            if chunk.ndim == 1:
+                chunk = chunk.reshape(-1, 1)
+            if chunk.ndim != 2 or chunk.dtype != self.dtype or chunk.shape[1:] != width:
+                raise ValueError(f"'chunks[{k}]' has shape {chunk.shape} and dtype {chunk.dtype}; "
+                                 f"expected (rows, {width[0]}) of {self.dtype}")
+            view = np.ascontiguousarray(chunk).view()
+            view.setflags(write=False)  # one numba type for every view
+            views.append(view)
+        self.views = views
+        self.chunk_rows = int(chunk_rows) if chunk_rows is not None else max(1, views[0].shape[0])
+        if self.chunk_rows < 1:
+            raise ValueError(f"'chunk_rows' must be >= 1 (got {chunk_rows})")
+        for k, view in enumerate(views[:-1]):
+            if view.shape[0] != self.chunk_rows:
+                raise ValueError(f"'chunks[{k}]' has {view.shape[0]} rows; every chunk but the last "
+                                 f"must have chunk_rows={self.chunk_rows}")
+        self.dim = int(width[0])
+        self.num_rows = (len(views) - 1) * self.chunk_rows + views[-1].shape[0]
+        bucket = next((b for b in TUPLE_BUCKETS if len(views) <= b), None)
+        self.is_tuple = bucket is not None
+        if self.is_tuple:
+            self.packed: Any = tuple(views + [views[-1]] * (bucket - len(views)))
+        else:
+            packed = List.empty_list(types.Array(numba.from_dtype(self.dtype), 2, "C", readonly=True))
+            for view in views:
+                packed.append(view)
+            self.packed = packed
+
+    def __len__(self) -> int:
+        return len(self.views)
 
 
-def _as_chunks(chunks: Sequence[np.ndarray] | List | np.ndarray) -> List:
-    if isinstance(chunks, List):
+def _as_chunks(chunks: Any, chunk_rows: int | None) -> FeatureChunks:
+    if isinstance(chunks, FeatureChunks):
         return chunks
-    if isinstance(chunks, np.ndarray):
-        return chunk_list([chunks])
-    return chunk_list(chunks)
+    return FeatureChunks(chunks, chunk_rows)
 
 
 def _check_ids(ids: np.ndarray, num_rows: int, name: str) -> np.ndarray:
@@ -89,44 +126,158 @@ def _check_ids(ids: np.ndarray, num_rows: int, name: str) -> np.ndarray:
     return ids
 
 
-def _num_rows(chunks: List, chunk_rows: int) -> int:
-    return (len(chunks) - 1) * chunk_rows + chunks[len(chunks) - 1].shape[0]
-
-
 # -- row gather --------------------------------------------------------------------------------
-@numba.njit(cache=True, nogil=True, parallel=True)
-def _gather_rows(chunks, chunk_rows, ids, out):
+PARALLEL_MIN_BYTES = 32 << 20
+"""Copies smaller than this run in the calling thread: on a busy machine a parallel region
+waits for its slowest thread to be scheduled, which costs more than it saves on small copies."""
+PARALLEL_MIN_QUERIES = 1 << 18
+"""Hash probes below this count run in the calling thread."""
+
+
+def _blocks(work: int, min_work: int) -> int:
+    """Parallel blocks for ``work`` units (1 = serial)."""
+    threads = numba.get_num_threads()
+    if threads <= 1 or work < min_work:
+        return 1
+    return threads * 4
+
+
+@numba.njit(cache=True, nogil=True)
+def _group_by_chunk(ids, positions, chunk_rows, num_chunks):
+    """``positions`` reordered so that rows of the same chunk are adjacent (counting sort)."""
+    starts = np.zeros(num_chunks + 1, dtype=np.int64)
+    for j in range(positions.shape[0]):
+        starts[ids[positions[j]] // chunk_rows + 1] += 1
+    for c in range(num_chunks):
+        starts[c + 1] += starts[c]
+    order = np.empty(positions.shape[0], dtype=np.int64)
+    for j in range(positions.shape[0]):
+        i = positions[j]
+        c = ids[i] // chunk_rows
+        order[starts[c]] = i
+        starts[c] += 1
+    return order
+
+
+@numba.njit(cache=True, nogil=True)
+def _copy_chunk_rows(chunks, chunk_rows, ids, order, lo, hi, out):
+    """``out[i] = X[ids[i]]`` for ``i`` in ``order[lo:hi]`` (grouped by chunk)."""
     dim = out.shape[1]
-    for i in numba.prange(ids.shape[0]):
+    current = -1
+    src = chunks[0]
+    for j in range(lo, hi):
+        i = order[j]
         gid = ids[i]
-        src = chunks[gid // chunk_rows]
-        r = gid % chunk_rows
+        c = gid // chunk_rows
+        if c != current:
+            src = chunks[c]
+            current = c
+        r = gid - c * chunk_rows
         for d in range(dim):
             out[i, d] = src[r, d]
 
 
-def gather_rows(chunks: Sequence[np.ndarray] | List | np.ndarray, chunk_rows: int,
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _copy_chunk_rows_parallel(chunks, chunk_rows, ids, order, out, num_blocks):
+    n = order.shape[0]
+    for b in numba.prange(num_blocks):
+        _copy_chunk_rows(chunks, chunk_rows, ids, order, b * n // num_blocks, (b + 1) * n // num_blocks,
+                         out)
+
+
+def _copy_from_store(chunks: FeatureChunks, ids: np.ndarray, positions: np.ndarray,
+                     out: np.ndarray) -> None:
+    """``out[positions] = X[ids[positions]]`` from the chunk views, grouped by chunk."""
+    if positions.shape[0] == 0:
+        return
+    order = _group_by_chunk(ids, positions, chunks.chunk_rows, len(chunks))
+    blocks = _blocks(positions.shape[0] * out.shape[1] * out.itemsize, PARALLEL_MIN_BYTES)
+    if blocks == 1:
+        _copy_chunk_rows(chunks.packed, chunks.chunk_rows, ids, order, 0, order.shape[0], out)
+    else:
+        _copy_chunk_rows_parallel(chunks.packed, chunks.chunk_rows, ids, order, out, blocks)
+
+
+@numba.njit(cache=True, nogil=True)
+def _fused_range(ids, cache_pos, cache_rows, prev_pos, prev_rows, chunks, chunk_rows, out, source,
+                 lo, hi):
+    """Rows ``lo..hi-1`` in row order, each from the cache, the previous batch or its chunk."""
+    dim = out.shape[1]
+    for i in range(lo, hi):
+        c = cache_pos[i]
+        if c >= 0:
+            for d in range(dim):
+                out[i, d] = cache_rows[c, d]
+            source[i] = 0
+            continue
+        p = prev_pos[i]
+        if p >= 0:
+            for d in range(dim):
+                out[i, d] = prev_rows[p, d]
+            source[i] = 1
+            continue
+        gid = ids[i]
+        k = gid // chunk_rows
+        src = chunks[k]
+        r = gid - k * chunk_rows
+        for d in range(dim):
+            out[i, d] = src[r, d]
+        source[i] = 2
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _fused_parallel(ids, cache_pos, cache_rows, prev_pos, prev_rows, chunks, chunk_rows, out, source,
+                    num_blocks):
+    n = out.shape[0]
+    for b in numba.prange(num_blocks):
+        _fused_range(ids, cache_pos, cache_rows, prev_pos, prev_rows, chunks, chunk_rows, out, source,
+                     b * n // num_blocks, (b + 1) * n // num_blocks)
+
+
+def _assemble(chunks: FeatureChunks, ids: np.ndarray, cache_pos: np.ndarray, cache_rows: np.ndarray,
+              prev_pos: np.ndarray, prev_rows: np.ndarray, out: np.ndarray, source: np.ndarray) -> None:
+    k = ids.shape[0]
+    if k == 0:
+        return
+    blocks = _blocks(k * out.shape[1] * out.itemsize, PARALLEL_MIN_BYTES)
+    if chunks.is_tuple:  # one pass in row order (chunk lookup is a cheap switch)
+        if blocks == 1:
+            _fused_range(ids, cache_pos, cache_rows, prev_pos, prev_rows, chunks.packed,
+                         chunks.chunk_rows, out, source, 0, k)
+        else:
+            _fused_parallel(ids, cache_pos, cache_rows, prev_pos, prev_rows, chunks.packed,
+                            chunks.chunk_rows, out, source, blocks)
+        return
+    # many chunks: reused rows first, then the store rows grouped by chunk
+    if blocks == 1:
+        _reuse_range(cache_pos, cache_rows, prev_pos, prev_rows, out, source, 0, k)
+    else:
+        _reuse_parallel(cache_pos, cache_rows, prev_pos, prev_rows, out, source, blocks)
+    _copy_from_store(chunks, ids, np.flatnonzero(source == SOURCE_STORE), out)
+
+
+def gather_rows(chunks: Sequence[np.ndarray] | np.ndarray | FeatureChunks, chunk_rows: int | None,
                 ids: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """``X[ids]`` as a contiguous ``(len(ids), dim)`` array of ``X``'s dtype.
 
     Args:
-        chunks: row-chunk views of ``X`` (list, typed list, or one 2D array).
-        chunk_rows: rows per chunk (every chunk but the last is this long).
+        chunks: row-chunk views of ``X`` (list, one 2D array, or :class:`FeatureChunks`).
+        chunk_rows: rows per chunk (every chunk but the last is this long; ignored for
+            :class:`FeatureChunks`).
         ids: int ``(k,)`` global node IDs (row numbers of ``X``); any order, repeats allowed.
         out: optional C-contiguous ``(k, dim)`` output of ``X``'s dtype.
     """
-    typed = _as_chunks(chunks)
-    if chunk_rows < 1:
-        raise ValueError(f"'chunk_rows' must be >= 1 (got {chunk_rows})")
-    ids = _check_ids(ids, _num_rows(typed, chunk_rows), "ids")
-    first = typed[0]
+    prepared = _as_chunks(chunks, chunk_rows)
+    ids = _check_ids(ids, prepared.num_rows, "ids")
+    k = ids.shape[0]
     if out is None:
-        out = np.empty((ids.shape[0], first.shape[1]), dtype=first.dtype)
-    elif out.shape != (ids.shape[0], first.shape[1]) or out.dtype != first.dtype:
-        raise ValueError(f"'out' must have shape {(ids.shape[0], first.shape[1])} and dtype "
-                         f"{first.dtype} (got {out.shape}, {out.dtype})")
-    if ids.shape[0]:
-        _gather_rows(typed, int(chunk_rows), ids, out)
+        out = np.empty((k, prepared.dim), dtype=prepared.dtype)
+    elif out.shape != (k, prepared.dim) or out.dtype != prepared.dtype or not out.flags.c_contiguous:
+        raise ValueError(f"'out' must be C-contiguous {(k, prepared.dim)} of {prepared.dtype} "
+                         f"(got {out.shape}, {out.dtype})")
+    none = np.full(k, -1, dtype=np.int64)
+    empty = np.zeros((0, prepared.dim), dtype=prepared.dtype)
+    _assemble(prepared, ids, none, empty, none, empty, out, np.empty(k, dtype=np.int8))
     return out
 
 
@@ -161,11 +312,11 @@ def _build_table(keys, bits):
     return table_keys, table_pos
 
 
-@numba.njit(cache=True, nogil=True, parallel=True)
-def _probe_table(table_keys, table_pos, bits, queries, out):
+@numba.njit(cache=True, nogil=True)
+def _probe_range(table_keys, table_pos, bits, queries, out, lo, hi):
     mask = (1 << bits) - 1
     shift = np.uint64(64 - bits)
-    for i in numba.prange(queries.shape[0]):
+    for i in range(lo, hi):
         key = queries[i]
         slot = np.int64((np.uint64(key) * _HASH_MULT) >> shift)
         found = -1
@@ -178,6 +329,14 @@ def _probe_table(table_keys, table_pos, bits, queries, out):
                 break
             slot = (slot + 1) & mask
         out[i] = found
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _probe_parallel(table_keys, table_pos, bits, queries, out, num_blocks):
+    n = queries.shape[0]
+    for b in numba.prange(num_blocks):
+        _probe_range(table_keys, table_pos, bits, queries, out, b * n // num_blocks,
+                     (b + 1) * n // num_blocks)
 
 
 class PositionTable:
@@ -214,7 +373,11 @@ class PositionTable:
         if self._keys is None:
             out.fill(-1)
         elif queries.size:
-            _probe_table(self._keys, self._pos, self.bits, queries, out)
+            blocks = _blocks(queries.shape[0], PARALLEL_MIN_QUERIES)
+            if blocks == 1:
+                _probe_range(self._keys, self._pos, self.bits, queries, out, 0, queries.shape[0])
+            else:
+                _probe_parallel(self._keys, self._pos, self.bits, queries, out, blocks)
         return out
 
 
@@ -243,10 +406,11 @@ def positions_in_reference(keys: np.ndarray, queries: np.ndarray) -> np.ndarray:
 
 
 # -- assembling the next batch: cache -> previous batch -> store -------------------------------
-@numba.njit(cache=True, nogil=True, parallel=True)
-def _assemble_rows(ids, cache_pos, cache_rows, prev_pos, prev_rows, chunks, chunk_rows, out, source):
+@numba.njit(cache=True, nogil=True)
+def _reuse_range(cache_pos, cache_rows, prev_pos, prev_rows, out, source, lo, hi):
+    """Rows ``lo..hi-1`` from the cache or the previous batch; marks the rest for the store."""
     dim = out.shape[1]
-    for i in numba.prange(ids.shape[0]):
+    for i in range(lo, hi):
         c = cache_pos[i]
         if c >= 0:
             for d in range(dim):
@@ -259,16 +423,19 @@ def _assemble_rows(ids, cache_pos, cache_rows, prev_pos, prev_rows, chunks, chun
                 out[i, d] = prev_rows[p, d]
             source[i] = 1
             continue
-        gid = ids[i]
-        src = chunks[gid // chunk_rows]
-        r = gid % chunk_rows
-        for d in range(dim):
-            out[i, d] = src[r, d]
         source[i] = 2
 
 
-def assemble_rows(ids: np.ndarray, *, chunks: Sequence[np.ndarray] | List | np.ndarray,
-                  chunk_rows: int, cache_pos: np.ndarray | None = None,
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _reuse_parallel(cache_pos, cache_rows, prev_pos, prev_rows, out, source, num_blocks):
+    n = out.shape[0]
+    for b in numba.prange(num_blocks):
+        _reuse_range(cache_pos, cache_rows, prev_pos, prev_rows, out, source, b * n // num_blocks,
+                     (b + 1) * n // num_blocks)
+
+
+def assemble_rows(ids: np.ndarray, *, chunks: Sequence[np.ndarray] | np.ndarray | FeatureChunks,
+                  chunk_rows: int | None, cache_pos: np.ndarray | None = None,
                   cache_rows: np.ndarray | None = None, prev_pos: np.ndarray | None = None,
                   prev_rows: np.ndarray | None = None,
                   out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -293,11 +460,10 @@ def assemble_rows(ids: np.ndarray, *, chunks: Sequence[np.ndarray] | List | np.n
         where each row came from (:data:`SOURCE_CACHE`, :data:`SOURCE_PREVIOUS`,
         :data:`SOURCE_STORE`).
     """
-    typed = _as_chunks(chunks)
-    ids = _check_ids(ids, _num_rows(typed, chunk_rows), "ids")
+    prepared = _as_chunks(chunks, chunk_rows)
+    ids = _check_ids(ids, prepared.num_rows, "ids")
     k = ids.shape[0]
-    first = typed[0]
-    dim, dtype = first.shape[1], first.dtype
+    dim, dtype = prepared.dim, prepared.dtype
     none = np.full(k, -1, dtype=np.int64)
     empty = np.zeros((0, dim), dtype=dtype)
     cache_pos = none if cache_pos is None else np.asarray(cache_pos, dtype=np.int64)
@@ -318,9 +484,7 @@ def assemble_rows(ids: np.ndarray, *, chunks: Sequence[np.ndarray] | List | np.n
     elif out.shape != (k, dim) or out.dtype != dtype or not out.flags.c_contiguous:
         raise ValueError(f"'out' must be C-contiguous {(k, dim)} of {dtype} (got {out.shape}, {out.dtype})")
     source = np.empty(k, dtype=np.int8)
-    if k:
-        _assemble_rows(ids, cache_pos, cache_rows, prev_pos, prev_rows, typed, int(chunk_rows), out,
-                       source)
+    _assemble(prepared, ids, cache_pos, cache_rows, prev_pos, prev_rows, out, source)
     return out, source
 
 
