@@ -6,10 +6,12 @@ CSC by destination built with a numpy argsort. Fanouts [15, 10, 5] seed hop firs
 batch 1024, the same seed batches for every sampler. Metric: sampled edges per second
 summed over all layers' blocks (each sampler's own count), seconds per batch.
 
-    .venv/bin/python benchmarks/sampling.py [--batches 40] [--write]
+    .venv/bin/python benchmarks/sampling.py [--batches 40] [--rounds 5] [--write]
 
 DGL and GraphBolt run as a subprocess with ``.venv-dgl/bin/python
-benchmarks/peers/dgl_sampling.py`` on the same graph saved as .npy.
+benchmarks/peers/dgl_sampling.py`` on the same graph saved as .npy; it stays alive and
+the samplers take turns, one pass each per round, so all of them see the same load on
+the shared machine.
 """
 
 from __future__ import annotations
@@ -96,13 +98,6 @@ def build_graph(cache_dir: Path, scale: int = 21, edge_factor: int = 16, seed: i
     return indptr, indices, generator
 
 
-def best_of(repeats: int, fn, *args) -> dict:
-    """Run ``fn`` ``repeats`` times; keep the fastest run (the machine is shared), record all."""
-    runs = [fn(*args) for _ in range(repeats)]
-    best = min(runs, key=lambda r: r["seconds"] if "seconds" in r else float("inf"))
-    return {**best, "all_seconds": [round(r.get("seconds", float("nan")), 4) for r in runs]}
-
-
 def run_graphpipe(indptr, indices, batches, threads: int, window: int = 8) -> dict:
     # warm-up (compilation is cached on disk; this also faults the graph into memory)
     sample_neighbors(indptr, indices, batches[0], FANOUTS, seed=0)
@@ -150,17 +145,37 @@ def run_pyg(indptr, indices, batches) -> dict:
     return {"edges": edges, "seconds": dt, "cpu_seconds": time.process_time() - c0, "batches": count}
 
 
-def run_dgl(graph_dir: Path, seeds_path: Path, repeats: int) -> dict:
-    py = ROOT / ".venv-dgl" / "bin" / "python"
-    if not py.exists():
-        return {"error": f"{py} not found"}
-    proc = subprocess.run([str(py), str(ROOT / "benchmarks" / "peers" / "dgl_sampling.py"), str(graph_dir), str(seeds_path),
-                           "--repeats", str(repeats)],
-                          capture_output=True, text=True, check=False,
-                          env={**os.environ, "DGLBACKEND": "pytorch"})
-    if proc.returncode != 0:
-        return {"error": proc.stderr[-2000:]}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+class PeerProcess:
+    """The DGL/GraphBolt side, alive across rounds: one timed pass per request."""
+
+    def __init__(self, graph_dir: Path, seeds_path: Path, scale: int, edge_factor: int):
+        py = ROOT / ".venv-dgl" / "bin" / "python"
+        if not py.exists():
+            raise FileNotFoundError(f"{py} not found (see /work/shared/peers/README.md)")
+        self.proc = subprocess.Popen(
+            [str(py), str(ROOT / "benchmarks" / "peers" / "dgl_sampling.py"), str(graph_dir), str(seeds_path),
+             "--scale", str(scale), "--edge-factor", str(edge_factor)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env={**os.environ, "DGLBACKEND": "pytorch"})
+        self.names = json.loads(self._readline())["ready"]
+
+    def _readline(self) -> str:
+        while True:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise RuntimeError(f"peer process ended (exit code {self.proc.wait()})")
+            if line.startswith("{"):
+                return line
+
+    def run(self, name: str) -> dict:
+        self.proc.stdin.write(name + "\n")
+        self.proc.stdin.flush()
+        return json.loads(self._readline())
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.stdin.write("quit\n")
+            self.proc.stdin.flush()
+            self.proc.wait(timeout=60)
 
 
 def main() -> None:
@@ -170,7 +185,9 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=1024)
     ap.add_argument("--batches", type=int, default=40, help="batches timed for graphpipe and DGL/GraphBolt")
     ap.add_argument("--pyg-batches", type=int, default=8)
-    ap.add_argument("--repeats", type=int, default=3, help="runs per sampler; the fastest is reported")
+    ap.add_argument("--rounds", type=int, default=5,
+                    help="rounds; each sampler makes one timed pass per round (interleaved)")
+    ap.add_argument("--pyg-rounds", type=int, default=2, help="rounds in which PyG (slow) also runs")
     ap.add_argument("--cache-dir", type=Path, default=Path(os.environ.get("TMPDIR", "/tmp")) / "graphpipe_bench")
     ap.add_argument("--skip-peers", action="store_true")
     ap.add_argument("--write", action="store_true", help="write benchmarks/results/sampling.md")
@@ -186,25 +203,46 @@ def main() -> None:
     seeds_path = args.cache_dir / "seed_batches.npy"
     np.save(seeds_path, np.stack(batches))
 
-    results: dict[str, dict] = {}
     load_before = os.getloadavg()
-    results["graphpipe (1 thread)"] = best_of(args.repeats, run_graphpipe, indptr, indices, batches[1:], 1)
-    print("graphpipe 1T", results["graphpipe (1 thread)"], flush=True)
-    results["graphpipe (2 threads)"] = best_of(args.repeats, run_graphpipe, indptr, indices, batches[1:], 2)
-    print("graphpipe 2T", results["graphpipe (2 threads)"], flush=True)
+    runs: dict[str, list[dict]] = {"graphpipe (1 thread)": [], "graphpipe (2 threads)": []}
+    errors: dict[str, str] = {}
+    peer = None
+    pyg = "PyG NeighborLoader + torch-sparse"
     if not args.skip_peers:
         try:
-            results["PyG NeighborLoader + torch-sparse"] = best_of(min(args.repeats, 2), run_pyg, indptr, indices,
-                                                                   batches[: args.pyg_batches + 1])
+            peer = PeerProcess(args.cache_dir, seeds_path, args.scale, args.edge_factor)
+            runs.update({name: [] for name in peer.names})
         except Exception as exc:  # noqa: BLE001 - a failing peer must not hide graphpipe's figures
-            results["PyG NeighborLoader + torch-sparse"] = {"error": repr(exc)}
-        print("pyg", results["PyG NeighborLoader + torch-sparse"], flush=True)
-        dgl = run_dgl(args.cache_dir, seeds_path, args.repeats)
-        if "error" in dgl:
-            results["DGL / GraphBolt"] = dgl
-        else:
-            results.update(dgl)
-        print("dgl", dgl, flush=True)
+            errors["DGL / GraphBolt"] = repr(exc)
+        runs[pyg] = []
+    # rounds: every sampler makes one pass per round, so all see the same (shared) machine
+    for rnd in range(args.rounds):
+        runs["graphpipe (1 thread)"].append(run_graphpipe(indptr, indices, batches[1:], 1))
+        runs["graphpipe (2 threads)"].append(run_graphpipe(indptr, indices, batches[1:], 2))
+        if peer is not None:
+            for name in peer.names:
+                runs[name].append(peer.run(name))
+        if pyg in runs and rnd < args.pyg_rounds and pyg not in errors:
+            try:
+                runs[pyg].append(run_pyg(indptr, indices, batches[: args.pyg_batches + 1]))
+            except Exception as exc:  # noqa: BLE001
+                errors[pyg] = repr(exc)
+        print(f"round {rnd + 1}/{args.rounds}: "
+              + ", ".join(f"{k.split()[0]} {v[-1]['edges'] / v[-1]['seconds'] / 1e6:.1f}M/s"
+                          for k, v in runs.items() if v), flush=True)
+    if peer is not None:
+        peer.close()
+    results: dict[str, dict] = {}
+    for name, passes in runs.items():
+        if not passes:
+            results[name] = {"error": errors.get(name, errors.get("DGL / GraphBolt", "no run"))}
+            continue
+        best = min(passes, key=lambda r: r["seconds"])
+        median_seconds = float(np.median([r["seconds"] for r in passes]))
+        results[name] = {**best, "median_seconds": median_seconds,
+                         "all_seconds": [round(r["seconds"], 4) for r in passes]}
+    for name, err in errors.items():
+        results.setdefault(name, {"error": err})
 
     def rate(r: dict) -> float:
         return r["edges"] / r["seconds"] if "edges" in r else float("nan")
@@ -216,16 +254,22 @@ def main() -> None:
     def cpu_rate(r: dict) -> float:
         return r["edges"] / r["cpu_seconds"] if "cpu_seconds" in r else float("nan")
 
-    header = ("| sampler | sampled edges/s | s/batch | edges/batch | edges per CPU-second | "
-              + " | ".join(f"x vs {short(p)}" for p in peers) + " |")
-    lines = [header, "|" + " --- |" * (5 + len(peers))]
+    def median_rate(r: dict) -> float:
+        return r["edges"] / r["median_seconds"] if "median_seconds" in r else float("nan")
+
+    header = ("| sampler | sampled edges/s (best pass) | median pass | s/batch | edges/batch | edges per CPU-second | "
+              + " | ".join(f"x vs {short(p)}" for p in peers) + " | x vs DGL (medians) |")
+    lines = [header, "|" + " --- |" * (7 + len(peers))]
+    dgl_name = next((p for p in peers if p.startswith("DGL")), None)
     for name, r in results.items():
         if "error" in r:
-            lines.append(f"| {name} | error: {r['error'].splitlines()[-1] if r['error'] else '?'} | | | |" + " |" * len(peers))
+            lines.append(f"| {name} | error: {r['error'].splitlines()[-1] if r['error'] else '?'} | | | | |"
+                         + " |" * (len(peers) + 1))
             continue
         ratios = " | ".join(f"{rate(r) / rate(results[p]):.2f}" for p in peers)
-        lines.append(f"| {name} | {rate(r) / 1e6:.2f} M | {r['seconds'] / r['batches']:.4f} | {r['edges'] / r['batches']:,.0f}"
-                     f" | {cpu_rate(r) / 1e6:.2f} M | {ratios} |")
+        vs_dgl_median = median_rate(r) / median_rate(results[dgl_name]) if dgl_name else float("nan")
+        lines.append(f"| {name} | {rate(r) / 1e6:.2f} M | {median_rate(r) / 1e6:.2f} M | {r['seconds'] / r['batches']:.4f}"
+                     f" | {r['edges'] / r['batches']:,.0f} | {cpu_rate(r) / 1e6:.2f} M | {ratios} | {vs_dgl_median:.2f} |")
     table = "\n".join(lines)
     load_after = os.getloadavg()
     print()
@@ -238,7 +282,9 @@ def main() -> None:
             f"Command: `{cmd}`\n\n"
             f"Machine: {platform.machine()}, {os.cpu_count()} cores shared with other jobs (load average"
             f" {load_before[0]:.1f} before, {load_after[0]:.1f} after), Python {platform.python_version()}."
-            f" Each sampler ran {args.repeats} times (PyG {min(args.repeats, 2)}); the fastest run is shown.\n"
+            f" {args.rounds} interleaved rounds (PyG in the first {args.pyg_rounds}); each sampler makes one"
+            " timed pass over the batches per round; ratios use each sampler's fastest pass (least disturbed"
+            " by the other jobs), the last column the median passes.\n"
             f"Graph: R-MAT scale {args.scale} ({n:,} nodes, {indices.shape[0]:,} edges, directed, self-loops removed,"
             f" generated by {generator}); fanouts {FANOUTS} seed hop first; batch {args.batch_size}; the same seed"
             " batches for every sampler. Sampled edges are counted over all layers' blocks; graphpipe and DGL"
