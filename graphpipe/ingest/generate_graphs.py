@@ -201,7 +201,9 @@ def rmat_edges(
     permute: bool = True,
     num_threads: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """An R-MAT (Graph500 Kronecker) directed edge list: ``2**scale`` nodes, ``edge_factor * 2**scale`` edges.
+    """An R-MAT (Graph500 Kronecker) directed edge list.
+
+    ``2**scale`` nodes and ``edge_factor * 2**scale`` edges.
 
     Each edge descends ``scale`` levels of the adjacency matrix, picking the
     quadrant top-left / top-right / bottom-left / bottom-right with
@@ -287,8 +289,9 @@ def random_splits(
 
     ``test_frac`` defaults to everything left over.
     """
-    if test_frac is None:
-        test_frac = 1.0 - train_frac - valid_frac
+    rest = test_frac is None
+    if rest:
+        test_frac = max(0.0, 1.0 - train_frac - valid_frac)
     for name, value in (("train_frac", train_frac), ("valid_frac", valid_frac),
                         ("test_frac", test_frac)):
         if value < 0:
@@ -299,9 +302,11 @@ def random_splits(
         )
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
     order = rng.permutation(int(num_nodes))
-    n_train = int(round(train_frac * num_nodes))
-    n_valid = int(round(valid_frac * num_nodes))
-    n_test = min(int(round(test_frac * num_nodes)), num_nodes - n_train - n_valid)
+    n_train = round(train_frac * num_nodes)
+    n_valid = round(valid_frac * num_nodes)
+    n_test = num_nodes - n_train - n_valid
+    if not rest:
+        n_test = min(round(test_frac * num_nodes), n_test)
     bounds = np.cumsum([0, n_train, n_valid, n_test])
     return {
         name: np.sort(order[bounds[i] : bounds[i + 1]]).astype(np.int64)
@@ -339,10 +344,10 @@ def rmat_graph(
         labels = np.random.default_rng(children[1]).integers(0, num_classes, num_nodes)
     splits = random_splits(num_nodes, train_frac=train_frac, valid_frac=valid_frac,
                            seed=np.random.default_rng(children[2]))
-    params = dict(generator="rmat", scale=int(scale), edge_factor=int(edge_factor),
-                  a=a, b=b, c=c, permute=permute, feature_dim=int(feature_dim),
-                  num_classes=int(num_classes), train_frac=train_frac, valid_frac=valid_frac,
-                  seed=int(seed))
+    params = {"generator": "rmat", "scale": int(scale), "edge_factor": int(edge_factor),
+              "a": a, "b": b, "c": c, "permute": permute, "feature_dim": int(feature_dim),
+              "num_classes": int(num_classes), "train_frac": train_frac,
+              "valid_frac": valid_frac, "seed": int(seed)}
     return SyntheticGraph(src, dst, features, labels, splits, num_nodes,
                           num_classes=int(num_classes) if num_classes > 0 else None,
                           params=params)
@@ -397,7 +402,7 @@ def community_graph(
     avg_degree: float = 10,
     feature_dim: int = 100,
     homophily: float = 0.8,
-    feature_noise: float = 1.0,
+    feature_noise: float = 0.8,
     degree_skew: float = 1.0,
     undirected: bool = True,
     train_frac: float = 0.6,
@@ -421,8 +426,10 @@ def community_graph(
       apart and noise of standard deviation ``feature_noise * sqrt(feature_dim / 2)``
       per dimension, so the margin between two classes is ``1 / feature_noise``
       noise deviations whatever ``feature_dim``; then scaled to unit variance.
-      With the defaults and 10 classes, features alone give about 55-65%
-      accuracy and a GNN that averages neighbours about 90%.
+      With the defaults and 10 classes (20,000 nodes, 64 features), features
+      alone give about 58-60% test accuracy (a 2-layer MLP; nearest class
+      centroid the same) and a 2-layer GraphSAGE about 95%; ``feature_noise``
+      1.0 gives about 46% and 95%.
     - Splits: random, ``train_frac`` / ``valid_frac`` / the rest.
     """
     num_nodes = int(num_nodes)
@@ -449,7 +456,7 @@ def community_graph(
     if num_classes == 1:
         homophily = 1.0
 
-    total_edges = int(round(num_nodes * avg_degree))
+    total_edges = round(num_nodes * avg_degree)
     num_pairs = total_edges // 2 if undirected else total_edges
 
     def partners(first: np.ndarray) -> np.ndarray:
@@ -510,10 +517,11 @@ def community_graph(
 
     splits = random_splits(num_nodes, train_frac=train_frac, valid_frac=valid_frac,
                            seed=rng_split)
-    params = dict(generator="community", num_nodes=num_nodes, num_classes=num_classes,
-                  avg_degree=avg_degree, feature_dim=int(feature_dim), homophily=homophily,
-                  feature_noise=feature_noise, degree_skew=degree_skew, undirected=undirected,
-                  train_frac=train_frac, valid_frac=valid_frac, seed=int(seed))
+    params = {"generator": "community", "num_nodes": num_nodes, "num_classes": num_classes,
+              "avg_degree": avg_degree, "feature_dim": int(feature_dim),
+              "homophily": homophily, "feature_noise": feature_noise,
+              "degree_skew": degree_skew, "undirected": undirected,
+              "train_frac": train_frac, "valid_frac": valid_frac, "seed": int(seed)}
     return SyntheticGraph(src.astype(np.int64), dst.astype(np.int64), features, labels, splits,
                           num_nodes, num_classes=num_classes, params=params)
 

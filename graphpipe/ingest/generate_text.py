@@ -18,14 +18,15 @@ path; the tests compare the two.
 from __future__ import annotations
 
 import collections
+import math
 import os
 import re
 import struct
 import time
 import zlib
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Callable
 
 import numba
 import numpy as np
@@ -95,10 +96,11 @@ def _int_rows_write(values, offsets, delimiter, out):
 
 @numba.njit(inline="always")
 def _fixed(value, scale):
-    # (negative, fixed-point magnitude) of a finite value, rounded half away from zero
+    # (negative, fixed-point magnitude) of a finite value, rounded half to even as printf
+    # does (exactly so for float32 input: the product with 10**decimals is exact in float64)
     negative = value < 0
     magnitude = -value if negative else value
-    q = np.int64(magnitude * scale + 0.5)
+    q = np.int64(np.rint(magnitude * scale))
     return negative and q > 0, q
 
 
@@ -242,7 +244,7 @@ def format_rows_reference(
         fields = []
         for v in row:
             if is_float:
-                if v != v:
+                if math.isnan(v):
                     fields.append("nan")
                 elif v in (float("inf"), float("-inf")):
                     fields.append("inf" if v > 0 else "-inf")
@@ -296,7 +298,7 @@ class ParallelGzipWriter:
         self.path = Path(path)
         self.level = level
         self.workers = workers or default_workers()
-        self._file = open(self.path, "wb")
+        self._file = open(self.path, "wb")  # noqa: SIM115 - closed by close()/abort()
         # gzip header: magic, deflate, no flags, mtime, no extra flags, OS unknown
         self._file.write(struct.pack("<BBBBIBB", 0x1F, 0x8B, 8, 0, int(time.time()), 0, 255))
         self._pool = ThreadPoolExecutor(max_workers=self.workers) if self.workers > 1 else None
@@ -343,7 +345,7 @@ class ParallelGzipWriter:
         if self._pool is not None:
             self._pool.shutdown(wait=True)
 
-    def __enter__(self) -> "ParallelGzipWriter":
+    def __enter__(self) -> ParallelGzipWriter:  # noqa: PYI034
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -355,12 +357,12 @@ class ParallelGzipWriter:
 
 class _PlainWriter:
     def __init__(self, path: str | os.PathLike):
-        self._file = open(path, "wb")
+        self._file = open(path, "wb")  # noqa: SIM115 - closed by __exit__
 
     def write(self, data) -> None:
         self._file.write(memoryview(data).cast("B"))
 
-    def __enter__(self) -> "_PlainWriter":
+    def __enter__(self) -> _PlainWriter:  # noqa: PYI034
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:

@@ -1,0 +1,82 @@
+"""Shared fixtures: small synthetic graphs and the same graphs written as OGB folders.
+
+Session-scoped, so treat them as read-only. Reading an OGB folder with
+``ogb.nodeproppred.NodePropPredDataset`` writes a cache into its ``processed/``
+folder, and a second read of the same folder then fails on torch >= 2.6
+(OGB's ``torch.load`` of that cache is refused by ``weights_only``): read a
+fixture folder with OGB through :func:`load_with_ogb` (fixture
+``ogb_loader``), which works on a throw-away copy.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from graphpipe.ingest.generate import (
+    SyntheticGraph,
+    community_graph,
+    ogb_meta_dict,
+    rmat_graph,
+    write_ogb_raw,
+)
+
+SMALL_COMMUNITY = {"num_nodes": 2000, "num_classes": 8, "feature_dim": 32, "avg_degree": 10,
+                   "seed": 0}
+RMAT_SMALL = {"scale": 10, "edge_factor": 16, "feature_dim": 16, "num_classes": 4, "seed": 0}
+
+
+def load_with_ogb(folder: str | Path, meta_dict: dict | None = None, name: str = "ogbn-synthetic"):
+    """Read an OGB folder with OGB's own ``NodePropPredDataset`` (on a copy); returns
+    ``(graph_dict, labels, split_dict)`` as OGB gives them."""
+    from ogb.nodeproppred import NodePropPredDataset
+
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / Path(folder).name
+        shutil.copytree(folder, copy, ignore=shutil.ignore_patterns("data_processed"))
+        meta = dict(meta_dict) if meta_dict is not None else ogb_meta_dict(copy)
+        meta["dir_path"] = str(copy)
+        dataset = NodePropPredDataset(name, meta_dict=meta)
+        graph, labels = dataset[0]
+        return graph, labels, dataset.get_idx_split()
+
+
+@pytest.fixture(scope="session")
+def ogb_loader():
+    """:func:`load_with_ogb`: ``ogb_loader(folder, meta_dict=None) -> (graph, labels, splits)``."""
+    return load_with_ogb
+
+
+@pytest.fixture(scope="session")
+def small_community() -> SyntheticGraph:
+    """2000 nodes, 8 classes, 32 float32 features, 20,000 edges (each pair both ways),
+    random 60/20/20 splits."""
+    params = dict(SMALL_COMMUNITY)
+    return community_graph(params.pop("num_nodes"), params.pop("num_classes"), **params)
+
+
+@pytest.fixture(scope="session")
+def ogb_raw_folder(small_community, tmp_path_factory) -> tuple[Path, dict]:
+    """``small_community`` in OGB's CSV raw layout: ``(folder, meta_dict)``."""
+    folder = write_ogb_raw(tmp_path_factory.mktemp("ogb") / "small_community", small_community)
+    return folder, ogb_meta_dict(folder)
+
+
+@pytest.fixture(scope="session")
+def ogb_raw_binary_folder(small_community, tmp_path_factory) -> tuple[Path, dict]:
+    """``small_community`` in OGB's binary raw layout (``raw/data.npz``):
+    ``(folder, meta_dict)``."""
+    folder = write_ogb_raw(tmp_path_factory.mktemp("ogb_bin") / "small_community",
+                           small_community, binary=True)
+    return folder, ogb_meta_dict(folder)
+
+
+@pytest.fixture(scope="session")
+def rmat_small() -> SyntheticGraph:
+    """R-MAT scale 10, edge factor 16 (1024 nodes, 16,384 edges, duplicates and self-loops
+    kept), 16 random features, 4 random classes, random splits."""
+    params = dict(RMAT_SMALL)
+    return rmat_graph(params.pop("scale"), params.pop("edge_factor"), **params)
