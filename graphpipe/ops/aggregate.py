@@ -166,10 +166,16 @@ class CSCBlock:
         """``(E,)`` of ``dtype``: ``1 / sqrt(deg_dst(u) * deg_src(v))``, in-block degrees
         clamped to at least 1 (see the module docstring)."""
         def make() -> torch.Tensor:
-            d_dst = self.in_degree().clamp(min=1).to(torch.float64).rsqrt()
-            d_src = self.out_degree().clamp(min=1).to(torch.float64).rsqrt()
+            d_dst, d_src = self.gcn_scales(torch.float64)
             return (d_dst[self.edge_dst()] * d_src[self.indices]).to(dtype)
         return self._memo(("gcn_weight", dtype), make)
+
+    def gcn_scales(self, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(1/sqrt(deg_dst) (num_dst,), 1/sqrt(deg_src) (num_src,))`` of ``dtype``,
+        degrees clamped to at least 1; ``gcn_weight[e] = d_dst[u] * d_src[v]``."""
+        return self._memo(("gcn_scales", dtype), lambda: (
+            self.in_degree().clamp(min=1).to(torch.float64).rsqrt().to(dtype),
+            self.out_degree().clamp(min=1).to(torch.float64).rsqrt().to(dtype)))
 
     def transposed(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The block as CSR by source: ``(t_indptr (num_src+1,), t_dst (E,), t_eid (E,))``,
@@ -359,9 +365,17 @@ class _AggregateFunction(torch.autograd.Function):
                 reduce: str, norm: str | None, backend: str, options: dict) -> torch.Tensor:
         cdtype = _compute_dtype(x.dtype)
         xc = x.detach().to(cdtype).contiguous()
-        coef, norm_coef = _edge_coefficients(block, edge_weight, norm, cdtype)
-        row_scale = block.inv_in_degree(cdtype) if reduce == "mean" else None
-        if backend == "cpu":
+        # CPU, GCN without edge weights: no per-edge coefficient array; the kernel reads
+        # 1/sqrt(deg_src) through the source index and scales each row by 1/sqrt(deg_dst)
+        ctx.gcn_scaled = backend == "cpu" and norm == "gcn" and edge_weight is None
+        if ctx.gcn_scaled:
+            coef = norm_coef = row_scale = None
+        else:
+            coef, norm_coef = _edge_coefficients(block, edge_weight, norm, cdtype)
+            row_scale = block.inv_in_degree(cdtype) if reduce == "mean" else None
+        if ctx.gcn_scaled:
+            out = _cpu_spmm_gcn(block, xc)
+        elif backend == "cpu":
             out = _cpu_spmm(block, xc, coef, row_scale)
         else:
             from . import aggregate_triton as _tr
@@ -383,7 +397,9 @@ class _AggregateFunction(torch.autograd.Function):
         g = grad_out.detach().to(cdtype).contiguous()
         grad_x = grad_w = None
         if ctx.needs_input_grad[0]:
-            if ctx.backend == "cpu":
+            if ctx.gcn_scaled:
+                grad_x = _cpu_spmm_gcn(block, g, transposed=True)
+            elif ctx.backend == "cpu":
                 grad_x = _cpu_spmm_transposed(block, g, coef, row_scale)
             else:
                 from . import aggregate_triton as _tr
@@ -431,20 +447,37 @@ def _cpu_spmm(block: CSCBlock, x: torch.Tensor, coef: torch.Tensor | None,
     return out
 
 
+def _cpu_spmm_gcn(block: CSCBlock, x: torch.Tensor, transposed: bool = False) -> torch.Tensor:
+    """GCN-normalised sum without per-edge arrays: forward
+    ``out[u] = d_dst[u] * sum_e d_src[v] x[v]``; transposed
+    ``grad_x[v] = d_src[v] * sum_k d_dst[t_dst[k]] g[t_dst[k]]``."""
+    d_dst, d_src = block.gcn_scales(x.dtype)
+    if transposed:
+        t_indptr, t_dst, _ = block.transposed()
+        ip, ix, w, scale, rows = t_indptr.numpy(), t_dst.numpy(), d_dst, d_src, block.num_src
+    else:
+        ip, ix, w, scale, rows = _np(block.indptr), _np(block.indices), d_src, d_dst, \
+            block.num_dst
+    out = torch.empty(rows, x.shape[1], dtype=x.dtype)
+    _cpu.spmm_weighted_gather(ip, ix, w.numpy(), ix, x.numpy(), scale.numpy(), out.numpy())
+    return out
+
+
 def _cpu_spmm_transposed(block: CSCBlock, g: torch.Tensor, coef: torch.Tensor | None,
                          row_scale: torch.Tensor | None) -> torch.Tensor:
     """grad_x = A_w^T · diag(row_scale) · g over the cached transposed block."""
     t_indptr, t_dst, t_eid = block.transposed()
     out = torch.empty(block.num_src, g.shape[1], dtype=g.dtype)
     ti, td, g_np, o = t_indptr.numpy(), t_dst.numpy(), g.numpy(), out.numpy()
+    no_scale = _EMPTY[g.dtype].numpy()
     if coef is None and row_scale is None:
-        _cpu.spmm_sum(ti, td, g_np, _EMPTY[g.dtype].numpy(), o)
+        _cpu.spmm_sum(ti, td, g_np, no_scale, o)
     elif coef is None:
-        _cpu.spmm_weighted_gather(ti, td, row_scale.numpy(), td, g_np, o)
+        _cpu.spmm_weighted_gather(ti, td, row_scale.numpy(), td, g_np, no_scale, o)
     else:
         if row_scale is not None:
             coef = coef * row_scale[block.edge_dst()]
-        _cpu.spmm_weighted_gather(ti, td, coef.numpy(), t_eid.numpy(), g_np, o)
+        _cpu.spmm_weighted_gather(ti, td, coef.numpy(), t_eid.numpy(), g_np, no_scale, o)
     return out
 
 

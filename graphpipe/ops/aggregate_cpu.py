@@ -120,13 +120,15 @@ def spmm_weighted(indptr, indices, weight, x, row_scale, out):
 
 
 @numba.njit(**_JIT)
-def spmm_weighted_gather(indptr, indices, weight, weight_index, x, out):
+def spmm_weighted_gather(indptr, indices, weight, weight_index, x, row_scale, out):
     """out[r, :] = sum_{e in row r} weight[weight_index[e]] * x[indices[e], :].
 
     The transposed pass reads per-edge weights through ``t_eid`` and per-destination
-    weights (the mean's 1/deg) through ``t_dst`` without materialising them."""
+    weights (the mean's 1/deg) through ``t_dst`` without materialising them; GCN reads
+    per-node scales through the neighbour index. ``row_scale`` as in :func:`spmm_sum`."""
     num_rows = indptr.shape[0] - 1
     num_feat = x.shape[1]
+    scaled = row_scale.shape[0] > 0
     for r in numba.prange(num_rows):
         acc = out[r]
         for f in range(num_feat):
@@ -136,6 +138,10 @@ def spmm_weighted_gather(indptr, indices, weight, weight_index, x, out):
             w = weight[weight_index[e]]
             for f in range(num_feat):
                 acc[f] += w * src[f]
+        if scaled:
+            s = row_scale[r]
+            for f in range(num_feat):
+                acc[f] *= s
 
 
 @numba.njit(**_JIT)
