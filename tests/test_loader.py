@@ -13,7 +13,7 @@ import torch
 
 from graphpipe.loaders import BaseSampler, MiniBatch, NeighborLoader
 from graphpipe.ops.centrality import write_centrality
-from graphpipe.ops.reorder import greedy_reorder, match_degree_matrix
+from graphpipe.ops.reorder import greedy_reorder, match_degree_matrix, overlap_matrix
 from graphpipe.ops.sampling import sample_neighbors
 from graphpipe.store import GraphStore, StoreWriter
 
@@ -240,14 +240,19 @@ def test_sampler_error_reaches_the_caller(store: GraphStore) -> None:
     assert not [t for t in threading.enumerate() if t.name.startswith("graphpipe-prefetch")]
 
 
+def _loader_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("graphpipe-")]
+
+
 def test_abandoned_iterator_leaks_no_thread(store: GraphStore) -> None:
     loader = NeighborLoader(store, FANOUTS, 50, prefetch=2, window=2, seed=1)
     it = iter(loader)
     next(it)
     next(it)
+    assert _loader_threads()  # the prefetch (and sample-ahead) threads run
     del it
     gc.collect()
-    assert not [t for t in threading.enumerate() if t.name.startswith("graphpipe-prefetch")]
+    assert not _loader_threads()
     # a new epoch after an abandoned one still yields correct features
     for batch in list(loader)[:5]:
         assert np.array_equal(batch.x.numpy(), store.features(batch.n_id.numpy()))
@@ -255,6 +260,24 @@ def test_abandoned_iterator_leaks_no_thread(store: GraphStore) -> None:
     next(it)
     iter(loader)  # starting another epoch closes the running one
     assert sum(t.name.startswith("graphpipe-prefetch") for t in threading.enumerate()) <= 1
+
+
+def test_reorder_by_overlap(store: GraphStore) -> None:
+    loader = NeighborLoader(store, FANOUTS, 100, window=6, seed=12, reorder_by="overlap")
+    batches = _epoch(loader)
+    planned = loader.epoch_batches(0)
+    keys = loader.batch_keys(0, len(planned))
+    index_of = {int(seeds[0]): i for i, seeds in enumerate(planned)}
+    produced = [index_of[int(b.seeds[0])] for b in batches]
+    outs = [sample_neighbors(store.indptr, store.indices, planned[i], FANOUTS, seed=keys[i])
+            for i in range(6)]
+    counts = overlap_matrix([o.n_id for o in outs])[0].astype(float)
+    assert produced[:6] == greedy_reorder(counts).tolist()
+    assert sorted(produced) == list(range(len(planned)))
+    for b in batches:
+        assert np.array_equal(b.x.numpy(), store.features(b.n_id.numpy()))
+    with pytest.raises(ValueError, match="'reorder_by'"):
+        NeighborLoader(store, FANOUTS, 100, reorder_by="size")
 
 
 def test_array_inputs_and_no_features(store: GraphStore) -> None:
@@ -277,9 +300,15 @@ def test_array_inputs_and_no_features(store: GraphStore) -> None:
     assert topo.stats.rows_needed == 0
 
 
-def test_progress_bar_runs(store: GraphStore) -> None:
+def test_progress_bar_runs_and_stops(store: GraphStore) -> None:
+    before = set(threading.enumerate())
     loader = NeighborLoader(store, FANOUTS, 500, progress=True, input_nodes="valid")
     assert len(_epoch(loader)) == 2
+    it = iter(loader)
+    next(it)
+    del it  # abandoned: the bar's refresh thread stops too
+    gc.collect()
+    assert set(threading.enumerate()) <= before
 
 
 def test_to_device_cpu_roundtrip(store: GraphStore) -> None:
@@ -312,3 +341,22 @@ def test_errors(store: GraphStore) -> None:
         NeighborLoader((store.indptr, store.indices), FANOUTS, 10, input_nodes=None)
     with pytest.raises(ValueError, match="'store_or_arrays'"):
         NeighborLoader(42, FANOUTS, 10)
+
+
+@pytest.mark.parametrize("cache", [None, "degree"])
+def test_device_assembly_path_on_cpu(store: GraphStore, cache) -> None:
+    """The CUDA path (store rows staged, reused rows copied from the previous batch's device
+    buffer by the transfer stage) run on the CPU: same rows, bit for bit, also when an
+    abandoned epoch leaves the plan pointing at a batch that never reached the device."""
+    loader = NeighborLoader(store, FANOUTS, 150, window=4, seed=21, cache=cache, cache_rows=0.05,
+                            prefetch=2)
+    loader.gather.on_device = True  # what device="cuda" selects
+    it = iter(loader)
+    next(it)
+    del it
+    gc.collect()
+    for _ in range(2):
+        for batch in loader:
+            assert np.array_equal(batch.x.numpy(), store.features(batch.n_id.numpy()))
+        s = loader.stats
+        assert s.rows_needed == s.rows_gathered + s.rows_reused + s.rows_cached and s.rows_reused > 0

@@ -8,11 +8,13 @@ import numpy as np
 import pytest
 
 from graphpipe.ops.reorder import (
+    OverlapWorkspace,
     greedy_reorder,
     greedy_reorder_reference,
     intersection_size,
     match_degree_matrix,
     match_degree_matrix_reference,
+    overlap_matrix,
 )
 
 
@@ -106,3 +108,24 @@ def test_errors() -> None:
         match_degree_matrix([np.array([0.5, 1.0])])
     with pytest.raises(ValueError, match="method"):
         match_degree_matrix([np.array([1])], "dense")
+
+
+@pytest.mark.parametrize("method", ["bitmap", "merge"])
+def test_overlap_matrix_counts(method: str) -> None:
+    rng = np.random.default_rng(9)
+    sets = _random_sets(rng, 6)
+    overlap, sizes = overlap_matrix(sets, method)
+    py = [set(s.tolist()) for s in sets]
+    assert sizes.tolist() == [len(a) for a in py]
+    for i, j in itertools.product(range(6), range(6)):
+        assert overlap[i, j] == (0 if i == j else len(py[i] & py[j]))
+
+
+def test_workspace_is_reused_and_left_clean() -> None:
+    rng = np.random.default_rng(11)
+    workspace = OverlapWorkspace(500, 20)
+    for n in (3, 9, 20):
+        sets = [rng.choice(500, size=60, replace=False) for _ in range(n)]
+        got = match_degree_matrix(sets, "bitmap", workspace=workspace)
+        assert np.allclose(got, match_degree_matrix_reference(sets))
+        assert not workspace.member.any()

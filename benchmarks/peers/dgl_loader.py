@@ -1,6 +1,9 @@
 """DGL / GraphBolt side of benchmarks/loader.py (run with .venv-dgl/bin/python).
 
-    .venv-dgl/bin/python benchmarks/peers/dgl_loader.py GRAPH_DIR SEEDS_NPY FEAT_NPY [REPEATS]
+    .venv-dgl/bin/python benchmarks/peers/dgl_loader.py GRAPH_DIR SEEDS_NPY FEAT_NPY [REPEATS [THREADS]]
+
+THREADS (default 2) sets torch's thread count; run it with OMP_NUM_THREADS=THREADS too
+(DGL's sampler uses OpenMP).
 
 Loads the CSC cached by benchmarks/sampling.py (rmat21_ef16_indptr.npy / _indices.npy),
 the seed batches (B+1 rows; row 0 is a warm-up batch) and the features (.npy), and
@@ -42,7 +45,9 @@ def best_of(repeats: int, run) -> dict:
 def main() -> None:
     graph_dir, seeds_path, feat_path = sys.argv[1], sys.argv[2], sys.argv[3]
     repeats = int(sys.argv[4]) if len(sys.argv) > 4 else 3
-    torch.set_num_threads(2)
+    threads = int(sys.argv[5]) if len(sys.argv) > 5 else 2
+    torch.set_num_threads(threads)
+    tag = f" [{threads} thread{'s' if threads > 1 else ''}]"
     indptr = torch.from_numpy(np.load(os.path.join(graph_dir, "rmat21_ef16_indptr.npy")))
     indices = torch.from_numpy(np.load(os.path.join(graph_dir, "rmat21_ef16_indices.npy")).astype(np.int64))
     feat = torch.from_numpy(np.load(feat_path))
@@ -72,7 +77,7 @@ def main() -> None:
         return {"batches": count, "seconds": time.perf_counter() - t0, "edges": edges, "rows": rows}
 
     dgl_run(warm)
-    results["DGL DataLoader (NeighborSampler + node features)"] = best_of(repeats, lambda: dgl_run(timed))
+    results["DGL DataLoader (NeighborSampler + node features)" + tag] = best_of(repeats, lambda: dgl_run(timed))
 
     plain = dgl.dataloading.NeighborSampler(DGL_FANOUTS)
 
@@ -88,7 +93,7 @@ def main() -> None:
         return {"batches": count, "seconds": time.perf_counter() - t0, "edges": edges, "rows": rows}
 
     dgl_manual(seed_batches[:1])
-    results["DGL sample_blocks + index_select(feat)"] = best_of(repeats, lambda: dgl_manual(seed_batches[1:]))
+    results["DGL sample_blocks + index_select(feat)" + tag] = best_of(repeats, lambda: dgl_manual(seed_batches[1:]))
 
     # -- GraphBolt DataLoader ------------------------------------------------------------------
     graph = gb.fused_csc_sampling_graph(indptr, indices)
@@ -110,7 +115,7 @@ def main() -> None:
         return {"batches": count, "seconds": time.perf_counter() - t0, "edges": edges, "rows": rows}
 
     gb_run(warm)
-    results["GraphBolt DataLoader (sample_neighbor + fetch_feature)"] = best_of(repeats, lambda: gb_run(timed))
+    results["GraphBolt DataLoader (sample_neighbor + fetch_feature)" + tag] = best_of(repeats, lambda: gb_run(timed))
     print(json.dumps(results))
 
 

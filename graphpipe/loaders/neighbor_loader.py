@@ -267,6 +267,7 @@ class _LoaderIterator:
         self._remaining = len(loader)
         self._done = False
         self._bar = _progress_bar(len(loader), epoch) if loader.progress else None
+        self._bar_finalizer = weakref.finalize(self, self._bar[0].stop) if self._bar else None
         producer = loader._produce(epoch, sample_ahead=loader.prefetch > 0)
         if loader.prefetch > 0:
             self._queue: queue.Queue | None = queue.Queue(maxsize=loader.prefetch)
@@ -320,8 +321,8 @@ class _LoaderIterator:
             self._finalizer()
         if self._producer is not None:
             self._producer.close()
-        if self._bar is not None:
-            self._bar[0].stop()
+        if self._bar_finalizer is not None:
+            self._bar_finalizer()  # stops the bar (and its refresh thread) once
             self._bar = None
 
 

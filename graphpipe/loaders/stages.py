@@ -36,7 +36,12 @@ from graphpipe.ops.gather import (
     assemble_rows,
     gather_rows,
 )
-from graphpipe.ops.reorder import greedy_reorder, match_degree_matrix, overlap_matrix
+from graphpipe.ops.reorder import (
+    OverlapWorkspace,
+    greedy_reorder,
+    match_degree_matrix,
+    overlap_matrix,
+)
 from graphpipe.ops.sampling import SampleOutput
 
 __all__ = [
@@ -251,16 +256,21 @@ class ReorderStage:
         self.enabled = enabled
         self.criterion = criterion
         self._stats = stats_ref
+        self._workspace: OverlapWorkspace | None = None
 
     def __call__(self, outputs: Sequence[SampleOutput]) -> np.ndarray:
         if not self.enabled or len(outputs) < 3:  # with 2 batches the order is fixed (first stays)
             return np.arange(len(outputs), dtype=np.int64)
         t0 = time.perf_counter()
         node_sets = [o.n_id for o in outputs]
+        num_ids = max(int(o.n_id.max()) + 1 if len(o.n_id) else 0 for o in outputs)
+        if self._workspace is None or not self._workspace.fits(num_ids, len(outputs)):
+            self._workspace = OverlapWorkspace(num_ids, len(outputs))
         if self.criterion == "match":
-            order = greedy_reorder(match_degree_matrix(node_sets))
+            order = greedy_reorder(match_degree_matrix(node_sets, "bitmap", workspace=self._workspace))
         else:
-            order = greedy_reorder(overlap_matrix(node_sets)[0].astype(np.float64))
+            overlap, _sizes = overlap_matrix(node_sets, "bitmap", workspace=self._workspace)
+            order = greedy_reorder(overlap.astype(np.float64))
         self._stats.current.reorder_s += time.perf_counter() - t0
         return order
 
@@ -476,10 +486,12 @@ def _make_minibatch(out: SampleOutput, n_id: np.ndarray, x: torch.Tensor | None,
 class TransferStage:
     """``transfer``: a prepared batch to ``device``.
 
-    On the CPU this returns the batch as is. On CUDA, tensors are copied from
-    pinned memory without blocking; feature rows are assembled on the device: store
-    rows from the staged copy, cached rows from the device-resident cache, reused
-    rows from the previous batch's device buffer (device to device, FastGL's Match).
+    A batch whose rows were assembled on the host is returned as is on the CPU and
+    copied otherwise (from pinned memory, without blocking, on CUDA). A batch that
+    comes with a :class:`RowPlan` (the loader makes one when ``device`` is not the
+    CPU) gets its feature rows assembled where it lands: store rows from the staged
+    copy, cached rows from the device-resident cache, reused rows from the previous
+    batch's buffer on the device (device to device: FastGL's Match).
     """
 
     def __init__(self, device: torch.device, data: GraphData, cache: FeatureCache | None,
@@ -488,27 +500,30 @@ class TransferStage:
         self.data = data
         self._stats = stats_ref
         self._cache_rows = None
-        if cache is not None and device.type != "cpu" and len(cache):
+        if cache is not None and len(cache):
             self._cache_rows = torch.from_numpy(cache.rows).to(device)
         self._resident_x: torch.Tensor | None = None
         self._resident_token = -1
 
     def __call__(self, prepared: PreparedBatch) -> MiniBatch:
-        if self.device.type == "cpu":
+        plan = prepared.plan
+        if plan is None and self.device.type == "cpu":
             return prepared.batch
         t0 = time.perf_counter()
         batch = prepared.batch
-        pin = self.device.type == "cuda"
         x = batch.x
         batch.x = None
-        moved = (batch.to(self.device, non_blocking=True) if not pin else
-                 _pinned(batch).to(self.device, non_blocking=True))
-        plan = prepared.plan
+        if self.device.type == "cpu":
+            moved = batch
+        elif self.device.type == "cuda":
+            moved = _pinned(batch).to(self.device, non_blocking=True)
+        else:
+            moved = batch.to(self.device)
         if plan is not None:
             x = self._assemble(batch.n_id.numpy(), plan)
             self._resident_x, self._resident_token = x, prepared.token
         elif x is not None:
-            x = x.to(self.device, non_blocking=True)
+            x = x.to(self.device, non_blocking=self.device.type == "cuda")
         moved.x = x
         self._stats.current.transfer_s += time.perf_counter() - t0
         return moved
@@ -529,8 +544,7 @@ class TransferStage:
             if self._resident_x is not None and self._resident_token == plan.prev_token:
                 x[idx] = self._resident_x[torch.from_numpy(plan.prev_pos[reused]).to(dev)]
             else:  # the batch the plan refers to never reached the device: read from the store
-                rows = gather_rows(self.data.prepared_chunks(), None,
-                                   n_id[reused])
+                rows = gather_rows(self.data.prepared_chunks(), None, n_id[reused])
                 x[idx] = torch.from_numpy(rows).to(dev)
         return x
 

@@ -30,6 +30,7 @@ import numba
 import numpy as np
 
 __all__ = [
+    "OverlapWorkspace",
     "greedy_reorder",
     "greedy_reorder_reference",
     "intersection_size",
@@ -101,35 +102,48 @@ def _pairwise_overlap(flat: np.ndarray, offsets: np.ndarray) -> np.ndarray:
 
 
 @numba.njit(cache=True, nogil=True)
-def _bitmap_overlap(flat: np.ndarray, offsets: np.ndarray, num_ids: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(overlap, distinct)`` with an ID-indexed membership bitmap: bit ``i`` of
-    ``member[v]`` says that set ``i`` holds ``v``; each value of set ``j`` adds one to
-    ``overlap[i, j]`` for every earlier set ``i`` holding it. ``O(sum of sizes · n / 64)``."""
+def _bitmap_overlap(flat: np.ndarray, offsets: np.ndarray,
+                    member: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(overlap, distinct)`` with an ID-indexed membership bitmap: bit ``i % 8`` of
+    ``member[v, i // 8]`` says that set ``i`` holds ``v``; each value of set ``j`` adds one
+    to ``overlap[i, j]`` for every earlier set ``i`` holding it. ``member`` (uint8, zero,
+    at least ``max_id + 1`` rows and ``⌈n/8⌉`` columns) is left zero again."""
     n = offsets.shape[0] - 1
-    words = (n + 63) // 64
-    member = np.zeros((num_ids, words), dtype=np.uint64)
     overlap = np.zeros((n, n), dtype=np.int64)
     distinct = np.zeros(n, dtype=np.int64)
-    one = np.uint64(1)
     for j in range(n):
-        w = j // 64
-        bit = one << np.uint64(j % 64)
+        w = j // 8
+        bit = np.uint8(1 << (j % 8))
         for k in range(offsets[j], offsets[j + 1]):
             v = flat[k]
             if member[v, w] & bit:
                 continue  # repeated inside set j
             distinct[j] += 1
             for ww in range(w + 1):
-                m = member[v, ww]
-                i = ww * 64
+                m = np.int64(member[v, ww])
+                i = ww * 8
                 while m:
-                    if m & one:
+                    if m & 1:
                         overlap[i, j] += 1
                         overlap[j, i] += 1
-                    m >>= one
+                    m >>= 1
                     i += 1
-            member[v, w] |= bit
+            member[v, w] = member[v, w] | bit
+    for k in range(flat.shape[0]):
+        for ww in range(member.shape[1]):
+            member[flat[k], ww] = 0
     return overlap, distinct
+
+
+class OverlapWorkspace:
+    """A reusable zeroed membership bitmap for :func:`overlap_matrix` (``num_ids × ⌈n/8⌉``
+    bytes), so that a loader does not allocate and fault in a fresh one every window."""
+
+    def __init__(self, num_ids: int, max_sets: int):
+        self.member = np.zeros((max(1, int(num_ids)), max(1, -(-int(max_sets) // 8))), dtype=np.uint8)
+
+    def fits(self, num_ids: int, num_sets: int) -> bool:
+        return num_ids <= self.member.shape[0] and -(-num_sets // 8) <= self.member.shape[1]
 
 
 _BITMAP_MAX_BYTES = 1 << 30
@@ -151,16 +165,18 @@ def _sorted_unique(ids: np.ndarray, name: str) -> np.ndarray:
     return np.unique(ids.astype(np.int64, copy=False))
 
 
-def overlap_matrix(node_sets: Sequence[np.ndarray], method: str = "auto") -> tuple[np.ndarray, np.ndarray]:
+def overlap_matrix(node_sets: Sequence[np.ndarray], method: str = "auto", *,
+                   workspace: OverlapWorkspace | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Pairwise intersection sizes of ``n`` node sets.
 
     Args:
         node_sets: ``n`` integer arrays of non-negative global node IDs (e.g. each
             batch's ``n_id``); duplicates inside one array are ignored.
         method: ``"bitmap"``: one pass over all sets with an ID-indexed membership
-            bitmap (``max_id · ⌈n/64⌉ · 8`` bytes of host memory); ``"merge"``: sort
-            each set (in parallel) and sort-merge every pair; ``"auto"``: the bitmap
-            when it needs at most 1 GiB.
+            bitmap (``max_id · ⌈n/8⌉`` bytes of host memory); ``"merge"``: sort each
+            set (in parallel) and sort-merge every pair; ``"auto"``: the bitmap when it
+            needs at most 1 GiB.
+        workspace: a reusable bitmap (bitmap method only; used when large enough).
 
     Returns:
         ``(overlap, sizes)``: int64 ``(n, n)`` with ``overlap[i, j] = |V_i ∩ V_j|``
@@ -178,27 +194,30 @@ def overlap_matrix(node_sets: Sequence[np.ndarray], method: str = "auto") -> tup
     if flat.size and int(flat.min()) < 0:
         raise ValueError(f"'node_sets' must hold non-negative IDs (got {int(flat.min())})")
     num_ids = int(flat.max()) + 1 if flat.size else 0
-    bitmap_bytes = num_ids * 8 * ((n + 63) // 64)
+    bitmap_bytes = num_ids * ((n + 7) // 8)
     if method == "bitmap" or (method == "auto" and bitmap_bytes <= _BITMAP_MAX_BYTES):
-        overlap, sizes = _bitmap_overlap(flat, offsets, num_ids)
+        if workspace is None or not workspace.fits(num_ids, n):
+            workspace = OverlapWorkspace(num_ids, n)
+        overlap, sizes = _bitmap_overlap(flat, offsets, workspace.member)
     else:
         sizes = _sort_segments(flat, offsets)  # sorts in place
         overlap = _pairwise_overlap(flat, offsets)
     return overlap, sizes
 
 
-def match_degree_matrix(node_sets: Sequence[np.ndarray], method: str = "auto") -> np.ndarray:
+def match_degree_matrix(node_sets: Sequence[np.ndarray], method: str = "auto", *,
+                        workspace: OverlapWorkspace | None = None) -> np.ndarray:
     """Match degrees of ``n`` batches.
 
     Args:
-        node_sets, method: as in :func:`overlap_matrix`.
+        node_sets, method, workspace: as in :func:`overlap_matrix`.
 
     Returns:
         float64 ``(n, n)``: ``M[i, j] = |V_i ∩ V_j| / min(|V_i|, |V_j|)`` for
         ``i != j`` (0 when either set is empty), symmetric, in ``[0, 1]``; the
         diagonal is excluded and set to 0.
     """
-    overlap, sizes = overlap_matrix(node_sets, method)
+    overlap, sizes = overlap_matrix(node_sets, method, workspace=workspace)
     smaller = np.minimum(sizes[:, None], sizes[None, :]).astype(np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         matrix = np.where(smaller > 0, overlap / np.where(smaller > 0, smaller, 1.0), 0.0)
