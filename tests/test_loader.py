@@ -360,3 +360,19 @@ def test_device_assembly_path_on_cpu(store: GraphStore, cache) -> None:
             assert np.array_equal(batch.x.numpy(), store.features(batch.n_id.numpy()))
         s = loader.stats
         assert s.rows_needed == s.rows_gathered + s.rows_reused + s.rows_cached and s.rows_reused > 0
+
+
+def test_recycled_buffers_never_overwrite_held_rows(store: GraphStore) -> None:
+    loader = NeighborLoader(store, FANOUTS, 100, seed=30, prefetch=0, window=3)
+    kept = []
+    seen_buffers = set()
+    for i, batch in enumerate(loader):
+        assert np.array_equal(batch.x.numpy(), store.features(batch.n_id.numpy()))
+        seen_buffers.add(batch.x.numpy().__array_interface__["data"][0])
+        if i % 5 == 0:  # hold a slice of some batches: their buffers must stay untouched
+            kept.append((batch.x[:7], store.features(batch.n_id.numpy()[:7])))
+        del batch
+    assert len(loader.gather._pool) <= 4
+    assert len(seen_buffers) < len(loader)  # released buffers were reused
+    for rows, expected in kept:
+        assert np.array_equal(rows.numpy(), expected)
