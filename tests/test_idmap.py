@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from graphpipe.ops.idmap import (
     EMPTY_KEY,
@@ -65,6 +67,25 @@ def test_fused_map_matches_reference(name, mode):
     for g, lid in zip(unique, range(unique.size)):
         assert table_lookup(keys, values, int(g), mode) == lid
     assert table_lookup(keys, values, 2**41, mode) == -1
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    keys=st.lists(st.integers(0, 2**40), min_size=0, max_size=60),
+    num_dst=st.integers(0, 10),
+    mode=st.sampled_from([HASH_MIX, HASH_MOD]),
+    slack=st.integers(1, 8),
+)
+def test_property_fused_map_equals_reference(keys, num_dst, mode, slack):
+    dst = np.array(list(dict.fromkeys(keys[:num_dst])), dtype=np.int64)  # unique, order kept
+    src = np.array(keys[num_dst:], dtype=np.int64)
+    distinct = len(set(keys))
+    size = distinct + slack if mode == HASH_MOD else table_capacity(distinct)
+    unique, local_src, (tkeys, tvalues) = fused_map(dst, src, table_size=size, mode=mode, return_table=True)
+    ref_unique, ref_local = fused_map_reference(dst, src)
+    assert np.array_equal(unique, ref_unique) and np.array_equal(local_src, ref_local)
+    check_map(dst, src, unique, local_src)
+    assert check_table_invariants(tkeys, tvalues, mode) == unique.size
 
 
 def test_relabelling_check_can_fail():

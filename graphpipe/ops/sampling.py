@@ -32,6 +32,7 @@ match exactly (same RNG, dict ID map).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -628,6 +629,20 @@ def sample_neighbors(
     return _sample_validated(indptr, indices, seeds, fanouts, replace, seed)
 
 
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def _pool(num_threads: int) -> ThreadPoolExecutor:
+    """A process-wide worker pool per thread count (threads are reused across windows)."""
+    with _POOLS_LOCK:
+        pool = _POOLS.get(num_threads)
+        if pool is None:
+            pool = ThreadPoolExecutor(max_workers=num_threads, thread_name_prefix="graphpipe-sample")
+            _POOLS[num_threads] = pool
+        return pool
+
+
 def sample_neighbors_batches(
     indptr: np.ndarray,
     indices: np.ndarray,
@@ -662,10 +677,10 @@ def sample_neighbors_batches(
     batches = [_check_seeds(b, indptr.shape[0] - 1, "seed_batches") for b in seed_batches]
     if num_threads == 1:
         return [_sample_validated(indptr, indices, b, fanouts, replace, s) for b, s in zip(batches, seeds)]
-    with ThreadPoolExecutor(max_workers=num_threads, thread_name_prefix="graphpipe-sample") as pool:
-        futures = [pool.submit(_sample_validated, indptr, indices, b, fanouts, replace, s)
-                   for b, s in zip(batches, seeds)]
-        return [f.result() for f in futures]
+    pool = _pool(num_threads)
+    futures = [pool.submit(_sample_validated, indptr, indices, b, fanouts, replace, s)
+               for b, s in zip(batches, seeds)]
+    return [f.result() for f in futures]
 
 
 def sample_hop_global(
