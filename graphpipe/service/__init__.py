@@ -1,1 +1,70 @@
-"""The sampling / ID-map service (Arrow Flight)."""
+"""The sampling / ID-map service (Arrow Flight): ``graphpipe serve STORE``.
+
+Python users call it through :class:`Client` and plug :class:`RemoteSampler` into
+:class:`graphpipe.loaders.NeighborLoader`; the protocol below is plain Arrow Flight,
+so any language with a Flight client can call it.
+
+Protocol (version 1)
+--------------------
+
+Transport: Arrow Flight over gRPC, ``grpc://HOST:PORT``. When the server has a token
+(``--token-file``), every call must carry the header ``authorization: Bearer <token>``;
+otherwise it fails with status UNAUTHENTICATED.
+
+Data operations use **DoExchange**. The FlightDescriptor is a *command* whose bytes
+are UTF-8 JSON ``{"op": NAME, ...parameters}``. The client writes request record
+batches (the schema below, exactly), then closes its side; the server answers in
+request order, streaming. Unknown parameters, wrong schemas, nulls, out-of-range or
+duplicate IDs, bad fanouts and requests over the limits fail the call with status
+INVALID_ARGUMENT and a message naming the field, the value and the limit; the server
+keeps serving.
+
+``sample`` — parameters ``fanouts`` (list of ints >= -1, seed hop first, -1 = all
+neighbours), ``replace`` (bool, default false), ``features`` (bool, default false),
+``labels`` (bool, default false).
+  Request: ``seeds: list<int64>`` (unique dense IDs of one batch), ``key: int64``
+  (>= 0, the batch's random key); one row per seed batch, at most ``--max-seeds`` seeds
+  per record batch.
+  Response: one record batch of one row per request row, in order. ``ID`` below is
+  int32 when the store has fewer than 2**31 nodes and edges, else int64 (``info`` →
+  ``server.sample_id_type``; clients widen to int64). Columns
+  ``n_id: list<ID>`` (global IDs, seeds first), ``batch_size: int64``,
+  ``num_sampled_nodes: list<int64>``, ``num_sampled_edges: list<int64>``, and for every
+  layer ``l`` (``l = 0`` the input layer, ``l = L-1`` the seed layer):
+  ``block{l}_indptr: list<ID>`` (local CSC offsets, ``num_dst+1``),
+  ``block{l}_indices: list<ID>`` (local source IDs), ``block{l}_edge_ids: list<ID>``
+  (positions in the store's CSC ``indices``), ``block{l}_num_dst: int64``,
+  ``block{l}_num_src: int64``; with ``features`` an ``x: list<fixed_size_list<float, dim>>``
+  column (rows of ``n_id``), with ``labels`` a ``y: list<label type>`` column (labels of
+  the seeds). The sample is a pure function of (store, seeds, fanouts, replace, key):
+  exactly :func:`graphpipe.ops.sampling.sample_neighbors` with ``seed=key``.
+
+``lookup`` — parameter ``strict`` (bool, default true).
+  Request: ``external_id: int64`` or ``external_id: utf8`` (the type of the store's ID
+  map, see ``info`` → ``server.id_map_type``; a store without an ID map uses int64
+  identity IDs); at most ``--max-rows`` rows per record batch.
+  Response: ``node_id: int64`` per row; unknown IDs are -1 when not strict, and each
+  response batch's app_metadata is JSON ``{"unknown": COUNT, "first_unknown": [...]}``;
+  when strict, any unknown ID fails the call with status NOT_FOUND naming how many and
+  the first five by value.
+
+``reverse_lookup`` — no parameters. Request ``node_id: int64`` → response
+``external_id`` (int64 or utf8).
+
+``features`` — parameter ``labels`` (bool, default false). Request ``node_id: int64``
+(repeats allowed) → response ``x: fixed_size_list<float, dim>`` (and ``y``), one row
+per request row.
+
+Metadata operations use **DoAction** with an empty body; the result is one UTF-8 JSON
+body: ``info`` → the store's manifest plus ``server`` (protocol version, limits,
+threads, ``id_map_type``); ``health`` → ``{"status": "ready", "in_flight": N}``.
+
+The server logs one line per call (peer, operation, request size, milliseconds) at
+info level; SIGTERM stops accepting calls, drains those in flight and exits 0.
+"""
+
+from graphpipe.service.client import Client, LookupResult, RemoteSampler, SampleResult
+from graphpipe.service.server import SamplingServer, serve_until_signalled
+
+__all__ = ["Client", "LookupResult", "RemoteSampler", "SampleResult", "SamplingServer",
+           "serve_until_signalled"]

@@ -1,0 +1,331 @@
+"""Python client of the sampling / ID-map service, and :class:`RemoteSampler`, the
+loader sampler that asks the service (protocol: :mod:`graphpipe.service`).
+
+Server errors surface as Python exceptions carrying the server's message:
+``ValueError`` (invalid argument: malformed request, limit exceeded), ``KeyError``
+(unknown external IDs), ``PermissionError`` (missing or wrong token),
+``ConnectionError`` (server unreachable or shutting down), ``TimeoutError``,
+``RuntimeError`` (anything else).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.flight as fl
+
+from graphpipe.loaders.sampler import BaseSampler
+from graphpipe.ops.sampling import SampleOutput
+from graphpipe.service import protocol
+
+__all__ = ["Client", "LookupResult", "RemoteSampler", "SampleResult"]
+
+
+@dataclass
+class SampleResult:
+    """One sampled batch from the service.
+
+    Attributes:
+        output: the :class:`graphpipe.ops.sampling.SampleOutput` (``n_id`` int64
+            ``(num_nodes,)`` seeds first, ``blocks`` input layer first).
+        x: ``(num_nodes, dim)`` feature rows of ``output.n_id`` when asked for, else None.
+        y: ``(batch_size,)`` (or ``(batch_size, tasks)``) labels of the seeds when asked
+            for, else None.
+    """
+
+    output: SampleOutput
+    x: np.ndarray | None = None
+    y: np.ndarray | None = None
+
+
+@dataclass
+class LookupResult:
+    """Dense IDs of a non-strict lookup.
+
+    Attributes:
+        node_id: int64 ``(n,)`` dense ID of each external ID, -1 when unknown.
+        num_unknown: how many external IDs were unknown.
+        first_unknown: the first few unknown external IDs, by value.
+    """
+
+    node_id: np.ndarray
+    num_unknown: int
+    first_unknown: list[Any]
+
+
+def _server_message(exc: BaseException) -> str:
+    text = str(exc)
+    for marker in (". Detail: ", ". gRPC client debug context"):
+        text = text.split(marker, 1)[0]
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        text = text[1:-1]
+    return text
+
+
+def translate_error(exc: BaseException) -> BaseException:
+    """The Python exception for a Flight error, carrying the server's message."""
+    message = _server_message(exc)
+    if isinstance(exc, (fl.FlightUnauthenticatedError, fl.FlightUnauthorizedError)):
+        return PermissionError(message)
+    if isinstance(exc, fl.FlightUnavailableError):
+        return ConnectionError(message)
+    if isinstance(exc, fl.FlightTimedOutError):
+        return TimeoutError(message)
+    if isinstance(exc, fl.FlightCancelledError):
+        return ConnectionError(message)
+    if isinstance(exc, pa.ArrowKeyError):
+        return KeyError(message)
+    if isinstance(exc, pa.ArrowInvalid):
+        return ValueError(message)
+    return RuntimeError(message)
+
+
+class Client:
+    """A connection to a graphpipe service.
+
+    Args:
+        url: ``grpc://host:port`` (what ``graphpipe serve`` prints).
+        token: bearer token when the server was started with ``--token-file``.
+        timeout: per-call timeout in seconds (None: no timeout).
+    """
+
+    def __init__(self, url: str, token: str | None = None, *, timeout: float | None = None):
+        if not isinstance(url, str) or not url.startswith(("grpc://", "grpc+tcp://")):
+            raise ValueError(f"'url' must look like grpc://host:port (got {url!r})")
+        if token is not None and (not isinstance(token, str) or not token):
+            raise ValueError(f"'token' must be a non-empty string or None (got {token!r})")
+        self.url = url
+        self._flight = fl.FlightClient(url)
+        headers = [(b"authorization", f"Bearer {token}".encode())] if token else []
+        self._options = fl.FlightCallOptions(headers=headers, timeout=timeout)
+        self._id_type: str | None = None
+
+    # -- transport ------------------------------------------------------------------------------
+    def _exchange(self, command: bytes, request: pa.RecordBatch) -> list[tuple[pa.RecordBatch, bytes | None]]:
+        """One DoExchange call: send ``request``, return every response (batch, app_metadata)."""
+        descriptor = fl.FlightDescriptor.for_command(command)
+        responses: list[tuple[pa.RecordBatch, bytes | None]] = []
+        try:
+            writer, reader = self._flight.do_exchange(descriptor, self._options)
+            try:
+                writer.begin(request.schema)
+                writer.write_batch(request)
+                writer.done_writing()
+                while True:
+                    try:
+                        chunk = reader.read_chunk()
+                    except StopIteration:
+                        break
+                    if chunk.data is not None:
+                        meta = chunk.app_metadata
+                        responses.append((chunk.data, meta.to_pybytes() if meta is not None else None))
+            finally:
+                writer.close()
+        except (pa.ArrowException, OSError) as exc:
+            if isinstance(exc, (ConnectionError, PermissionError)):
+                raise
+            raise translate_error(exc) from None
+        return responses
+
+    def _action(self, name: str) -> dict[str, Any]:
+        try:
+            results = list(self._flight.do_action(fl.Action(name, b""), self._options))
+        except (pa.ArrowException, OSError) as exc:
+            raise translate_error(exc) from None
+        return json.loads(results[0].body.to_pybytes())
+
+    # -- operations -----------------------------------------------------------------------------
+    def info(self) -> dict[str, Any]:
+        """The store's manifest, plus a ``server`` section (limits, protocol version)."""
+        return self._action("info")
+
+    def health(self) -> dict[str, Any]:
+        """``{"status": "ready", "in_flight": calls}`` when the server is serving."""
+        return self._action("health")
+
+    def sample_batches(self, seed_batches: Sequence[np.ndarray], keys: Sequence[int],
+                       fanouts: Sequence[int], *, replace: bool = False, features: bool = False,
+                       labels: bool = False, copy: bool = True) -> list[SampleResult]:
+        """Sample several seed batches in one call (the server samples them in parallel).
+
+        Args:
+            seed_batches: per batch, int ``(B_i,)`` unique dense seed IDs.
+            keys: per batch, a non-negative random key; the result is a pure function of
+                (graph, seeds, fanouts, replace, key), identical to
+                :func:`graphpipe.ops.sampling.sample_neighbors` with ``seed=key``.
+            fanouts: neighbours per hop, seed hop first (``-1``: all).
+            features: also return the feature rows of ``n_id``.
+            labels: also return the seeds' labels.
+            copy: return writable numpy arrays (False: read-only views of the received
+                buffers where no widening to int64 is needed).
+        """
+        if len(seed_batches) != len(keys):
+            raise ValueError(f"'keys' must have one key per batch ({len(seed_batches)}) (got {len(keys)})")
+        if not len(seed_batches):
+            return []
+        for b in seed_batches:
+            arr = np.asarray(b)
+            if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
+                raise ValueError(f"'seed_batches' entries must be 1-D integer arrays "
+                                 f"(got dtype {arr.dtype}, shape {arr.shape})")
+        command = protocol.encode_command("sample", fanouts=[int(f) for f in fanouts],
+                                          replace=bool(replace), features=bool(features),
+                                          labels=bool(labels))
+        responses = self._exchange(command, protocol.sample_request_batch(seed_batches, keys))
+        results = []
+        for batch, _ in responses:
+            for row in range(batch.num_rows):
+                out, x, y = protocol.decode_sample_row(batch, row, copy=copy)
+                results.append(SampleResult(out, x, y))
+        if len(results) != len(seed_batches):
+            raise RuntimeError(f"server returned {len(results)} samples for {len(seed_batches)} batches")
+        return results
+
+    def sample(self, seeds: np.ndarray, fanouts: Sequence[int], *, seed: int = 0, replace: bool = False,
+               features: bool = False, labels: bool = False, copy: bool = True) -> SampleResult:
+        """Sample the multi-hop neighbourhood of ``seeds`` (int ``(B,)`` unique dense IDs)
+        with random key ``seed``; see :meth:`sample_batches`."""
+        return self.sample_batches([seeds], [seed], fanouts, replace=replace, features=features,
+                                   labels=labels, copy=copy)[0]
+
+    def _external_type(self) -> str:
+        if self._id_type is None:
+            self._id_type = str(self.info()["server"]["id_map_type"])
+        return self._id_type
+
+    def lookup(self, external_ids: Sequence[Any] | np.ndarray | pa.Array, *, strict: bool = True
+               ) -> np.ndarray | LookupResult:
+        """Dense IDs (int64 ``(n,)``) of external IDs (strings or int64, as the store's ID map holds).
+
+        With ``strict`` unknown IDs raise ``KeyError`` naming how many and the first few;
+        otherwise a :class:`LookupResult` (unknown → -1, with the count and first few).
+        """
+        if isinstance(external_ids, pa.ChunkedArray):
+            external_ids = external_ids.combine_chunks()
+        if isinstance(external_ids, pa.Array):
+            values = external_ids
+        else:
+            arr = np.asarray(external_ids)
+            if arr.ndim != 1:
+                raise ValueError(f"'external_ids' must be 1-D (got shape {arr.shape})")
+            if arr.size == 0:
+                values = pa.array([], pa.string() if self._external_type() == "string" else pa.int64())
+            elif arr.dtype.kind in "iu":
+                values = pa.array(arr.astype(np.int64, copy=False))
+            elif arr.dtype.kind in "UO":
+                try:
+                    values = pa.array(arr.tolist(), pa.string())
+                except (pa.ArrowInvalid, pa.ArrowTypeError):
+                    raise ValueError("'external_ids' must be all strings or all integers "
+                                     f"(got {arr[:3].tolist()}...)") from None
+            else:
+                raise ValueError(f"'external_ids' must be strings or integers (got dtype {arr.dtype})")
+        if pa.types.is_large_string(values.type):
+            values = values.cast(pa.string())
+        if pa.types.is_integer(values.type):
+            values = values.cast(pa.int64())
+        request = pa.record_batch([values], names=["external_id"])
+        responses = self._exchange(protocol.encode_command("lookup", strict=bool(strict)), request)
+        dense = np.concatenate([b.column(0).to_numpy() for b, _ in responses]) if responses \
+            else np.zeros(0, np.int64)
+        dense = np.array(dense, dtype=np.int64, copy=True)
+        if strict:
+            return dense
+        num_unknown, first = 0, []
+        for _, meta in responses:
+            info = json.loads(meta) if meta else {"unknown": 0, "first_unknown": []}
+            num_unknown += int(info["unknown"])
+            first += list(info["first_unknown"])
+        return LookupResult(dense, num_unknown, first[:5])
+
+    def reverse_lookup(self, node_ids: Sequence[int] | np.ndarray) -> list[Any]:
+        """External IDs (str or int) of dense IDs ``node_ids`` (int ``(n,)``)."""
+        request = pa.record_batch([pa.array(_int_ids(node_ids, "node_ids"))], names=["node_id"])
+        responses = self._exchange(protocol.encode_command("reverse_lookup"), request)
+        return [v for b, _ in responses for v in b.column(0).to_pylist()]
+
+    def features(self, node_ids: Sequence[int] | np.ndarray, *, labels: bool = False
+                 ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+        """Feature rows ``(n, dim)`` of dense IDs ``node_ids`` (int ``(n,)``, repeats allowed);
+        with ``labels`` the tuple ``(rows, labels)``."""
+        request = pa.record_batch([pa.array(_int_ids(node_ids, "node_ids"))], names=["node_id"])
+        responses = self._exchange(protocol.encode_command("features", labels=bool(labels)), request)
+        if not responses:
+            raise RuntimeError("server returned no feature rows")
+        rows = np.concatenate([protocol.rows_of_fixed(b.column(0), copy=False) for b, _ in responses])
+        rows = np.array(rows, copy=True)
+        if not labels:
+            return rows
+        y = np.concatenate([protocol.rows_of_fixed(b.column(1), copy=False) for b, _ in responses])
+        return rows, np.array(y, copy=True)
+
+    def close(self) -> None:
+        """Close the connection."""
+        self._flight.close()
+
+    def __enter__(self) -> Client:  # noqa: PYI034 - Client is not subclassed
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Client({self.url!r})"
+
+
+def _int_ids(values: Sequence[int] | np.ndarray, name: str) -> np.ndarray:
+    arr = np.asarray(values)
+    if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
+        raise ValueError(f"'{name}' must be a 1-D array of integer IDs (got dtype {arr.dtype}, "
+                         f"shape {arr.shape})")
+    return arr.astype(np.int64, copy=False)
+
+
+class RemoteSampler(BaseSampler):
+    """The loader sampler that samples on a graphpipe service:
+    ``NeighborLoader(store, fanouts, batch_size, sampler=RemoteSampler(url, fanouts=fanouts))``.
+
+    For the same seed batches and keys it returns exactly what
+    :class:`graphpipe.loaders.LocalSampler` returns on the server's store, so a loader
+    over the service yields the batches of the local loader. One call per window; the
+    server samples the window's batches in parallel.
+
+    Args:
+        url: ``grpc://host:port``.
+        token: bearer token (``--token-file`` servers).
+        fanouts: neighbours per hop, seed hop first; None until :meth:`bind_fanouts`
+            is called (by a loader that supports it).
+        replace: sample with replacement.
+        timeout: per-call timeout in seconds.
+    """
+
+    def __init__(self, url: str, token: str | None = None, *, fanouts: Sequence[int] | None = None,
+                 replace: bool = False, timeout: float | None = None):
+        self.client = Client(url, token, timeout=timeout)
+        self.fanouts = None if fanouts is None else [int(f) for f in fanouts]
+        self.replace = bool(replace)
+
+    def bind_fanouts(self, fanouts: Sequence[int], replace: bool = False) -> None:
+        """Take the loader's fanouts (and ``replace``) when none were given; refuse different ones."""
+        fanouts = [int(f) for f in fanouts]
+        if self.fanouts is not None and self.fanouts != fanouts:
+            raise ValueError(f"'fanouts' of the loader {fanouts} differ from the RemoteSampler's "
+                             f"{self.fanouts}")
+        self.fanouts = fanouts
+        self.replace = self.replace or bool(replace)
+
+    def sample_from_nodes(self, seed_batches: Sequence[np.ndarray],
+                          seeds: Sequence[int]) -> list[SampleOutput]:
+        if self.fanouts is None:
+            raise ValueError("'fanouts' of the RemoteSampler are not set (got None); pass "
+                             "RemoteSampler(url, fanouts=[...])")
+        results = self.client.sample_batches(seed_batches, seeds, self.fanouts, replace=self.replace)
+        return [r.output for r in results]
+
+    def __repr__(self) -> str:
+        return f"RemoteSampler({self.client.url!r}, fanouts={self.fanouts}, replace={self.replace})"

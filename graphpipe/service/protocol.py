@@ -1,0 +1,237 @@
+"""Wire format of the sampling / ID-map service: operation names, request and response
+schemas, and the conversions between them and graphpipe's in-memory types.
+
+Shared by :mod:`graphpipe.service.server` and :mod:`graphpipe.service.client`; the
+protocol itself is described in :mod:`graphpipe.service` (module docstring).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from graphpipe.ops.sampling import SampledBlock, SampleOutput
+
+__all__ = [
+    "ACTIONS",
+    "DATA_OPS",
+    "PROTOCOL_VERSION",
+    "decode_sample_row",
+    "encode_command",
+    "encode_sample_output",
+    "fixed_rows",
+    "id_type_for",
+    "lookup_request_schema",
+    "node_id_schema",
+    "parse_command",
+    "rows_of_fixed",
+    "sample_request_batch",
+    "sample_request_schema",
+    "sample_response_schema",
+]
+
+PROTOCOL_VERSION = 1
+
+#: operations carried by DoExchange (request and response are Arrow record batches)
+DATA_OPS = ("sample", "lookup", "reverse_lookup", "features")
+#: operations carried by DoAction (JSON result body)
+ACTIONS = ("info", "health")
+
+
+# -- commands ---------------------------------------------------------------------------------
+def encode_command(op: str, **params: Any) -> bytes:
+    """The DoExchange descriptor command: UTF-8 JSON ``{"op": op, **params}``."""
+    return json.dumps({"op": op, **params}, separators=(",", ":")).encode()
+
+
+def parse_command(command: bytes) -> tuple[str, dict[str, Any]]:
+    """``(op, params)`` of a descriptor command; ValueError naming what is wrong."""
+    try:
+        doc = json.loads(bytes(command).decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"descriptor command must be UTF-8 JSON like {{\"op\": \"sample\", ...}} "
+                         f"(got {bytes(command)[:60]!r}: {exc})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("op"), str):
+        raise ValueError(  # noqa: TRY004 - reported to the caller as an invalid argument
+            f"descriptor command must be a JSON object with a string 'op' (got {doc!r:.80})")
+    op = doc.pop("op")
+    if op not in DATA_OPS:
+        raise ValueError(f"'op' must be one of {list(DATA_OPS)} (got {op!r})")
+    return op, doc
+
+
+# -- schemas ----------------------------------------------------------------------------------
+def sample_request_schema() -> pa.Schema:
+    """One row per seed batch: ``seeds`` list<int64> (unique dense IDs), ``key`` int64 (>= 0)."""
+    return pa.schema([("seeds", pa.list_(pa.int64())), ("key", pa.int64())])
+
+
+def node_id_schema() -> pa.Schema:
+    """Requests of ``features`` and ``reverse_lookup``: one dense ID (int64) per row."""
+    return pa.schema([("node_id", pa.int64())])
+
+
+def lookup_request_schema(external_type: str) -> pa.Schema:
+    """Requests of ``lookup``: one external ID per row, int64 or utf8."""
+    return pa.schema([("external_id", pa.string() if external_type == "string" else pa.int64())])
+
+
+def _value_type(dtype: np.dtype, width: int | None) -> pa.DataType:
+    base = pa.from_numpy_dtype(np.dtype(dtype))
+    return base if width is None else pa.list_(base, width)
+
+
+def id_type_for(num_nodes: int, num_edges: int) -> pa.DataType:
+    """The wire type of ID arrays in ``sample`` responses: int32 when every node and edge
+    index of the store fits (``< 2**31``), else int64."""
+    return pa.int32() if max(int(num_nodes), int(num_edges)) < (1 << 31) else pa.int64()
+
+
+def sample_response_schema(num_layers: int, *, id_type: pa.DataType | None = None,
+                           feature: tuple[np.dtype, int] | None = None,
+                           label: tuple[np.dtype, int | None] | None = None) -> pa.Schema:
+    """Schema of a ``sample`` response (one row per seed batch).
+
+    Columns (``ID`` = ``id_type``, see :func:`id_type_for`): ``n_id`` list<ID>;
+    ``batch_size`` int64; ``num_sampled_nodes`` and ``num_sampled_edges`` list<int64>;
+    per layer ``l`` (``blocks[l]``, 0 = input layer) ``block{l}_indptr``,
+    ``block{l}_indices``, ``block{l}_edge_ids`` list<ID> and ``block{l}_num_dst``,
+    ``block{l}_num_src`` int64; with ``feature=(dtype, dim)`` an
+    ``x`` column list<fixed_size_list<dtype, dim>> (rows of ``n_id``); with
+    ``label=(dtype, tasks or None)`` a ``y`` column list<dtype> (or list of
+    fixed_size_list for multi-task labels) of the seeds' labels.
+    """
+    i64 = pa.int64()
+    ids = pa.list_(id_type if id_type is not None else i64)
+    fields = [("n_id", ids), ("batch_size", i64),
+              ("num_sampled_nodes", pa.list_(i64)), ("num_sampled_edges", pa.list_(i64))]
+    for layer in range(num_layers):
+        fields += [(f"block{layer}_indptr", ids), (f"block{layer}_indices", ids),
+                   (f"block{layer}_edge_ids", ids), (f"block{layer}_num_dst", i64),
+                   (f"block{layer}_num_src", i64)]
+    if feature is not None:
+        fields.append(("x", pa.list_(_value_type(feature[0], feature[1]))))
+    if label is not None:
+        fields.append(("y", pa.list_(_value_type(label[0], label[1]))))
+    return pa.schema(fields)
+
+
+# -- arrays -----------------------------------------------------------------------------------
+def _one_list(values: np.ndarray | pa.Array) -> pa.Array:
+    """A one-row list array holding ``values`` (zero-copy for contiguous numpy)."""
+    if not isinstance(values, pa.Array):
+        values = pa.array(np.ascontiguousarray(values))
+    offsets = pa.array(np.array([0, len(values)], dtype=np.int32))
+    return pa.ListArray.from_arrays(offsets, values)
+
+
+def fixed_rows(rows: np.ndarray) -> pa.Array:
+    """``(n, dim)`` numpy rows → fixed_size_list<dtype, dim> array of length ``n`` (zero-copy);
+    1-D ``(n,)`` → a plain array."""
+    rows = np.ascontiguousarray(rows)
+    if rows.ndim == 1:
+        return pa.array(rows)
+    flat = pa.array(rows.reshape(-1))
+    return pa.FixedSizeListArray.from_arrays(flat, int(rows.shape[1]))
+
+
+def rows_of_fixed(column: pa.Array | pa.ChunkedArray, *, copy: bool = True) -> np.ndarray:
+    """Inverse of :func:`fixed_rows`: ``(n, dim)`` (or ``(n,)``) numpy array."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    if pa.types.is_fixed_size_list(column.type):
+        width = column.type.list_size
+        flat = column.flatten().to_numpy(zero_copy_only=False)
+        out = flat.reshape(-1, width)
+    else:
+        out = column.to_numpy(zero_copy_only=False)
+    return np.array(out, copy=True) if copy else out
+
+
+def sample_request_batch(seed_batches: Sequence[np.ndarray], keys: Sequence[int]) -> pa.RecordBatch:
+    """The request record batch of a window: one row per seed batch."""
+    lengths = np.fromiter((len(b) for b in seed_batches), dtype=np.int64, count=len(seed_batches))
+    offsets = np.zeros(len(seed_batches) + 1, dtype=np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    flat = (np.concatenate([np.asarray(b, dtype=np.int64).ravel() for b in seed_batches])
+            if len(seed_batches) else np.zeros(0, np.int64))
+    seeds = pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat))
+    return pa.RecordBatch.from_arrays([seeds, pa.array(np.asarray(list(keys), dtype=np.int64))],
+                                      schema=sample_request_schema())
+
+
+def encode_sample_output(out: SampleOutput, schema: pa.Schema, *, x: np.ndarray | None = None,
+                         y: np.ndarray | None = None) -> pa.RecordBatch:
+    """One :class:`SampleOutput` as a one-row record batch of ``schema`` (ID arrays cast
+    to the schema's ID type, zero-copy when they already have it)."""
+    i64 = pa.int64()
+    id_dtype = np.dtype(schema.field("n_id").type.value_type.to_pandas_dtype())
+
+    def ids(values: np.ndarray, offsets: bool = False) -> pa.Array:
+        # node and edge IDs fit the ID type by its choice; a block's local offsets may not
+        values = np.asarray(values)
+        if values.dtype != id_dtype:
+            if offsets and id_dtype == np.int32 and values.size and int(values[-1]) >= (1 << 31):
+                raise ValueError(f"a sampled block has {int(values[-1])} edges, more than the "
+                                 "int32 wire format holds; use smaller batches or fanouts")
+            values = values.astype(id_dtype)
+        return _one_list(values)
+
+    cols: list[pa.Array] = [
+        ids(out.n_id),
+        pa.array([out.batch_size], i64),
+        _one_list(np.asarray(out.num_sampled_nodes, dtype=np.int64)),
+        _one_list(np.asarray(out.num_sampled_edges, dtype=np.int64)),
+    ]
+    for block in out.blocks:
+        cols += [ids(block.indptr, offsets=True), ids(block.indices), ids(block.edge_ids),
+                 pa.array([block.num_dst], i64), pa.array([block.num_src], i64)]
+    if x is not None:
+        cols.append(_one_list(fixed_rows(x)))
+    if y is not None:
+        cols.append(_one_list(fixed_rows(y)))
+    return pa.RecordBatch.from_arrays(cols, schema=schema)
+
+
+def _list_values(column: pa.Array, row: int, copy: bool, ints: bool = False) -> np.ndarray:
+    values = column[row].values
+    if pa.types.is_fixed_size_list(values.type):
+        return rows_of_fixed(values, copy=copy)
+    arr = values.to_numpy(zero_copy_only=False)
+    if ints and arr.dtype != np.int64:
+        return arr.astype(np.int64)
+    return np.array(arr, copy=True) if copy else arr
+
+
+def decode_sample_row(batch: pa.RecordBatch, row: int = 0, *, copy: bool = True
+                      ) -> tuple[SampleOutput, np.ndarray | None, np.ndarray | None]:
+    """``(SampleOutput, x or None, y or None)`` of row ``row`` of a ``sample`` response.
+
+    With ``copy`` the arrays are fresh writable numpy arrays; without, read-only views
+    of the received Arrow buffers.
+    """
+    names = batch.schema.names
+    col = {name: batch.column(i) for i, name in enumerate(names)}
+
+    def ints(name: str) -> np.ndarray:
+        return _list_values(col[name], row, copy, ints=True)
+
+    def scalar(name: str) -> int:
+        return int(col[name][row].as_py())
+
+    num_layers = sum(1 for n in names if n.endswith("_num_dst"))
+    blocks = [SampledBlock(indptr=ints(f"block{layer}_indptr"), indices=ints(f"block{layer}_indices"),
+                           num_dst=scalar(f"block{layer}_num_dst"),
+                           num_src=scalar(f"block{layer}_num_src"),
+                           edge_ids=ints(f"block{layer}_edge_ids"))
+              for layer in range(num_layers)]
+    out = SampleOutput(n_id=ints("n_id"), blocks=blocks, batch_size=scalar("batch_size"),
+                       num_sampled_nodes=[int(v) for v in ints("num_sampled_nodes")],
+                       num_sampled_edges=[int(v) for v in ints("num_sampled_edges")])
+    x = _list_values(col["x"], row, copy) if "x" in col else None
+    y = _list_values(col["y"], row, copy) if "y" in col else None
+    return out, x, y

@@ -1,0 +1,417 @@
+"""The Arrow Flight server of the sampling / ID-map service (protocol: :mod:`graphpipe.service`).
+
+:class:`SamplingServer` serves one store, opened read-only and memory-mapped.
+Sampling of a request's seed batches runs on a pool of ``threads`` worker threads
+shared by all calls (the Numba kernels release the GIL); each response row is
+written as soon as it and the rows before it are ready. :func:`serve_until_signalled`
+blocks until SIGTERM/SIGINT, then drains the calls in flight and returns.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.flight as fl
+
+from graphpipe.ops.sampling import SampleOutput, sample_neighbors
+from graphpipe.service import protocol
+from graphpipe.store import GraphStore
+
+__all__ = ["BearerTokenMiddlewareFactory", "SamplingServer", "serve_until_signalled"]
+
+log = logging.getLogger("graphpipe.service")
+
+DEFAULT_MAX_SEEDS = 1 << 18
+DEFAULT_MAX_ROWS = 1 << 22
+MAX_LAYERS = 16
+
+
+class BearerTokenMiddlewareFactory(fl.ServerMiddlewareFactory):
+    """Refuses (UNAUTHENTICATED) every call whose ``authorization`` header is not
+    ``Bearer <token>`` (constant-time comparison)."""
+
+    def __init__(self, token: str):
+        if not token:
+            raise ValueError("'token' must be a non-empty string (got '')")
+        self._expected = f"Bearer {token}".encode()
+
+    def start_call(self, info: fl.CallInfo, headers: dict[str, list[str]]) -> None:
+        for value in headers.get("authorization", []):
+            given = value.encode() if isinstance(value, str) else bytes(value)
+            if hmac.compare_digest(given, self._expected):
+                return
+        raise fl.FlightUnauthenticatedError(
+            "missing or wrong bearer token (send header 'authorization: Bearer <token>')")
+
+
+class SamplingServer(fl.FlightServerBase):
+    """Serves ``sample``, ``lookup``, ``reverse_lookup``, ``features`` (DoExchange) and
+    ``info``, ``health`` (DoAction) for one store.
+
+    Args:
+        store: a :class:`graphpipe.store.GraphStore` or a store path (opened read-only;
+            arrays are memory maps when stored uncompressed).
+        location: ``grpc://host:port`` to bind; port 0 picks a free port (see :attr:`port`).
+        token: when set, every call must carry ``authorization: Bearer <token>``.
+        threads: sampling worker threads shared by all calls (default: CPU count).
+        max_seeds: most seeds in one request record batch of ``sample``.
+        max_rows: most IDs in one request record batch of ``lookup``, ``reverse_lookup``
+            and ``features``.
+    """
+
+    def __init__(self, store: GraphStore | str | os.PathLike, location: str = "grpc://127.0.0.1:0", *,
+                 token: str | None = None, threads: int | None = None,
+                 max_seeds: int = DEFAULT_MAX_SEEDS, max_rows: int = DEFAULT_MAX_ROWS):
+        self.store = store if isinstance(store, GraphStore) else GraphStore.open(store)
+        threads = (os.cpu_count() or 1) if threads is None else threads
+        for name, value in (("threads", threads), ("max_seeds", max_seeds), ("max_rows", max_rows)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"'{name}' must be a positive integer (got {value!r})")
+        self.threads, self.max_seeds, self.max_rows = int(threads), int(max_seeds), int(max_rows)
+        self.indptr = np.ascontiguousarray(self.store.indptr, dtype=np.int64)
+        self.indices = np.asarray(self.store.indices)
+        self.num_nodes = self.store.num_nodes
+        if self.indptr.shape[0] != self.num_nodes + 1:
+            raise ValueError(f"'store' csc/indptr has {self.indptr.shape[0]} entries for "
+                             f"{self.num_nodes} nodes")
+        self._feature = None
+        if self.store.has_features:
+            views, _ = self.store.feature_chunks()
+            self._feature = (views[0].dtype, int(views[0].shape[1]) if views[0].ndim > 1 else None)
+        self._label = None
+        if self.store.has_labels:
+            labels = self.store.labels
+            self._label = (labels.dtype, int(labels.shape[1]) if labels.ndim > 1 else None)
+        self._id_map = self.store.id_map
+        self._id_type = protocol.id_type_for(self.num_nodes, self.indices.shape[0])
+        if self.num_nodes:  # load the compiled sampling kernels before the first call
+            sample_neighbors(self.indptr, self.indices, np.zeros(1, np.int64), [1])
+        self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="graphpipe-serve")
+        self._lock = threading.Lock()
+        self._in_flight = 0
+        self.draining = False
+        self._handlers: dict[str, Callable[..., int]] = {
+            "sample": self._sample, "lookup": self._lookup,
+            "reverse_lookup": self._reverse_lookup, "features": self._features,
+        }
+        middleware = {"auth": BearerTokenMiddlewareFactory(token)} if token is not None else None
+        super().__init__(location, middleware=middleware)
+
+    # -- plumbing ---------------------------------------------------------------------------------
+    def _call(self, context: fl.ServerCallContext, op: str, work: Callable[[dict[str, str]], int]) -> None:
+        """Run ``work`` (returns the request size; may rename ``call["op"]``) with one log
+        line and the translation of its errors into Flight statuses."""
+        t0 = time.perf_counter()
+        call = {"op": op}
+        with self._lock:
+            self._in_flight += 1
+        try:
+            size = work(call)
+            log.info("%s %s size=%d %.1f ms", context.peer(), call["op"], size,
+                     1e3 * (time.perf_counter() - t0))
+        except Exception as exc:  # noqa: BLE001 - every handler error becomes a Flight status
+            log.info("%s %s %.1f ms error: %s", context.peer(), call["op"],
+                     1e3 * (time.perf_counter() - t0), exc)
+            raise _flight_error(exc) from None
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+
+    def do_exchange(self, context: fl.ServerCallContext, descriptor: fl.FlightDescriptor,
+                    reader: fl.MetadataRecordBatchReader, writer: fl.MetadataRecordBatchWriter) -> None:
+        def work(call: dict[str, str]) -> int:
+            if descriptor.descriptor_type != fl.DescriptorType.CMD:
+                raise ValueError("the DoExchange descriptor must be a command (JSON), not a path")
+            op, params = protocol.parse_command(descriptor.command)
+            call["op"] = op
+            return self._handlers[op](params, reader, writer)
+
+        self._call(context, "exchange", work)
+
+    def do_action(self, context: fl.ServerCallContext, action: fl.Action) -> list[bytes]:
+        result: list[bytes] = []
+
+        def work(call: dict[str, str]) -> int:
+            if action.type == "info":
+                result.append(json.dumps(self.info()).encode())
+            elif action.type == "health":
+                result.append(json.dumps(self.health()).encode())
+            else:
+                raise ValueError(f"'action' must be one of {list(protocol.ACTIONS)} (got {action.type!r})")
+            return 0
+
+        self._call(context, action.type, work)
+        return result
+
+    def list_actions(self, context: fl.ServerCallContext) -> list[tuple[str, str]]:
+        return [("info", "the store's manifest and the server's limits (JSON)"),
+                ("health", "{\"status\": \"ready\"} when serving (JSON)")]
+
+    def info(self) -> dict[str, Any]:
+        """The manifest plus a ``server`` section (protocol version, limits, threads)."""
+        return {**self.store.manifest,
+                "server": {"protocol_version": protocol.PROTOCOL_VERSION, "max_seeds": self.max_seeds,
+                           "max_rows": self.max_rows, "threads": self.threads,
+                           "operations": list(protocol.DATA_OPS), "actions": list(protocol.ACTIONS),
+                           "id_map_type": self._id_map.external_type,
+                           "sample_id_type": str(self._id_type)}}
+
+    def health(self) -> dict[str, Any]:
+        """``{"status": "ready" | "draining", "in_flight": calls}`` (the health call included)."""
+        return {"status": "draining" if self.draining else "ready", "in_flight": self._in_flight}
+
+    def close(self) -> None:
+        """Stop accepting calls, wait for those in flight, stop the worker pool."""
+        self.draining = True
+        self.shutdown()
+        self._pool.shutdown(wait=True)
+
+    # -- sample ---------------------------------------------------------------------------------
+    def _sample(self, params: dict[str, Any], reader: fl.MetadataRecordBatchReader,
+                writer: fl.MetadataRecordBatchWriter) -> int:
+        _only(params, ("fanouts", "replace", "features", "labels"), "sample")
+        fanouts = _fanouts(params.get("fanouts"))
+        replace = _flag(params, "replace")
+        want_x, want_y = _flag(params, "features"), _flag(params, "labels")
+        if want_x and self._feature is None:
+            raise ValueError("'features' is true but the store has no node features")
+        if want_y and self._label is None:
+            raise ValueError("'labels' is true but the store has no labels")
+        schema = protocol.sample_response_schema(len(fanouts), id_type=self._id_type, feature=self._feature if want_x else None,
+                                                 label=self._label if want_y else None)
+        writer.begin(schema)
+        total = 0
+        for batch in _request_batches(reader, protocol.sample_request_schema(), "sample"):
+            seed_batches, keys = self._seed_batches(batch)
+            total += sum(len(b) for b in seed_batches)
+            jobs = [self._pool.submit(self._sample_one, seeds, key, fanouts, replace, want_x, want_y)
+                    for seeds, key in zip(seed_batches, keys)]
+            _write_in_order(jobs, writer, lambda result: protocol.encode_sample_output(
+                result[0], schema, x=result[1], y=result[2]))
+        return total
+
+    def _sample_one(self, seeds: np.ndarray, key: int, fanouts: list[int], replace: bool,
+                    want_x: bool, want_y: bool) -> tuple[SampleOutput, np.ndarray | None, np.ndarray | None]:
+        out = sample_neighbors(self.indptr, self.indices, seeds, fanouts, replace=replace, seed=key)
+        x = self.store.features(out.n_id) if want_x else None
+        y = np.take(self.store.labels, seeds, axis=0) if want_y else None
+        return out, x, y
+
+    def _seed_batches(self, batch: pa.RecordBatch) -> tuple[list[np.ndarray], list[int]]:
+        seeds_col, keys_col = batch.column(0), batch.column(1)
+        if seeds_col.null_count or seeds_col.values.null_count:
+            raise ValueError("'seeds' must not contain nulls")
+        if keys_col.null_count:
+            raise ValueError("'key' must not contain nulls")
+        total = int(seeds_col.offsets[-1].as_py() - seeds_col.offsets[0].as_py()) if len(seeds_col) else 0
+        if total > self.max_seeds:
+            raise ValueError(f"request has {total} seeds; this server's limit is "
+                             f"--max-seeds {self.max_seeds} per request batch")
+        keys = keys_col.to_numpy()
+        if keys.size and keys.min() < 0:
+            raise ValueError(f"'key' must be >= 0 (got {int(keys.min())})")
+        offsets = seeds_col.offsets.to_numpy()
+        flat = seeds_col.values.to_numpy()
+        out = []
+        for row in range(len(seeds_col)):
+            seeds = flat[offsets[row]:offsets[row + 1]]
+            _check_ids(seeds, self.num_nodes, "seeds", f" (batch {row})")
+            if seeds.size > 1:
+                ordered = np.sort(seeds)
+                dup = np.flatnonzero(ordered[1:] == ordered[:-1])
+                if dup.size:
+                    raise ValueError(f"'seeds' (batch {row}) must be unique "
+                                     f"(got {int(ordered[dup[0]])} more than once)")
+            out.append(seeds)
+        return out, [int(k) for k in keys]
+
+    # -- ID map and features ---------------------------------------------------------------------
+    def _lookup(self, params: dict[str, Any], reader: fl.MetadataRecordBatchReader,
+                writer: fl.MetadataRecordBatchWriter) -> int:
+        _only(params, ("strict",), "lookup")
+        strict = _flag(params, "strict", True)
+        expected = protocol.lookup_request_schema(self._id_map.external_type)
+        out_schema = pa.schema([("node_id", pa.int64())])
+        writer.begin(out_schema)
+        total = 0
+        for batch in _request_batches(reader, expected, "lookup"):
+            column = batch.column(0)
+            total += self._check_rows(len(column), "lookup")
+            if column.null_count:
+                raise ValueError("'external_id' must not contain nulls")
+            values = column if pa.types.is_string(column.type) else column.to_numpy()
+            dense = self._id_map.to_dense(values, strict=False)
+            unknown = np.flatnonzero(dense < 0)
+            first = [column[int(i)].as_py() for i in unknown[:5]]
+            if strict and unknown.size:
+                raise KeyError(f"{unknown.size} unknown external ID(s), first: {first}")
+            meta = json.dumps({"unknown": int(unknown.size), "first_unknown": first}).encode()
+            writer.write_with_metadata(pa.record_batch([pa.array(dense)], schema=out_schema),
+                                       pa.py_buffer(meta))
+        return total
+
+    def _reverse_lookup(self, params: dict[str, Any], reader: fl.MetadataRecordBatchReader,
+                        writer: fl.MetadataRecordBatchWriter) -> int:
+        _only(params, (), "reverse_lookup")
+        kind = pa.string() if self._id_map.external_type == "string" else pa.int64()
+        out_schema = pa.schema([("external_id", kind)])
+        writer.begin(out_schema)
+        total = 0
+        for batch in _request_batches(reader, protocol.node_id_schema(), "reverse_lookup"):
+            ids = self._node_ids(batch, "reverse_lookup")
+            total += len(ids)
+            external = self._id_map.to_external(ids).cast(kind)
+            writer.write_batch(pa.record_batch([external], schema=out_schema))
+        return total
+
+    def _features(self, params: dict[str, Any], reader: fl.MetadataRecordBatchReader,
+                  writer: fl.MetadataRecordBatchWriter) -> int:
+        _only(params, ("labels",), "features")
+        want_y = _flag(params, "labels")
+        if self._feature is None:
+            raise ValueError("the store has no node features ('node/feat')")
+        if want_y and self._label is None:
+            raise ValueError("'labels' is true but the store has no labels")
+        fields = [("x", protocol._value_type(*self._feature))]
+        if want_y:
+            fields.append(("y", protocol._value_type(*self._label)))
+        out_schema = pa.schema(fields)
+        writer.begin(out_schema)
+        total = 0
+        for batch in _request_batches(reader, protocol.node_id_schema(), "features"):
+            ids = self._node_ids(batch, "features")
+            total += len(ids)
+            cols = [protocol.fixed_rows(self.store.features(ids))]
+            if want_y:
+                cols.append(protocol.fixed_rows(np.take(self.store.labels, ids, axis=0)))
+            writer.write_batch(pa.record_batch(cols, schema=out_schema))
+        return total
+
+    def _check_rows(self, rows: int, op: str) -> int:
+        if rows > self.max_rows:
+            raise ValueError(f"{op} request has {rows} rows; this server's limit is "
+                             f"--max-rows {self.max_rows} per request batch")
+        return rows
+
+    def _node_ids(self, batch: pa.RecordBatch, op: str) -> np.ndarray:
+        column = batch.column(0)
+        self._check_rows(len(column), op)
+        if column.null_count:
+            raise ValueError("'node_id' must not contain nulls")
+        ids = column.to_numpy()
+        _check_ids(ids, self.num_nodes, "node_id")
+        return ids
+
+
+# -- helpers ------------------------------------------------------------------------------------
+def _flight_error(exc: BaseException) -> BaseException:
+    """The Flight status of a handler error: invalid argument, not found, unauthenticated..."""
+    if isinstance(exc, (fl.FlightError, pa.ArrowInvalid, pa.ArrowKeyError)):
+        return exc
+    message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+    if isinstance(exc, (ValueError, TypeError, IndexError)):
+        return pa.ArrowInvalid(message)
+    if isinstance(exc, KeyError):
+        return pa.ArrowKeyError(message)
+    log.exception("internal error", exc_info=exc)
+    return fl.FlightServerError(f"internal error: {type(exc).__name__}: {message}")
+
+
+def _request_batches(reader: fl.MetadataRecordBatchReader, expected: pa.Schema, op: str):
+    """The request record batches of a call, after checking their schema against ``expected``."""
+    checked = False
+    for chunk in reader:
+        batch = chunk.data
+        if batch is None:
+            continue
+        if not checked:
+            if not batch.schema.remove_metadata().equals(expected):
+                raise ValueError(f"{op} request schema must be {_schema_text(expected)} "
+                                 f"(got {_schema_text(batch.schema)})")
+            checked = True
+        yield batch
+
+
+def _schema_text(schema: pa.Schema) -> str:
+    return "{" + ", ".join(f"{f.name}: {f.type}" for f in schema) + "}"
+
+
+def _write_in_order(jobs: list[Future], writer: fl.MetadataRecordBatchWriter,
+                    encode: Callable[[Any], pa.RecordBatch]) -> None:
+    try:
+        for job in jobs:
+            writer.write_batch(encode(job.result()))
+    finally:
+        for job in jobs:
+            job.cancel()
+
+
+def _check_ids(ids: np.ndarray, num_nodes: int, name: str, where: str = "") -> None:
+    if ids.size:
+        lo, hi = int(ids.min()), int(ids.max())
+        if lo < 0 or hi >= num_nodes:
+            raise ValueError(f"'{name}'{where} must be dense node IDs in [0, {num_nodes}) "
+                             f"(got {lo if lo < 0 else hi})")
+
+
+def _only(params: dict[str, Any], allowed: tuple[str, ...], op: str) -> None:
+    unknown = sorted(set(params) - set(allowed))
+    if unknown:
+        raise ValueError(f"{op} takes parameters {list(allowed)} (got unknown {unknown})")
+
+
+def _flag(params: dict[str, Any], name: str, default: bool = False) -> bool:
+    value = params.get(name, default)
+    if not isinstance(value, bool):
+        raise ValueError(f"'{name}' must be true or false (got {value!r})")  # noqa: TRY004 - invalid argument
+    return value
+
+
+def _fanouts(value: Any) -> list[int]:
+    if not isinstance(value, list) or not value:
+        raise ValueError(f"'fanouts' must be a non-empty list of integers (got {value!r})")
+    if len(value) > MAX_LAYERS:
+        raise ValueError(f"'fanouts' may have at most {MAX_LAYERS} hops (got {len(value)})")
+    for f in value:
+        if isinstance(f, bool) or not isinstance(f, int) or f < -1:
+            raise ValueError(f"'fanouts' entries must be integers >= -1 (got {value})")
+    return [int(f) for f in value]
+
+
+def serve_until_signalled(server: SamplingServer, *, drain_timeout: float = 60.0,
+                          signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT)) -> bool:
+    """Block until one of ``signals``, then drain: refuse new calls, wait (at most
+    ``drain_timeout`` seconds) for the calls in flight. Must run in the main thread.
+
+    Returns:
+        True when every call in flight finished, False when the timeout expired.
+    """
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda signum, frame: stop.set()) for sig in signals}
+    try:
+        while not stop.wait(0.5):
+            pass
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    log.info("signal received: draining %d call(s) in flight", server._in_flight)
+    closer = threading.Thread(target=server.close, name="graphpipe-serve-drain", daemon=True)
+    closer.start()
+    closer.join(drain_timeout)
+    if closer.is_alive():
+        log.warning("drain timed out after %.0f s with %d call(s) in flight", drain_timeout,
+                    server._in_flight)
+        return False
+    log.info("drained; exiting")
+    return True
