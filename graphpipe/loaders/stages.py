@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numba
 import numpy as np
 import torch
 
@@ -469,6 +470,19 @@ class GatherStage:
                        store_rows=staged, prev_token=-1)
 
 
+@numba.njit(cache=True, nogil=True)
+def _fill_hop_edges(indptr, indices, edge_ids, dst_lo, dst_hi, edge_index, e_id, offset):
+    """Edges into destinations ``dst_lo..dst_hi-1`` of one block, written from column ``offset``."""
+    col = offset
+    for v in range(dst_lo, dst_hi):
+        for e in range(indptr[v], indptr[v + 1]):
+            edge_index[0, col] = indices[e]
+            edge_index[1, col] = v
+            e_id[col] = edge_ids[e]
+            col += 1
+    return col
+
+
 def pyg_edges(blocks: Sequence[Any]) -> tuple[np.ndarray, np.ndarray, list[int]]:
     """PyG-style edges of DGL-style blocks (numpy, local IDs of ``n_id``).
 
@@ -479,20 +493,23 @@ def pyg_edges(blocks: Sequence[Any]) -> tuple[np.ndarray, np.ndarray, list[int]]
     Returns:
         ``(edge_index int64 (2, E), e_id int64 (E,), edges per hop)``.
     """
-    rows, cols, eids, per_hop = [], [], [], []
+    ranges = []
     inner = None
     for block in reversed(blocks):
         lo = 0 if inner is None else inner.num_dst
-        hi = block.num_dst
         indptr = np.asarray(block.indptr)
-        e_lo, e_hi = int(indptr[lo]), int(indptr[hi])
-        rows.append(np.asarray(block.indices[e_lo:e_hi], dtype=np.int64))
-        cols.append(np.repeat(np.arange(lo, hi, dtype=np.int64), np.diff(indptr[lo:hi + 1])))
-        eids.append(np.asarray(block.edge_ids[e_lo:e_hi], dtype=np.int64))
-        per_hop.append(e_hi - e_lo)
+        ranges.append((block, lo, block.num_dst, int(indptr[block.num_dst]) - int(indptr[lo])))
         inner = block
-    edge_index = np.stack([np.concatenate(rows), np.concatenate(cols)]) if rows else np.zeros((2, 0), np.int64)
-    return edge_index, np.concatenate(eids) if eids else np.zeros(0, np.int64), per_hop
+    total = sum(r[3] for r in ranges)
+    edge_index = np.empty((2, total), dtype=np.int64)
+    e_id = np.empty(total, dtype=np.int64)
+    offset = 0
+    for block, lo, hi, _count in ranges:
+        offset = _fill_hop_edges(np.asarray(block.indptr, dtype=np.int64),
+                                 np.asarray(block.indices, dtype=np.int64),
+                                 np.asarray(block.edge_ids, dtype=np.int64), lo, hi, edge_index, e_id,
+                                 offset)
+    return edge_index, e_id, [r[3] for r in ranges]
 
 
 def _make_minibatch(out: SampleOutput, n_id: np.ndarray, x: torch.Tensor | None,
