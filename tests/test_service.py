@@ -1,0 +1,469 @@
+"""The sampling / ID-map service: a real ``graphpipe serve`` subprocess on a free
+loopback port, called through :class:`graphpipe.service.Client`, :class:`RemoteSampler`
+and a raw Flight client (for malformed requests)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.flight as fl
+import pytest
+
+from graphpipe.ingest.edgelist import read_edge_list
+from graphpipe.ingest.pipeline import ingest
+from graphpipe.loaders import NeighborLoader
+from graphpipe.ops.sampling import SampleOutput, sample_neighbors
+from graphpipe.service import Client, RemoteSampler
+from graphpipe.store import GraphStore, StoreWriter
+
+NUM_NODES = 3000
+DIM = 8
+MAX_SEEDS = 4000
+MAX_ROWS = 5000
+TOKEN = "s3cret-token"
+START_TIMEOUT_S = 120
+
+
+# -- stores -------------------------------------------------------------------------------------
+def _write_store(dest: Path, *, external_ids: pa.Array | None = None, seed: int = 0) -> GraphStore:
+    rng = np.random.default_rng(seed)
+    degrees = rng.poisson(6, NUM_NODES)
+    degrees[::97] = 0  # some isolated destinations
+    degrees[5] = 300  # one hub
+    indptr = np.zeros(NUM_NODES + 1, np.int64)
+    np.cumsum(degrees, out=indptr[1:])
+    indices = rng.integers(0, NUM_NODES, int(indptr[-1])).astype(np.int32)
+    with StoreWriter(dest) as w:
+        w.write_array("csc/indptr", indptr)
+        w.write_array("csc/indices", indices)
+        w.write_array("node/feat", rng.standard_normal((NUM_NODES, DIM)).astype(np.float32))
+        w.write_array("node/label", rng.integers(0, 4, NUM_NODES).astype(np.int64))
+        w.write_splits({"train": np.sort(rng.choice(NUM_NODES, 700, replace=False)).astype(np.int64)})
+        if external_ids is not None:
+            w.write_id_map(external_ids)
+        w.manifest["num_nodes"], w.manifest["num_edges"] = NUM_NODES, int(indptr[-1])
+        w.manifest["node_features"] = {"dim": DIM, "dtype": "float32"}
+        w.manifest["labels"] = {"shape": [NUM_NODES], "dtype": "int64", "task_type": "multiclass",
+                                "num_classes": 4}
+        w.commit()
+    return GraphStore.open(dest)
+
+
+@pytest.fixture(scope="module")
+def int_store(tmp_path_factory) -> GraphStore:
+    """Features, labels, a train split and a sparse int64 ID map."""
+    rng = np.random.default_rng(1)
+    ids = rng.choice(1 << 40, NUM_NODES, replace=False).astype(np.int64) + (1 << 41)
+    return _write_store(tmp_path_factory.mktemp("svc") / "int_store", external_ids=pa.array(ids))
+
+
+@pytest.fixture(scope="module")
+def string_store(tmp_path_factory) -> GraphStore:
+    """An edge list with string IDs, ingested (the ID map is built by ingest)."""
+    folder = tmp_path_factory.mktemp("svc_str")
+    rng = np.random.default_rng(2)
+    src, dst = rng.integers(0, 400, 2000), rng.integers(0, 400, 2000)
+    lines = ["src,dst"] + [f"user_{s:04d},item-{d}" for s, d in zip(src, dst)]
+    (folder / "edges.csv").write_text("\n".join(lines) + "\n")
+    return ingest(read_edge_list(folder / "edges.csv"), folder / "store")
+
+
+# -- server subprocess --------------------------------------------------------------------------
+@dataclass
+class Server:
+    proc: subprocess.Popen
+    url: str
+    log_path: Path
+
+    def log(self) -> str:
+        return self.log_path.read_text()
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+            raise
+
+
+def start_server(store: GraphStore, log_path: Path, *extra: str) -> Server:
+    """``graphpipe serve STORE --port 0`` in a subprocess; waits for its address line."""
+    cmd = [sys.executable, "-m", "graphpipe.cli.serve", str(store.path), "--port", "0",
+           "--threads", "2", "--max-seeds", str(MAX_SEEDS), "--max-rows", str(MAX_ROWS), *extra]
+    log_file = open(log_path, "w")  # noqa: SIM115 - the child holds it until it exits
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log_file, text=True)
+    log_file.close()
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: lines.put(proc.stdout.readline()), daemon=True).start()
+    try:
+        line = lines.get(timeout=START_TIMEOUT_S)
+    except queue.Empty:
+        proc.kill()
+        raise RuntimeError(f"server did not start: {log_path.read_text()[-2000:]}") from None
+    if not line.startswith("serving "):
+        proc.kill()
+        raise RuntimeError(f"unexpected server output {line!r}: {log_path.read_text()[-2000:]}")
+    url = line.split(" on ", 1)[1].strip()
+    assert url.startswith("grpc://127.0.0.1:")
+    return Server(proc, url, log_path)
+
+
+@pytest.fixture(scope="module")
+def server(int_store, tmp_path_factory) -> Iterator[Server]:
+    srv = start_server(int_store, tmp_path_factory.mktemp("log") / "server.log")
+    yield srv
+    assert srv.stop() == 0
+
+
+@pytest.fixture(scope="module")
+def client(server) -> Iterator[Client]:
+    with Client(server.url) as c:
+        yield c
+
+
+def assert_same_output(got: SampleOutput, want: SampleOutput) -> None:
+    np.testing.assert_array_equal(got.n_id, want.n_id)
+    assert got.n_id.dtype == np.int64
+    assert got.batch_size == want.batch_size
+    assert got.num_sampled_nodes == want.num_sampled_nodes
+    assert got.num_sampled_edges == want.num_sampled_edges
+    assert len(got.blocks) == len(want.blocks)
+    for g, w in zip(got.blocks, want.blocks):
+        assert (g.num_dst, g.num_src) == (w.num_dst, w.num_src)
+        for name in ("indptr", "indices", "edge_ids"):
+            np.testing.assert_array_equal(getattr(g, name), getattr(w, name), err_msg=name)
+            assert getattr(g, name).dtype == np.int64
+
+
+# -- sampling -----------------------------------------------------------------------------------
+@pytest.mark.parametrize(("fanouts", "replace"), [([4, 3], False), ([10, -1], False), ([3, 2, 2], True)])
+def test_sample_matches_local_sampler(client, int_store, fanouts, replace):
+    rng = np.random.default_rng(7)
+    for key in (0, 5, 2**62):
+        seeds = rng.choice(NUM_NODES, 50, replace=False)
+        seeds[0] = 5  # the hub
+        got = client.sample(seeds, fanouts, seed=key, replace=replace)
+        want = sample_neighbors(int_store.indptr, int_store.indices, seeds, fanouts,
+                                replace=replace, seed=key)
+        assert_same_output(got.output, want)
+        assert got.x is None and got.y is None
+        assert got.output.n_id.flags.writeable
+
+
+def test_sample_with_features_and_labels(client, int_store):
+    seeds = np.array([5, 0, 2999, 17], dtype=np.int64)
+    got = client.sample(seeds, [5, 5], seed=3, features=True, labels=True)
+    want = sample_neighbors(int_store.indptr, int_store.indices, seeds, [5, 5], seed=3)
+    assert_same_output(got.output, want)
+    np.testing.assert_array_equal(got.x, int_store.features(want.n_id))
+    np.testing.assert_array_equal(got.y, np.asarray(int_store.labels)[seeds])
+
+
+def test_sample_batches_keep_request_order(client, int_store):
+    rng = np.random.default_rng(8)
+    batches = [rng.choice(NUM_NODES, n, replace=False) for n in (1, 30, 200, 7, 64)]
+    keys = [11, 12, 13, 14, 15]
+    results = client.sample_batches(batches, keys, [6, 4])
+    for res, seeds, key in zip(results, batches, keys):
+        assert_same_output(res.output, sample_neighbors(int_store.indptr, int_store.indices, seeds,
+                                                        [6, 4], seed=key))
+
+
+def test_remote_loader_yields_the_local_loaders_batches(server, int_store):
+    kwargs = {"input_nodes": "train", "shuffle": True, "seed": 21, "window": 3}
+    local = NeighborLoader(int_store, [5, 3], 64, **kwargs)
+    remote = NeighborLoader(int_store, [5, 3], 64, sampler=RemoteSampler(server.url, fanouts=[5, 3]),
+                            **kwargs)
+    for _epoch in range(2):
+        pairs = list(zip(local, remote, strict=True))
+        assert len(pairs) == len(local) == 11
+        for a, b in pairs:
+            for name in ("n_id", "x", "y", "edge_index", "e_id"):
+                assert getattr(a, name).equal(getattr(b, name)), name
+            for ba, bb in zip(a.blocks, b.blocks, strict=True):
+                assert ba.indptr.equal(bb.indptr) and ba.indices.equal(bb.indices)
+                assert ba.edge_ids.equal(bb.edge_ids)
+
+
+def test_remote_sampler_needs_fanouts(server):
+    sampler = RemoteSampler(server.url)
+    with pytest.raises(ValueError, match="'fanouts'"):
+        sampler.sample_from_nodes([np.array([1, 2])], [0])
+    sampler.bind_fanouts([2, 2])
+    assert len(sampler.sample_from_nodes([np.array([1, 2])], [0])[0].blocks) == 2
+    with pytest.raises(ValueError, match="differ"):
+        sampler.bind_fanouts([3])
+
+
+# -- ID map, features, info ---------------------------------------------------------------------
+def test_lookup_round_trip_int_ids(client, int_store):
+    external = int_store.id_map.external_ids.to_numpy()
+    dense = np.random.default_rng(3).permutation(NUM_NODES)[:500]
+    np.testing.assert_array_equal(client.lookup(external[dense]), dense)
+    assert client.reverse_lookup(dense) == external[dense].tolist()
+    unknown = [int(external.max()) + 1, 7]
+    with pytest.raises(KeyError, match=rf"2 unknown external ID\(s\), first: \[{unknown[0]}, 7\]"):
+        client.lookup(np.array([external[0], *unknown]))
+    loose = client.lookup(np.array([external[4], unknown[0], external[9]]), strict=False)
+    np.testing.assert_array_equal(loose.node_id, [4, -1, 9])
+    assert (loose.num_unknown, loose.first_unknown) == (1, [unknown[0]])
+    with pytest.raises(ValueError, match="schema must be {external_id: int64}"):
+        client.lookup(["a", "b"])
+
+
+def test_lookup_round_trip_string_ids(string_store, tmp_path):
+    srv = start_server(string_store, tmp_path / "server.log")
+    try:
+        with Client(srv.url) as c:
+            external = string_store.id_map.external_ids.to_pylist()
+            assert all(isinstance(v, str) for v in external)
+            assert c.info()["server"]["id_map_type"] == "string"
+            dense = c.lookup(external)
+            np.testing.assert_array_equal(dense, np.arange(len(external)))
+            assert c.reverse_lookup(dense[::-1]) == external[::-1]
+            with pytest.raises(KeyError, match=r"first: \['nobody', 'user_x'\]"):
+                c.lookup(["user_0001", "nobody", "user_x"])
+            loose = c.lookup(["nobody", external[3]], strict=False)
+            np.testing.assert_array_equal(loose.node_id, [-1, 3])
+            assert loose.first_unknown == ["nobody"]
+            with pytest.raises(ValueError, match="must be dense node IDs"):
+                c.reverse_lookup([len(external)])
+    finally:
+        assert srv.stop() == 0
+
+
+def test_features(client, int_store):
+    ids = np.array([3, 3, 0, 2999, 17], dtype=np.int64)
+    np.testing.assert_array_equal(client.features(ids), int_store.features(ids))
+    rows, labels = client.features(ids, labels=True)
+    np.testing.assert_array_equal(labels, np.asarray(int_store.labels)[ids])
+    assert rows.shape == (5, DIM) and rows.flags.writeable
+
+
+def test_info_and_health(client, int_store):
+    info = client.info()
+    assert info["num_nodes"] == NUM_NODES and info["num_edges"] == int_store.num_edges
+    assert info["server"]["max_seeds"] == MAX_SEEDS and info["server"]["max_rows"] == MAX_ROWS
+    assert client.health()["status"] == "ready"
+
+
+# -- bad requests -------------------------------------------------------------------------------
+def _raw_exchange(url: str, command: bytes | str, batch: pa.RecordBatch | None,
+                  descriptor: fl.FlightDescriptor | None = None) -> None:
+    flight = fl.FlightClient(url)
+    try:
+        desc = descriptor or fl.FlightDescriptor.for_command(command)
+        writer, reader = flight.do_exchange(desc)
+        try:
+            if batch is not None:
+                writer.begin(batch.schema)
+                writer.write_batch(batch)
+            writer.done_writing()
+            reader.read_all()
+        finally:
+            with contextlib.suppress(pa.ArrowException):
+                writer.close()
+    finally:
+        flight.close()
+
+
+def _seed_batch(seeds: list, key: int = 0, seed_type: pa.DataType | None = None) -> pa.RecordBatch:
+    return pa.record_batch([pa.array([seeds], pa.list_(seed_type or pa.int64())), pa.array([key], pa.int64())],
+                           names=["seeds", "key"])
+
+
+SAMPLE = {"op": "sample", "fanouts": [2, 2]}
+RAW_BAD_REQUESTS = [
+    ("not json", b"{sample", _seed_batch([1]), "must be UTF-8 JSON"),
+    ("unknown op", {"op": "drop_table"}, _seed_batch([1]), "'op' must be one of"),
+    ("unknown parameter", {**SAMPLE, "fanout": 3}, _seed_batch([1]), "unknown \\['fanout'\\]"),
+    ("fanouts not a list", {"op": "sample", "fanouts": 5}, _seed_batch([1]), "'fanouts' must be a non-empty"),
+    ("empty fanouts", {"op": "sample", "fanouts": []}, _seed_batch([1]), "'fanouts' must be a non-empty"),
+    ("fanout below -1", {"op": "sample", "fanouts": [2, -3]}, _seed_batch([1]), ">= -1"),
+    ("fanout not an int", {"op": "sample", "fanouts": [2.5]}, _seed_batch([1]), ">= -1"),
+    ("replace not a bool", {**SAMPLE, "replace": "yes"}, _seed_batch([1]), "'replace' must be true or false"),
+    ("seeds as float", SAMPLE, _seed_batch([1.0], seed_type=pa.float64()), "schema must be"),
+    ("seeds as int32", SAMPLE, _seed_batch([1], seed_type=pa.int32()), "schema must be"),
+    ("negative seed", SAMPLE, _seed_batch([3, -1]), r"must be dense node IDs in \[0, 3000\) \(got -1\)"),
+    ("seed out of range", SAMPLE, _seed_batch([3, NUM_NODES]), r"\(got 3000\)"),
+    ("duplicate seeds", SAMPLE, _seed_batch([4, 9, 4]), r"must be unique \(got 4 more than once\)"),
+    ("null seed", SAMPLE, _seed_batch([4, None]), "must not contain nulls"),
+    ("negative key", SAMPLE, _seed_batch([4], key=-2), r"'key' must be >= 0 \(got -2\)"),
+    ("too many seeds", SAMPLE, _seed_batch(list(range(MAX_SEEDS + 1))), f"--max-seeds {MAX_SEEDS}"),
+    ("features: too many rows", {"op": "features"},
+     pa.record_batch([pa.array(np.zeros(MAX_ROWS + 1, np.int64))], names=["node_id"]), f"--max-rows {MAX_ROWS}"),
+    ("lookup: too many rows", {"op": "lookup"},
+     pa.record_batch([pa.array(np.zeros(MAX_ROWS + 1, np.int64))], names=["external_id"]), "--max-rows"),
+    ("features: negative id", {"op": "features"}, pa.record_batch([pa.array([-5])], names=["node_id"]),
+     r"\(got -5\)"),
+    ("features: wrong column", {"op": "features"}, pa.record_batch([pa.array([1])], names=["id"]),
+     "schema must be {node_id: int64}"),
+]
+
+
+@pytest.mark.parametrize(("command", "batch", "message"), [r[1:] for r in RAW_BAD_REQUESTS],
+                         ids=[r[0] for r in RAW_BAD_REQUESTS])
+def test_bad_request_is_refused_and_server_survives(server, client, command, batch, message):
+    raw = command if isinstance(command, bytes) else json.dumps(command).encode()
+    with pytest.raises(pa.ArrowInvalid, match=message) as info:
+        _raw_exchange(server.url, raw, batch)
+    assert "INVALID_ARGUMENT" in str(info.value) or "Invalid" in type(info.value).__name__
+    assert client.health()["status"] == "ready"
+    assert server.proc.poll() is None
+
+
+def test_path_descriptor_and_unknown_action_are_refused(server, client):
+    with pytest.raises(pa.ArrowInvalid, match="must be a command"):
+        _raw_exchange(server.url, b"", _seed_batch([1]), fl.FlightDescriptor.for_path("sample"))
+    flight = fl.FlightClient(server.url)
+    with pytest.raises(pa.ArrowInvalid, match="'action' must be one of"):
+        list(flight.do_action(fl.Action("drop", b"")))
+    flight.close()
+    assert client.health()["status"] == "ready"
+
+
+def test_client_errors_carry_the_server_message(client):
+    with pytest.raises(ValueError, match=r"^'seeds' \(batch 0\) must be unique \(got 7 more than once\)$"):
+        client.sample(np.array([7, 7]), [2])
+    with pytest.raises(ValueError, match=r"^'fanouts' entries must be integers >= -1"):
+        client.sample(np.array([7]), [-2])
+    with pytest.raises(ValueError, match="--max-seeds 4000"):
+        client.sample_batches([np.arange(3000), np.arange(3000)], [0, 1], [1])
+    assert client.health()["status"] == "ready"
+
+
+def test_log_has_one_line_per_call(server, client):
+    client.sample(np.array([1, 2, 3]), [2])
+    deadline = time.monotonic() + 10
+    while "sample size=3 " not in server.log() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    line = next(ln for ln in server.log().splitlines() if "sample size=3 " in ln)
+    assert "127.0.0.1" in line and line.rstrip().endswith(" ms")
+
+
+# -- auth ---------------------------------------------------------------------------------------
+def test_token_required(int_store, tmp_path):
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    srv = start_server(int_store, tmp_path / "server.log", "--token-file", str(token_file))
+    try:
+        for token in (None, "wrong-token"):
+            with Client(srv.url, token=token) as c:
+                with pytest.raises(PermissionError, match="bearer token"):
+                    c.health()
+                with pytest.raises(PermissionError, match="bearer token"):
+                    c.sample(np.array([1]), [2])
+                with pytest.raises(PermissionError):
+                    c.lookup(np.array([1]))
+        with pytest.raises(fl.FlightUnauthenticatedError):
+            _raw_exchange(srv.url, json.dumps(SAMPLE), _seed_batch([1]))
+        with Client(srv.url, token=TOKEN) as c:
+            assert c.health()["status"] == "ready"
+            assert c.sample(np.array([1, 2]), [2]).output.batch_size == 2
+    finally:
+        assert srv.stop() == 0
+
+
+# -- load ---------------------------------------------------------------------------------------
+def _client_load(url: str, store: GraphStore, worker: int, requests: int, errors: list,
+                 done: list) -> None:
+    rng = np.random.default_rng(100 + worker)
+    external = store.id_map.external_ids.to_numpy()
+    try:
+        with Client(url) as c:
+            for i in range(requests):
+                seeds = rng.choice(NUM_NODES, 40, replace=False)
+                got = c.sample(seeds, [4, 3], seed=i)
+                want = sample_neighbors(store.indptr, store.indices, seeds, [4, 3], seed=i)
+                assert_same_output(got.output, want)
+                np.testing.assert_array_equal(c.lookup(external[seeds]), seeds)
+                done.append(1)
+    except BaseException as exc:  # noqa: BLE001 - collected and reported by the test
+        errors.append(f"worker {worker}: {type(exc).__name__}: {exc}")
+
+
+def test_eight_concurrent_clients(server, int_store):
+    errors: list[str] = []
+    done: list[int] = []
+    threads = [threading.Thread(target=_client_load, args=(server.url, int_store, w, 12, errors, done))
+               for w in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in threads)
+    assert errors == []
+    assert len(done) == 8 * 12
+
+
+def test_sigterm_during_load_drains_and_exits_zero(int_store, tmp_path):
+    srv = start_server(int_store, tmp_path / "server.log")
+    stop = threading.Event()
+    outcomes: queue.Queue = queue.Queue()
+
+    def load(worker: int) -> None:
+        rng = np.random.default_rng(worker)
+        with Client(srv.url) as c:
+            for i in range(2000):  # bounded; normally ended by the server going away
+                if stop.is_set():
+                    return
+                seeds = rng.choice(NUM_NODES, 300, replace=False)
+                try:
+                    got = c.sample_batches([seeds, seeds[::-1].copy()], [i, i + 1], [10, 10])
+                except ConnectionError:
+                    outcomes.put("refused")
+                    return
+                except BaseException as exc:  # noqa: BLE001 - reported below
+                    outcomes.put(f"error: {type(exc).__name__}: {exc}")
+                    return
+                want = sample_neighbors(int_store.indptr, int_store.indices, seeds, [10, 10], seed=i)
+                outcomes.put("ok" if np.array_equal(got[0].output.n_id, want.n_id) else "wrong result")
+
+    threads = [threading.Thread(target=load, args=(w,)) for w in range(4)]
+    for t in threads:
+        t.start()
+    seen: list[str] = []
+    deadline = time.monotonic() + 60
+    while seen.count("ok") < 20 and time.monotonic() < deadline:  # wait until under load
+        try:
+            seen.append(outcomes.get(timeout=1))
+        except queue.Empty:
+            pass
+    srv.proc.send_signal(signal.SIGTERM)
+    try:
+        code = srv.proc.wait(timeout=60)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=60)
+        if srv.proc.poll() is None:
+            srv.proc.kill()
+    while not outcomes.empty():
+        seen.append(outcomes.get())
+    assert code == 0
+    assert seen.count("ok") >= 20
+    assert [s for s in seen if s not in ("ok", "refused")] == []
+    assert "drained; exiting" in srv.log()
+
+
+def test_serve_refuses_a_missing_store(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "graphpipe.cli.serve", str(tmp_path / "nope"),
+                           "--port", "0"], check=False, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode != 0
+    assert "error:" in proc.stderr and "nope" in proc.stderr
