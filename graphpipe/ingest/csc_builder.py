@@ -428,28 +428,21 @@ def _compact_rows(indptr, new_indptr, other, eid, out_other, out_eid):  # pragma
 
 
 @njit(cache=True, nogil=True)
-def _make_records(keys, others, eid0, add_reverse, remove_self_loops, out_key, out_other,
-                  out_eid, at):  # pragma: no cover
-    """Append the records of edges ``(keys[i] row, others[i] neighbour, ID eid0 + i)`` (and
-    their reverses, tagged ``_REV_BIT + eid0 + i``) at ``out_*[at:]``; returns
-    ``(new at, self-loop records skipped)``."""
+def _make_records(keys, others, eid0, remove_self_loops, out_key, out_other, out_eid,
+                  at):  # pragma: no cover
+    """Append the records of slots (row ``keys[i]``, neighbour ``others[i]``, ID ``eid0 + i``)
+    at ``out_*[at:]``; returns ``(new at, self-loop records skipped)``."""
     loops = 0
-    rev = np.int64(1) << np.int64(62)
     for i in range(keys.shape[0]):
         k = keys[i]
         o = others[i]
         if k == o and remove_self_loops:
-            loops += 2 if add_reverse else 1
+            loops += 1
             continue
         out_key[at] = k
         out_other[at] = o
         out_eid[at] = eid0 + i
         at += 1
-        if add_reverse:
-            out_key[at] = o
-            out_other[at] = k
-            out_eid[at] = rev + eid0 + i
-            at += 1
     return at, loops
 
 
@@ -805,21 +798,19 @@ class _RunBuilder:
         self.eid = np.empty(capacity, dtype=np.int64)
         self.at = 0
 
-    def add_edges(self, keys: np.ndarray, others: np.ndarray, eid0: int, add_reverse: bool,
+    def add_edges(self, keys: np.ndarray, others: np.ndarray, eid0: int,
                   remove_self_loops: bool) -> int:
-        """Add input edges (and reverses); returns the self-loop records skipped."""
-        per_edge = 2 if add_reverse else 1
+        """Add slots (row ``keys[i]``, neighbour ``others[i]``, ID ``eid0 + i``); returns the
+        self-loops skipped."""
         loops = 0
         start = 0
         while start < keys.shape[0]:
-            room = (self.capacity - self.at) // per_edge
-            if room == 0:
+            if self.at == self.capacity:
                 self.flush()
-                continue
-            stop = min(keys.shape[0], start + room)
+            stop = min(keys.shape[0], start + self.capacity - self.at)
             self.at, skipped = _make_records(keys[start:stop], others[start:stop], eid0 + start,
-                                             add_reverse, remove_self_loops, self.key, self.other,
-                                             self.eid, self.at)
+                                             remove_self_loops, self.key, self.other, self.eid,
+                                             self.at)
             loops += skipped
             start = stop
         return loops
@@ -971,28 +962,33 @@ class _Spiller:
         self.records_spilled = 0
         self.records_done = 0
         layouts = ["csc", "csr"] if options.build_csr else ["csc"]
+        directions = ["forward", "reverse"] if options.add_reverse_edges else ["forward"]
         shift, n_buckets = _partition_shape(0, num_nodes)
         # ``reserved``: bytes of edges buffered before the switch to this path, still held
         # while the first runs are written.
-        capacity = max(16, (self.budget - reserved) // (_RUN_BYTES_PER_RECORD * len(layouts)))
+        capacity = max(16, (self.budget - reserved)
+                       // (_RUN_BYTES_PER_RECORD * len(layouts) * len(directions)))
+        # Forward and reverse slots go to separate runs, so that reading a group's forward
+        # runs, then its reverse runs, yields every row in edge-ID order (cheap to finish).
         self.builders = {
-            prefix: _RunBuilder(self.spill_dir, _Runs(0, 0, num_nodes, shift, n_buckets),
-                                capacity, self.stats)
-            for prefix in layouts
+            (prefix, direction): _RunBuilder(
+                self.spill_dir, _Runs(0, 0, num_nodes, shift, n_buckets), capacity, self.stats)
+            for prefix in layouts for direction in directions
         }
         self.run_capacity = max(16, self.budget // (_RUN_BYTES_PER_RECORD + _PIECE_BYTES_PER_RECORD))
 
     # -- pass 1 ---------------------------------------------------------------------------------
     def add_edges(self, src: np.ndarray, dst: np.ndarray, eid0: int) -> None:
-        opts = self.options
-        for prefix, builder in self.builders.items():
+        """Spill input edges ``eid0 ...`` (and their reverses, tagged ``_REV_BIT + i``)."""
+        for (prefix, direction), builder in self.builders.items():
             keys, others = (dst, src) if prefix == "csc" else (src, dst)
-            loops = builder.add_edges(keys, others, eid0, opts.add_reverse_edges,
-                                      opts.remove_self_loops)
+            first_id = eid0
+            if direction == "reverse":
+                keys, others, first_id = others, keys, int(_REV_BIT) + eid0
+            loops = builder.add_edges(keys, others, first_id, self.options.remove_self_loops)
             if prefix == "csc":
                 self.stats.self_loops_removed += loops
-                mult = 2 if opts.add_reverse_edges else 1
-                self.records_spilled += mult * src.shape[0] - loops
+                self.records_spilled += src.shape[0] - loops
         if self.progress is not None:
             self.progress("scattering", self.records_spilled, 0)
 
@@ -1001,7 +997,13 @@ class _Spiller:
         try:
             self.num_input = num_input
             self.stats.num_input_edges = num_input
-            runs = {prefix: b.finish() for prefix, b in self.builders.items()}
+            runs: dict[str, _Runs] = {}
+            for (prefix, _direction), builder in self.builders.items():  # forward first
+                finished = builder.finish()
+                if prefix in runs:
+                    runs[prefix].files.extend(finished.files)
+                else:
+                    runs[prefix] = finished
             self.builders.clear()
             if self.progress is not None:
                 self.progress("scattering", self.records_spilled, self.records_spilled)
