@@ -55,6 +55,8 @@ def main() -> None:
         "no reuse": {"match_reorder": False},
         "Match (sample order)": {"match_reorder": "match"},
         "Match-Reorder, window 8": {"match_reorder": True, "window": 8},
+        "Match-Reorder by raw overlap, window 8": {"match_reorder": True, "window": 8,
+                                                   "reorder_by": "overlap"},
         f"Match-Reorder, window = epoch ({epoch_batches})": {"match_reorder": True, "window": epoch_batches},
         "degree cache 10%, no reuse": {"match_reorder": False, "cache": "degree", "cache_rows": 0.1},
         "degree cache 10% + Match-Reorder, window 8": {"match_reorder": True, "window": 8, "cache": "degree",
@@ -96,6 +98,12 @@ def main() -> None:
                          f"| {s['rows_cached']:,} | {s['rows_gathered'] / baseline:.1%} "
                          f"| {s['match_degree_mean']:.1%} | {s['seconds']:.1f} |")
         lines.append("")
+    lines += [("Greedy Reorder maximises the match degree |V_i ∩ V_j| / min(|V_i|, |V_j|), which "
+              "favours small batches: the short last batch of the epoch matches \"well\" with every "
+              "batch, gets placed early, and leaves its successor to load more rows than it saves. "
+              "`reorder_by=\"overlap\"` orders by the raw |V_i ∩ V_j| instead. On R-MAT with "
+              "uniformly shuffled seeds every pair of batches overlaps about equally (ΔM above), so "
+              "no order can gain much over sample order; Match itself does the work."), ""]
     text = "\n".join(lines)
     print(text)
     if args.write:

@@ -378,3 +378,18 @@ def test_recycled_buffers_never_overwrite_held_rows(store: GraphStore) -> None:
     assert len(seen_buffers) < len(loader)  # released buffers were reused
     for rows, expected in kept:
         assert np.array_equal(rows.numpy(), expected)
+
+
+def test_store_without_features(tmp_path: Path) -> None:
+    indptr, indices = _graph(3)
+    with StoreWriter(tmp_path / "topo") as w:
+        w.write_array("csc/indptr", indptr)
+        w.write_array("csc/indices", indices)
+        w.write_splits({"train": np.arange(100)})
+        w.manifest["num_nodes"], w.manifest["num_edges"] = N, len(indices)
+        w.commit()
+    with pytest.raises(ValueError, match="'store_or_arrays' has no node features"):
+        NeighborLoader(tmp_path / "topo", FANOUTS, 10)
+    topo = NeighborLoader(tmp_path / "topo", FANOUTS, 40, features=False, cache="degree")
+    batches = _epoch(topo)
+    assert len(batches) == 3 and all(b.x is None and b.y is None for b in batches)
