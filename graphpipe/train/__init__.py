@@ -1,1 +1,36 @@
-"""Models, layers, Trainer and `graphpipe train`."""
+"""Models, layers, Trainer and `graphpipe train`.
+
+- :mod:`graphpipe.train.layers`: :class:`GCNConv`, :class:`SAGEConv`, :class:`GINConv`,
+  :class:`GATConv` on :mod:`graphpipe.ops.aggregate` (blocks or PyG ``edge_index``);
+- :mod:`graphpipe.train.models`: :class:`GCN`, :class:`GraphSAGE`, :class:`GIN`,
+  :class:`GAT`, :class:`MLP` and :func:`build_model`;
+- :mod:`graphpipe.train.trainer`: :class:`Trainer` (evaluation, early stopping, metrics
+  log, checkpoints with exact resume);
+- :mod:`graphpipe.train.checkpoint`: atomic checkpoint files.
+"""
+
+from graphpipe.train.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from graphpipe.train.layers import GATConv, GCNConv, GINConv, SAGEConv
+from graphpipe.train.models import GAT, GCN, GIN, MLP, MODELS, BlockModel, GraphSAGE, build_model
+from graphpipe.train.trainer import Trainer, TrainResult, accuracy
+
+__all__ = [
+    "GAT",
+    "GCN",
+    "GIN",
+    "MLP",
+    "MODELS",
+    "BlockModel",
+    "CheckpointError",
+    "GATConv",
+    "GCNConv",
+    "GINConv",
+    "GraphSAGE",
+    "SAGEConv",
+    "TrainResult",
+    "Trainer",
+    "accuracy",
+    "build_model",
+    "load_checkpoint",
+    "save_checkpoint",
+]

@@ -1,0 +1,534 @@
+"""The :class:`Trainer`: sampled mini-batch training of node classifiers from a store.
+
+One epoch = one pass of a :class:`graphpipe.loaders.NeighborLoader` over the ``train``
+split (or ``max_steps`` batches of it), cross-entropy on the seeds, one optimizer step
+per batch. After each epoch (every ``eval_every`` epochs and the last):
+
+- **evaluation** on ``train``/``valid``/``test``. ``evaluation="full"`` (default) is
+  layer-wise full-neighbour inference, as PyG's and DGL's examples do: layer ``l`` is
+  computed for *all* nodes, in batches of ``eval_batch_size`` destinations with every
+  in-neighbour (fanout -1, one hop), from the previous layer's outputs for all nodes;
+  exact (no sampling noise) and ``O(num_layers · E)``. It keeps one ``(N, hidden)``
+  float32 matrix per layer in memory. ``evaluation="sampled"`` runs the model on
+  batches of each split sampled with the training fanouts (fixed seed, no shuffle);
+  ``"none"`` skips evaluation (no early stopping, no accuracies).
+- **metric**: accuracy through ``ogb.nodeproppred.Evaluator("ogbn-arxiv")`` — OGB's
+  Evaluator only takes the name of a dataset listed in its ``master.csv``;
+  ``ogbn-arxiv`` is single-task multi-class with metric ``acc``, which is what a
+  store with ``task_type="multiclass"`` is, with labels and predictions passed as
+  ``(n, 1)`` columns. Other task types are refused.
+- **early stopping** when ``valid`` accuracy has not improved for ``patience``
+  evaluated epochs; the reported test accuracy is the one at the best valid epoch.
+- a **metrics log** (JSON lines, one per epoch: ``epoch, loss, train_acc, valid_acc,
+  test_acc, batch_acc, steps, seconds, eval_seconds, loader`` (the loader's
+  :class:`LoaderStats` as a dict));
+- a **checkpoint** (:mod:`graphpipe.train.checkpoint`), written atomically. Resuming
+  from it restores the model, the optimizer, the epoch, the RNG states (torch, numpy,
+  Python) and the loader's seed and epoch, so ``k`` epochs + resume + ``m`` epochs
+  gives the same weights as ``k + m`` straight epochs.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from graphpipe.loaders import NeighborLoader
+from graphpipe.train.checkpoint import (
+    CheckpointError,
+    load_checkpoint,
+    rng_state,
+    save_checkpoint,
+    set_rng_state,
+)
+
+__all__ = ["Trainer", "TrainResult", "accuracy", "OPTIMIZERS", "EVALUATIONS", "FEATURE_BITS"]
+
+OPTIMIZERS = ("adam", "adamw", "sgd")
+EVALUATIONS = ("full", "sampled", "none")
+FEATURE_BITS = (None, 8, 4, 2, 1)
+_SPLITS = ("train", "valid", "test")
+
+
+def accuracy(y_true: torch.Tensor | np.ndarray, y_pred: torch.Tensor | np.ndarray) -> float:
+    """Accuracy by ``ogb.nodeproppred.Evaluator("ogbn-arxiv")`` (single-task ``acc``);
+    ``y_true``/``y_pred``: class IDs ``(n,)`` or ``(n, 1)``."""
+    from ogb.nodeproppred import Evaluator
+
+    y_true = torch.as_tensor(y_true).reshape(-1, 1)
+    y_pred = torch.as_tensor(y_pred).reshape(-1, 1)
+    if y_true.shape[0] == 0:
+        return float("nan")
+    return float(_evaluator(Evaluator).eval({"y_true": y_true, "y_pred": y_pred})["acc"])
+
+
+_EVALUATOR: list[Any] = []
+
+
+def _evaluator(cls: Any) -> Any:
+    if not _EVALUATOR:
+        _EVALUATOR.append(cls("ogbn-arxiv"))
+    return _EVALUATOR[0]
+
+
+@dataclass
+class TrainResult:
+    """What :meth:`Trainer.fit` returns.
+
+    Attributes:
+        history: one metrics record per epoch run (also the JSON-lines log's lines).
+        best_epoch: epoch (0-based) of the best valid accuracy, or -1 without evaluation.
+        best_valid_acc: that accuracy (nan without evaluation).
+        test_acc: test accuracy at ``best_epoch`` (nan without evaluation).
+        stopped_early: early stopping ended the run.
+        epochs_completed: epochs finished (including those before a resume).
+    """
+
+    history: list[dict[str, Any]] = field(default_factory=list)
+    best_epoch: int = -1
+    best_valid_acc: float = float("nan")
+    test_acc: float = float("nan")
+    stopped_early: bool = False
+    epochs_completed: int = 0
+
+
+def _check_int(name: str, value: Any, minimum: int, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"'{name}' must be an integer >= {minimum} (got {value!r})")
+
+
+class Trainer:
+    """Train ``model`` on the labelled nodes of ``store``.
+
+    Args:
+        model: a model from :func:`graphpipe.train.build_model` (or any module taking a
+            MiniBatch and returning ``(batch_size, num_classes)`` logits; layer-wise
+            inference needs ``apply_layer``/``num_layers`` like :class:`BlockModel`).
+        store: a :class:`graphpipe.store.GraphStore` or its path; needs node features,
+            labels (``task_type`` multiclass) and a ``train`` split (``valid``/``test``
+            for evaluation).
+        fanouts: neighbours per hop, seed hop first (one per layer; ignored by MLP).
+        batch_size: seeds per training batch.
+        epochs: total epochs of the run (a resumed run continues up to this number).
+        optimizer: ``"adam"``, ``"adamw"`` or ``"sgd"`` (momentum 0.9).
+        lr, weight_decay: optimizer settings.
+        patience: stop after this many evaluated epochs without a better valid accuracy
+            (None: never).
+        evaluation: ``"full"``, ``"sampled"`` or ``"none"`` (see the module docstring).
+        eval_batch_size: destinations per inference batch.
+        eval_every: evaluate every this many epochs (and after the last).
+        seed: seeds torch/numpy/random at the start of a fresh run and the loader.
+        max_steps: train only this many batches per epoch (demos); None: all.
+        feature_bits: low-bit feature transfer (8, 4, 2, 1) handed to the loader; None:
+            full precision. Needs a loader with a ``feature_bits`` option.
+        device: ``"cpu"`` or ``"cuda"``...
+        checkpoint: write a checkpoint here after every epoch.
+        metrics_log: append one JSON line per epoch here (a fresh run truncates it).
+        quiet: no progress bar and no per-epoch line (bars are off on non-tty anyway).
+        loader_options: extra :class:`NeighborLoader` keyword arguments for training
+            (``match_reorder``, ``window``, ``cache``, ``prefetch``...).
+        on_epoch: called with every epoch's metrics record.
+    """
+
+    def __init__(self, model: nn.Module, store: Any, *, fanouts: list[int] | tuple[int, ...],
+                 batch_size: int = 1024, epochs: int = 5, optimizer: str = "adam",
+                 lr: float = 0.003, weight_decay: float = 0.0, patience: int | None = None,
+                 evaluation: str = "full", eval_batch_size: int = 4096, eval_every: int = 1,
+                 seed: int = 0, max_steps: int | None = None, feature_bits: int | None = None,
+                 device: str | torch.device = "cpu", checkpoint: str | os.PathLike | None = None,
+                 metrics_log: str | os.PathLike | None = None, quiet: bool = False,
+                 loader_options: dict[str, Any] | None = None,
+                 on_epoch: Callable[[dict[str, Any]], None] | None = None):
+        from graphpipe.store import GraphStore
+
+        if isinstance(store, (str, os.PathLike)):
+            if not Path(store).is_dir():
+                raise ValueError(f"'store' is not a store directory (got {str(store)!r})")
+            store = GraphStore.open(store)
+        if not isinstance(store, GraphStore):
+            raise ValueError(f"'store' must be a GraphStore or a store path (got {type(store).__name__})")
+        self.store = store
+        if not store.has_labels:
+            raise ValueError(f"store {str(store.path)!r} has no labels ('node/label'): nothing to train on")
+        if "train" not in store.split_names:
+            raise ValueError(f"store {str(store.path)!r} has no 'train' split (splits: {store.split_names})")
+        if not store.has_features:
+            raise ValueError(f"store {str(store.path)!r} has no node features ('node/feat')")
+        label_meta = store.manifest.get("labels") or {}
+        task = label_meta.get("task_type", "multiclass")
+        if task is not None and "multiclass" not in str(task):
+            raise ValueError(f"store {str(store.path)!r} has task_type {task!r}; the trainer handles "
+                             "'multiclass' node classification only")
+        _check_int("batch_size", batch_size, 1)
+        _check_int("epochs", epochs, 0)
+        _check_int("eval_batch_size", eval_batch_size, 1)
+        _check_int("eval_every", eval_every, 1)
+        _check_int("patience", patience, 1, allow_none=True)
+        _check_int("max_steps", max_steps, 1, allow_none=True)
+        _check_int("seed", seed, 0)
+        if optimizer not in OPTIMIZERS:
+            raise ValueError(f"unknown optimizer {optimizer!r}; known: {', '.join(OPTIMIZERS)}")
+        if not (isinstance(lr, (int, float)) and lr > 0 and math.isfinite(lr)):
+            raise ValueError(f"'lr' must be a positive number (got {lr!r})")
+        if not (isinstance(weight_decay, (int, float)) and weight_decay >= 0):
+            raise ValueError(f"'weight_decay' must be >= 0 (got {weight_decay!r})")
+        if evaluation not in EVALUATIONS:
+            raise ValueError(f"'evaluation' must be one of {', '.join(EVALUATIONS)} (got {evaluation!r})")
+        if feature_bits not in FEATURE_BITS:
+            raise ValueError(f"'feature_bits' must be None, 8, 4, 2 or 1 (got {feature_bits!r})")
+        if evaluation != "none":
+            missing = [s for s in ("valid", "test") if s not in store.split_names]
+            if missing:
+                raise ValueError(f"store {str(store.path)!r} has no {' or '.join(map(repr, missing))} "
+                                 "split: pass evaluation='none' to train without evaluation")
+        self.uses_graph = bool(getattr(model, "uses_graph", True))
+        self.fanouts = [int(f) for f in fanouts] if self.uses_graph else [0]
+        num_layers = getattr(model, "num_layers", None)
+        if self.uses_graph and num_layers is not None and len(self.fanouts) != num_layers:
+            raise ValueError(f"'fanouts' must have one entry per layer: the model has {num_layers} "
+                             f"layers, fanouts={list(fanouts)} has {len(self.fanouts)}")
+        if evaluation == "full" and self.uses_graph and not hasattr(model, "apply_layer"):
+            raise ValueError("evaluation='full' needs a model with apply_layer(layer, x, block) "
+                             "(the graphpipe models have it); use evaluation='sampled'")
+        self.feature_bits = feature_bits
+        if feature_bits is not None and "feature_bits" not in inspect.signature(NeighborLoader).parameters:
+            raise ValueError(f"'feature_bits'={feature_bits}: this graphpipe's NeighborLoader has no "
+                             "low-bit feature transfer yet")
+
+        self.device = torch.device(device)
+        self.model = model.to(self.device)
+        self.batch_size, self.epochs = int(batch_size), int(epochs)
+        self.optimizer_name, self.lr, self.weight_decay = optimizer, float(lr), float(weight_decay)
+        self.patience, self.evaluation = patience, evaluation
+        self.eval_batch_size, self.eval_every = int(eval_batch_size), int(eval_every)
+        self.seed, self.max_steps = int(seed), max_steps
+        self.checkpoint = Path(checkpoint) if checkpoint is not None else None
+        self.metrics_log = Path(metrics_log) if metrics_log is not None else None
+        self.quiet = bool(quiet)
+        self.loader_options = dict(loader_options or {})
+        self.on_epoch = on_epoch
+        self.optimizer = self._make_optimizer()
+        labels = np.asarray(store.labels)
+        if labels.ndim == 2 and labels.shape[1] == 1:
+            labels = labels[:, 0]
+        if labels.ndim != 1:
+            raise ValueError(f"store {str(store.path)!r} has labels of shape {labels.shape}; "
+                             "multiclass training needs one label per node")
+        self.labels = torch.from_numpy(labels.astype(np.int64))
+        self.num_classes = int(label_meta.get("num_classes") or int(labels.max()) + 1)
+        out_dim = getattr(model, "out_dim", None)
+        if out_dim is not None and out_dim != self.num_classes:
+            raise ValueError(f"the model has out_dim={out_dim} but the store has "
+                             f"{self.num_classes} classes")
+        self.loader = self._make_loader(self.seed)
+        self._infer_loaders: dict[bool, NeighborLoader] = {}
+
+    # ---------------------------------------------------------------------------- pieces
+    def _make_optimizer(self) -> torch.optim.Optimizer:
+        params = self.model.parameters()
+        if self.optimizer_name == "adam":
+            return torch.optim.Adam(params, lr=self.lr, weight_decay=self.weight_decay)
+        if self.optimizer_name == "adamw":
+            return torch.optim.AdamW(params, lr=self.lr, weight_decay=self.weight_decay)
+        return torch.optim.SGD(params, lr=self.lr, momentum=0.9, weight_decay=self.weight_decay)
+
+    def _make_loader(self, seed: int) -> NeighborLoader:
+        options = {"shuffle": True, "seed": seed, "device": self.device, **self.loader_options}
+        if self.feature_bits is not None:
+            options["feature_bits"] = self.feature_bits
+        return NeighborLoader(self.store, self.fanouts, self.batch_size, input_nodes="train", **options)
+
+    def _checkpoint_state(self, epoch: int, history: list[dict[str, Any]],
+                          best: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "model_config": getattr(self.model, "config", None) or None,
+            "model_class": type(self.model).__name__,
+            "model_state": {k: v.detach().cpu() for k, v in self.model.state_dict().items()},
+            "optimizer": {"name": self.optimizer_name, "lr": self.lr, "weight_decay": self.weight_decay},
+            "optimizer_state": self.optimizer.state_dict(),
+            "epoch": epoch,
+            "history": history,
+            "best": dict(best),
+            "rng": rng_state(),
+            "loader": {"seed": self.loader.seed, "epoch": epoch},
+            "train": {"batch_size": self.batch_size, "fanouts": self.fanouts, "seed": self.seed,
+                      "store": self.store.name, "num_nodes": self.store.num_nodes},
+        }
+
+    def _check_resume(self, state: dict[str, Any], path: Path) -> None:
+        ours = getattr(self.model, "config", None) or None
+        theirs = state.get("model_config")
+        if state.get("model_class") != type(self.model).__name__ or (ours and theirs and ours != theirs):
+            raise CheckpointError(f"checkpoint {str(path)!r} was written for model "
+                                  f"{theirs or state.get('model_class')}; this run builds "
+                                  f"{ours or type(self.model).__name__}")
+        own = {k: tuple(v.shape) for k, v in self.model.state_dict().items()}
+        saved = state["model_state"]
+        if not isinstance(saved, dict) or {k: tuple(v.shape) for k, v in saved.items()} != own:
+            raise CheckpointError(f"checkpoint {str(path)!r} holds weights of another model "
+                                  "(parameter names or shapes differ)")
+        train = state.get("train", {})
+        if train.get("num_nodes") not in (None, self.store.num_nodes):
+            raise CheckpointError(f"checkpoint {str(path)!r} was trained on a store of "
+                                  f"{train.get('num_nodes')} nodes; this store has {self.store.num_nodes}")
+        for key, value in (("batch_size", self.batch_size), ("fanouts", self.fanouts)):
+            if key in train and train[key] != value:
+                raise CheckpointError(f"checkpoint {str(path)!r} was trained with {key}={train[key]}; "
+                                      f"this run has {key}={value}")
+        opt = state.get("optimizer", {})
+        if opt.get("name") not in (None, self.optimizer_name):
+            raise CheckpointError(f"checkpoint {str(path)!r} used optimizer {opt.get('name')!r}; "
+                                  f"this run uses {self.optimizer_name!r}")
+
+    # ---------------------------------------------------------------------------- training
+    def fit(self, resume: str | os.PathLike | None = None) -> TrainResult:
+        """Train for the remaining epochs (all of them, or those after ``resume``'s).
+
+        Raises :class:`CheckpointError` (nothing written) if ``resume`` is unreadable or
+        belongs to another model or setting."""
+        history: list[dict[str, Any]] = []
+        best = {"valid_acc": float("nan"), "epoch": -1, "test_acc": float("nan"), "bad_epochs": 0,
+                "stopped": False}
+        start = 0
+        if resume is not None:
+            path = Path(resume)
+            state = load_checkpoint(path)
+            self._check_resume(state, path)
+            self.model.load_state_dict(state["model_state"])
+            try:
+                self.optimizer.load_state_dict(state["optimizer_state"])
+            except (ValueError, KeyError) as exc:
+                raise CheckpointError(f"checkpoint {str(path)!r}: optimizer state does not fit "
+                                      f"this model ({exc})") from None
+            start = int(state["epoch"])
+            history = list(state.get("history", []))
+            best.update(state.get("best", {}))
+            if int(state["loader"]["seed"]) != self.loader.seed:
+                self.loader = self._make_loader(int(state["loader"]["seed"]))
+            _start_loader_at(self.loader, int(state["loader"]["epoch"]))
+            set_rng_state(state["rng"])
+        else:
+            torch.manual_seed(self.seed)
+            np.random.seed(self.seed)
+            import random
+            random.seed(self.seed)
+            _start_loader_at(self.loader, 0)
+
+        log = None
+        if self.metrics_log is not None:
+            self.metrics_log.parent.mkdir(parents=True, exist_ok=True)
+            log = open(self.metrics_log, "a" if resume is not None else "w", encoding="utf-8")
+        try:
+            epoch = start
+            while epoch < self.epochs and not best["stopped"]:
+                record = self._run_epoch(epoch)
+                do_eval = self.evaluation != "none" and (
+                    (epoch + 1) % self.eval_every == 0 or epoch + 1 == self.epochs)
+                if do_eval:
+                    t0 = time.perf_counter()
+                    accs = self.evaluate()
+                    record.update({f"{s}_acc": accs[s] for s in _SPLITS})
+                    record["eval_seconds"] = time.perf_counter() - t0
+                    if not best["valid_acc"] >= accs["valid"]:  # also when best is nan
+                        best.update(valid_acc=accs["valid"], epoch=epoch, test_acc=accs["test"],
+                                    bad_epochs=0)
+                    else:
+                        best["bad_epochs"] += 1
+                        if self.patience is not None and best["bad_epochs"] >= self.patience:
+                            best["stopped"] = True
+                record["best_valid_acc"] = best["valid_acc"]
+                history.append(record)
+                epoch += 1
+                if log is not None:
+                    log.write(json.dumps(record, default=_json_default) + "\n")
+                    log.flush()
+                if self.checkpoint is not None:
+                    save_checkpoint(self.checkpoint, self._checkpoint_state(epoch, history, best))
+                if not self.quiet:
+                    print(format_epoch(record), flush=True)
+                if self.on_epoch is not None:
+                    self.on_epoch(record)
+        finally:
+            if log is not None:
+                log.close()
+        return TrainResult(history=history, best_epoch=int(best["epoch"]),
+                           best_valid_acc=float(best["valid_acc"]), test_acc=float(best["test_acc"]),
+                           stopped_early=bool(best["stopped"]), epochs_completed=epoch)
+
+    def _run_epoch(self, epoch: int) -> dict[str, Any]:
+        self.model.train()
+        total = len(self.loader) if self.max_steps is None else min(self.max_steps, len(self.loader))
+        bar = _Bar(total, f"epoch {epoch}", enabled=not self.quiet)
+        loss_sum, correct, seen, steps = 0.0, 0, 0, 0
+        t0 = time.perf_counter()
+        it = iter(self.loader)
+        try:
+            for batch in it:
+                y = batch.y[: batch.batch_size].reshape(-1).to(self.device)
+                out = self.model(batch)
+                loss = F.cross_entropy(out, y)
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                self.optimizer.step()
+                steps += 1
+                loss_sum += float(loss.detach()) * batch.batch_size
+                correct += int((out.detach().argmax(1) == y).sum())
+                seen += batch.batch_size
+                bar.advance(loss_sum / seen)
+                if self.max_steps is not None and steps >= self.max_steps:
+                    break
+        finally:
+            it.close()
+            bar.close()
+        seconds = time.perf_counter() - t0
+        stats = self.loader.stats.as_dict()
+        return {"epoch": epoch, "loss": loss_sum / max(seen, 1), "batch_acc": correct / max(seen, 1),
+                "train_acc": None, "valid_acc": None, "test_acc": None, "steps": steps,
+                "seconds": seconds, "eval_seconds": 0.0, "loader": stats}
+
+    # ---------------------------------------------------------------------------- evaluation
+    @torch.no_grad()
+    def predict(self) -> torch.Tensor:
+        """Predicted class of every node, int64 ``(N,)`` (``evaluation="full"``: layer-wise
+        full-neighbour inference; otherwise only the splits' nodes are filled, others -1)."""
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            if self.evaluation == "full":
+                return self._full_logits().argmax(1)
+            pred = torch.full((self.store.num_nodes,), -1, dtype=torch.int64)
+            for split in _SPLITS:
+                for batch in self._sampled_loader(split):
+                    pred[batch.n_id[: batch.batch_size].cpu()] = self.model(batch).argmax(1).cpu()
+            return pred
+        finally:
+            self.model.train(was_training)
+
+    def evaluate(self) -> dict[str, float]:
+        """Accuracy on ``train``, ``valid`` and ``test`` (OGB Evaluator)."""
+        pred = self.predict()
+        out = {}
+        for split in _SPLITS:
+            ids = torch.from_numpy(np.array(self.store.split(split), dtype=np.int64))
+            out[split] = accuracy(self.labels[ids], pred[ids])
+        return out
+
+    def _sampled_loader(self, split: str) -> NeighborLoader:
+        options = {k: v for k, v in self.loader_options.items() if k in ("match_reorder", "window", "cache",
+                                                                         "cache_rows", "num_threads")}
+        if self.feature_bits is not None:
+            options["feature_bits"] = self.feature_bits
+        return NeighborLoader(self.store, self.fanouts, self.eval_batch_size, input_nodes=split,
+                              shuffle=False, seed=self.seed, device=self.device, prefetch=1, **options)
+
+    def _infer_loader(self, features: bool) -> NeighborLoader:
+        if features not in self._infer_loaders:
+            self._infer_loaders[features] = NeighborLoader(
+                self.store, [-1], self.eval_batch_size, input_nodes=None, shuffle=False, seed=0,
+                match_reorder=False, prefetch=1, features=features, device=self.device)
+        return self._infer_loaders[features]
+
+    def _full_logits(self) -> torch.Tensor:
+        """``(N, out_dim)`` logits of every node, layer by layer over the whole graph."""
+        n = self.store.num_nodes
+        model = self.model
+        if not self.uses_graph:
+            out = None
+            loader = NeighborLoader(self.store, [0], self.eval_batch_size, input_nodes=None,
+                                    shuffle=False, seed=0, match_reorder=False, prefetch=1,
+                                    device=self.device)
+            for batch in loader:
+                logits = model(batch)
+                if out is None:
+                    out = torch.empty(n, logits.shape[1], dtype=logits.dtype)
+                out[batch.n_id[: batch.batch_size].cpu()] = logits.cpu()
+            return out
+        h: torch.Tensor | None = None
+        dtype = next(model.parameters()).dtype
+        for layer in range(model.num_layers):
+            nxt: torch.Tensor | None = None
+            for batch in self._infer_loader(features=layer == 0):
+                x = batch.x.to(dtype) if layer == 0 else h[batch.n_id.cpu()].to(self.device)
+                rows = model.apply_layer(layer, x, batch.blocks[0])
+                if nxt is None:
+                    nxt = torch.empty(n, rows.shape[1], dtype=rows.dtype)
+                nxt[batch.n_id[: batch.batch_size].cpu()] = rows.cpu()
+            h = nxt
+        return h
+
+
+def _start_loader_at(loader: NeighborLoader, epoch: int) -> None:
+    """Make ``loader``'s next ``iter()`` run epoch ``epoch`` (its batches and sampling keys
+    depend only on ``(seed, epoch)``)."""
+    if hasattr(loader, "set_epoch"):
+        loader.set_epoch(epoch)
+        return
+    if not hasattr(loader, "_epoch"):
+        raise RuntimeError("this NeighborLoader cannot be positioned at an epoch; resume needs it")
+    loader._epoch = int(epoch)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.floating,)):
+        return float(value)
+    if isinstance(value, torch.Tensor):
+        return value.tolist()
+    return str(value)
+
+
+def _fmt(value: Any) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
+def format_epoch(record: dict[str, Any]) -> str:
+    """One human-readable line for an epoch's metrics record."""
+    s = record["loader"]
+    return (f"epoch {record['epoch']:>3}  loss {record['loss']:.4f}  train {_fmt(record['train_acc'])}  "
+            f"valid {_fmt(record['valid_acc'])}  test {_fmt(record['test_acc'])}  "
+            f"time {record['seconds']:.2f}s (+{record['eval_seconds']:.2f}s eval)  "
+            f"batches {s.get('batches', 0)}  sampled edges {s.get('sampled_edges', 0)}  "
+            f"rows gathered {s.get('rows_gathered', 0)} reused {s.get('rows_reused', 0)} "
+            f"cached {s.get('rows_cached', 0)}  wait {s.get('wait_s', 0.0):.2f}s")
+
+
+class _Bar:
+    """A rich progress bar on stderr, only on a terminal and when enabled."""
+
+    def __init__(self, total: int, label: str, enabled: bool):
+        self._progress = None
+        if not enabled or not sys.stderr.isatty():
+            return
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self._progress = Progress(TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(),
+                                  TextColumn("loss {task.fields[loss]}"), TimeRemainingColumn(),
+                                  console=Console(stderr=True), transient=True)
+        self._task = self._progress.add_task(label, total=total, loss="-")
+        self._progress.start()
+
+    def advance(self, loss: float) -> None:
+        if self._progress is not None:
+            self._progress.update(self._task, advance=1, loss=f"{loss:.4f}")
+
+    def close(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
