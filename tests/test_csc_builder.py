@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from graphpipe.ingest import csc_builder
 from graphpipe.ingest.chunks import EdgeChunk
 from graphpipe.ingest.csc_builder import (
     CscOptions,
@@ -108,14 +109,21 @@ def graphs(draw):
 
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(graph=graphs(), flags=st.tuples(*[st.booleans()] * 4),
-       memory_limit=st.sampled_from([None, 1, 4096, 12000]), chunk_size=st.integers(1, 64))
-def test_matches_reference(tmp_path_factory, graph, flags, memory_limit, chunk_size):
+       memory_limit=st.sampled_from([None, 1, 4096, 12000]), chunk_size=st.integers(1, 64),
+       bucket_slots=st.sampled_from([4, 1 << 14]))
+def test_matches_reference(tmp_path_factory, graph, flags, memory_limit, chunk_size,
+                           bucket_slots):
     num_nodes, src, dst = graph
     reverse, loops, dedup, sort = flags
     options = CscOptions(add_reverse_edges=reverse, remove_self_loops=loops, deduplicate=dedup,
                          sort_neighbors=sort, build_csr=True, memory_limit=memory_limit)
-    store, stats = build_store(tmp_path_factory.mktemp("s") / "g", src, dst, num_nodes, options,
-                               chunk_size)
+    saved = csc_builder._IN_MEMORY_BUCKET_SLOTS
+    csc_builder._IN_MEMORY_BUCKET_SLOTS = bucket_slots  # one bucket, or many small ones
+    try:
+        store, stats = build_store(tmp_path_factory.mktemp("s") / "g", src, dst, num_nodes,
+                                   options, chunk_size)
+    finally:
+        csc_builder._IN_MEMORY_BUCKET_SLOTS = saved
     want = reference_csc(src, dst, num_nodes, options)
     assert_layout_equal(read_layout(store, "csc"), want)
     assert_layout_equal(read_layout(store, "csr"), reference_csc(dst, src, num_nodes, options))
@@ -149,9 +157,14 @@ def _skewed_graph(num_nodes: int, num_edges: int, seed: int) -> tuple[np.ndarray
     CscOptions(deduplicate=True, sort_neighbors=False),
     CscOptions(sort_neighbors=False, add_reverse_edges=True),
 ], ids=["sorted", "rev-loops-dedup", "dedup-unsorted", "rev-unsorted"])
-def test_out_of_core_is_byte_identical(tmp_path, options):
+def test_out_of_core_is_byte_identical(tmp_path, monkeypatch, options):
     src, dst = _skewed_graph(3000, 30000, seed=5)
     stores = {}
+    # the in-memory path with many small buckets in its two-level sort
+    monkeypatch.setattr(csc_builder, "_IN_MEMORY_BUCKET_SLOTS", 64)
+    stores["buckets"], stats = build_store(tmp_path / "buckets", src, dst, 3000, options, 5000)
+    assert not stats.out_of_core
+    monkeypatch.undo()
     for label, limit, chunk in (("memory", None, 4096), ("medium", 250_000, 1000),
                                 ("small", 64_000, 333)):
         opts = CscOptions(**{**options.__dict__, "memory_limit": limit})
@@ -166,6 +179,7 @@ def test_out_of_core_is_byte_identical(tmp_path, options):
     reference = checksums(stores["memory"])
     assert set(reference) >= {"csc/indptr", "csc/indices", "csc/edge_id"}
     assert checksums(stores["medium"]) == reference
+    assert checksums(stores["buckets"]) == reference
     assert checksums(stores["small"]) == reference
     assert_layout_equal(read_layout(stores["small"], "csc"), reference_csc(src, dst, 3000, options))
 
@@ -257,7 +271,8 @@ _RSS_CHILD = textwrap.dedent("""
     import json, sys, tempfile
     from pathlib import Path
     import numpy as np
-    from graphpipe.ingest.chunks import EdgeChunk
+    from graphpipe.ingest import csc_builder
+from graphpipe.ingest.chunks import EdgeChunk
     from graphpipe.ingest.csc_builder import CscOptions, build_csc, warm_up
     from graphpipe.store import StoreWriter
 
