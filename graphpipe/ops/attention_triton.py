@@ -223,3 +223,173 @@ def backward(indptr, indices, t_indptr, t_query, t_eid, q, k, v, bias, lse, delt
             t_indptr, t_query, t_eid, q, dout, p_buf, dsr_buf, dk, dv, num_k, num_heads, dim,
             float(scale), ACC=_acc(acc_dtype), BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=bd)
     return dq, dk, dv, ds_buf
+
+
+# =========================================================================== block-sparse tiles
+# Kernels of :func:`graphpipe.ops.cluster_sparse.cluster_sparse_attention`: one program per
+# (aligned d_b-tile, head); the tile's queries (or keys) stay in registers and every
+# d_b × d_b block is a dense tile (contiguous key/value rows, ``tl.dot`` when the tile is
+# at least 16 wide in float32, IEEE precision). The backward pass recomputes the scores.
+
+
+@triton.jit
+def _tile_scores(a_tile, b_tile, USE_DOT: tl.constexpr):
+    """``a_tile @ b_tile.T`` for ``[R, D]`` tiles."""
+    if USE_DOT:
+        return tl.dot(a_tile, tl.trans(b_tile), input_precision="ieee")
+    return tl.sum(a_tile[:, None, :] * b_tile[None, :, :], axis=2)
+
+
+@triton.jit
+def _tile_apply(w_tile, x_tile, USE_DOT: tl.constexpr):
+    """``w_tile @ x_tile`` for ``[R, R]`` weights and ``[R, D]`` rows."""
+    if USE_DOT:
+        return tl.dot(w_tile, x_tile, input_precision="ieee")
+    return tl.sum(w_tile[:, :, None] * x_tile[None, :, :], axis=1)
+
+
+@triton.jit
+def _block_fwd_kernel(tile_start, row_ptr, row_cols, q, k, v, out, lse, num_heads, dim, scale,
+                      DB: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_D: tl.constexpr,
+                      ACC: tl.constexpr, USE_DOT: tl.constexpr):
+    t = tl.program_id(0)
+    h = tl.program_id(1)
+    rr = tl.arange(0, BLOCK_R)
+    r_mask = rr < DB
+    dd = tl.arange(0, BLOCK_D)
+    d_mask = dd < dim
+    rows = tl.load(tile_start + t) + rr
+    rd_mask = r_mask[:, None] & d_mask[None, :]
+    q_tile = tl.load(q + (rows[:, None] * num_heads + h) * dim + dd[None, :], mask=rd_mask,
+                     other=0.0).to(ACC)
+    b0 = tl.load(row_ptr + t)
+    b1 = tl.load(row_ptr + t + 1)
+    m = tl.full([BLOCK_R], float("-inf"), ACC)
+    l_sum = tl.zeros([BLOCK_R], ACC)
+    acc = tl.zeros([BLOCK_R, BLOCK_D], ACC)
+    for b in range(b0, b1):
+        cols = tl.load(row_cols + b) + rr
+        off = (cols[:, None] * num_heads + h) * dim + dd[None, :]
+        k_tile = tl.load(k + off, mask=rd_mask, other=0.0).to(ACC)
+        s = _tile_scores(q_tile, k_tile, USE_DOT) * scale
+        s = tl.where(r_mask[None, :], s, float("-inf"))
+        m_new = tl.maximum(m, tl.max(s, axis=1))
+        alpha = tl.exp(m - m_new)
+        p = tl.exp(s - m_new[:, None])
+        v_tile = tl.load(v + off, mask=rd_mask, other=0.0).to(ACC)
+        l_sum = l_sum * alpha + tl.sum(p, axis=1)
+        acc = acc * alpha[:, None] + _tile_apply(p.to(ACC), v_tile, USE_DOT)
+        m = m_new
+    live = l_sum > 0.0
+    row_lse = m + tl.log(tl.where(live, l_sum, 1.0))
+    o = acc / tl.where(live, l_sum, 1.0)[:, None]
+    tl.store(out + (rows[:, None] * num_heads + h) * dim + dd[None, :], o,
+             mask=rd_mask & live[:, None])
+    tl.store(lse + rows * num_heads + h, row_lse, mask=r_mask & live)
+
+
+@triton.jit
+def _block_bwd_rows_kernel(tile_start, row_ptr, row_cols, q, k, v, lse, delta, dout, dq,
+                           num_heads, dim, scale, DB: tl.constexpr, BLOCK_R: tl.constexpr,
+                           BLOCK_D: tl.constexpr, ACC: tl.constexpr, USE_DOT: tl.constexpr):
+    t = tl.program_id(0)
+    h = tl.program_id(1)
+    rr = tl.arange(0, BLOCK_R)
+    r_mask = rr < DB
+    dd = tl.arange(0, BLOCK_D)
+    d_mask = dd < dim
+    rows = tl.load(tile_start + t) + rr
+    rd_mask = r_mask[:, None] & d_mask[None, :]
+    row_off = (rows[:, None] * num_heads + h) * dim + dd[None, :]
+    q_tile = tl.load(q + row_off, mask=rd_mask, other=0.0).to(ACC)
+    do_tile = tl.load(dout + row_off, mask=rd_mask, other=0.0).to(ACC)
+    row_lse = tl.load(lse + rows * num_heads + h, mask=r_mask, other=0.0).to(ACC)
+    row_delta = tl.load(delta + rows * num_heads + h, mask=r_mask, other=0.0).to(ACC)
+    b0 = tl.load(row_ptr + t)
+    b1 = tl.load(row_ptr + t + 1)
+    dq_acc = tl.zeros([BLOCK_R, BLOCK_D], ACC)
+    for b in range(b0, b1):
+        cols = tl.load(row_cols + b) + rr
+        off = (cols[:, None] * num_heads + h) * dim + dd[None, :]
+        k_tile = tl.load(k + off, mask=rd_mask, other=0.0).to(ACC)
+        v_tile = tl.load(v + off, mask=rd_mask, other=0.0).to(ACC)
+        s = _tile_scores(q_tile, k_tile, USE_DOT) * scale
+        ok = r_mask[:, None] & r_mask[None, :]
+        p = tl.where(ok, tl.exp(tl.where(ok, s - row_lse[:, None], 0.0)), 0.0)
+        dp = _tile_scores(do_tile, v_tile, USE_DOT)
+        ds = p * (dp - row_delta[:, None])
+        dq_acc += _tile_apply(ds.to(ACC), k_tile, USE_DOT) * scale
+    tl.store(dq + row_off, dq_acc, mask=rd_mask)
+
+
+@triton.jit
+def _block_bwd_cols_kernel(tile_start, col_ptr, col_rows, q, k, v, lse, delta, dout, dk, dv,
+                           num_heads, dim, scale, DB: tl.constexpr, BLOCK_R: tl.constexpr,
+                           BLOCK_D: tl.constexpr, ACC: tl.constexpr, USE_DOT: tl.constexpr):
+    u = tl.program_id(0)
+    h = tl.program_id(1)
+    rr = tl.arange(0, BLOCK_R)
+    r_mask = rr < DB
+    dd = tl.arange(0, BLOCK_D)
+    d_mask = dd < dim
+    keys = tl.load(tile_start + u) + rr
+    rd_mask = r_mask[:, None] & d_mask[None, :]
+    key_off = (keys[:, None] * num_heads + h) * dim + dd[None, :]
+    k_tile = tl.load(k + key_off, mask=rd_mask, other=0.0).to(ACC)
+    v_tile = tl.load(v + key_off, mask=rd_mask, other=0.0).to(ACC)
+    b0 = tl.load(col_ptr + u)
+    b1 = tl.load(col_ptr + u + 1)
+    dk_acc = tl.zeros([BLOCK_R, BLOCK_D], ACC)
+    dv_acc = tl.zeros([BLOCK_R, BLOCK_D], ACC)
+    for b in range(b0, b1):
+        rows = tl.load(col_rows + b) + rr
+        off = (rows[:, None] * num_heads + h) * dim + dd[None, :]
+        q_tile = tl.load(q + off, mask=rd_mask, other=0.0).to(ACC)
+        do_tile = tl.load(dout + off, mask=rd_mask, other=0.0).to(ACC)
+        row_lse = tl.load(lse + rows * num_heads + h, mask=r_mask, other=0.0).to(ACC)
+        row_delta = tl.load(delta + rows * num_heads + h, mask=r_mask, other=0.0).to(ACC)
+        s_t = _tile_scores(k_tile, q_tile, USE_DOT) * scale          # [keys, rows]
+        ok = r_mask[:, None] & r_mask[None, :]
+        p_t = tl.where(ok, tl.exp(tl.where(ok, s_t - row_lse[None, :], 0.0)), 0.0)
+        dp_t = _tile_scores(v_tile, do_tile, USE_DOT)
+        ds_t = p_t * (dp_t - row_delta[None, :])
+        dv_acc += _tile_apply(p_t.to(ACC), do_tile, USE_DOT)
+        dk_acc += _tile_apply(ds_t.to(ACC), q_tile, USE_DOT) * scale
+    tl.store(dk + key_off, dk_acc, mask=rd_mask)
+    tl.store(dv + key_off, dv_acc, mask=rd_mask)
+
+
+def _block_config(block_size: int, dim: int, dtype: torch.dtype) -> dict:
+    block_r = max(2, triton.next_power_of_2(block_size))
+    return dict(DB=block_size, BLOCK_R=block_r, BLOCK_D=max(16, triton.next_power_of_2(dim)),
+                ACC=_acc(dtype), USE_DOT=dtype != torch.float64 and block_r >= 16)
+
+
+def block_forward(tens: dict, block_size: int, q, k, v, scale: float, out, lse, **_options):
+    """Block part of the cluster-sparse forward: fills ``out``/``lse`` rows of tiles that
+    have blocks (``out``, ``lse`` preset to 0 / -inf)."""
+    num_tiles = tens["tile_start"].shape[0]
+    if num_tiles == 0:
+        return
+    _block_fwd_kernel[(num_tiles, q.shape[1])](
+        tens["tile_start"], tens["row_ptr"], tens["row_cols"], q, k, v, out, lse,
+        q.shape[1], q.shape[2], float(scale), **_block_config(block_size, q.shape[2], q.dtype))
+
+
+def block_backward(tens: dict, block_size: int, q, k, v, scale: float, lse, delta, dout,
+                   **_options):
+    """Block part of the cluster-sparse backward: ``(dq, dk, dv)`` (zero outside tiles)."""
+    dq = torch.zeros_like(q)
+    dk = torch.zeros_like(k)
+    dv = torch.zeros_like(v)
+    num_tiles = tens["tile_start"].shape[0]
+    if num_tiles:
+        cfg = _block_config(block_size, q.shape[2], q.dtype)
+        grid = (num_tiles, q.shape[1])
+        _block_bwd_rows_kernel[grid](tens["tile_start"], tens["row_ptr"], tens["row_cols"], q, k,
+                                     v, lse, delta, dout, dq, q.shape[1], q.shape[2],
+                                     float(scale), **cfg)
+        _block_bwd_cols_kernel[grid](tens["tile_start"], tens["col_ptr"], tens["col_rows"], q, k,
+                                     v, lse, delta, dout, dk, dv, q.shape[1], q.shape[2],
+                                     float(scale), **cfg)
+    return dq, dk, dv
