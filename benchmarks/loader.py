@@ -70,14 +70,6 @@ def bench_store(cache_dir: Path = DEFAULT_CACHE, scale: int = 21, edge_factor: i
     return GraphStore.open(path), feat_npy
 
 
-def best_of(repeats: int, run) -> dict:
-    """The fastest of ``repeats`` runs (the machine is shared), with every run's seconds."""
-    runs = [run() for _ in range(repeats)]
-    best = dict(min(runs, key=lambda r: r["seconds"]))
-    best["all_seconds"] = [round(r["seconds"], 3) for r in runs]
-    return best
-
-
 def run_graphpipe(store, batches: list[np.ndarray], **kwargs) -> dict:
     from graphpipe.loaders import NeighborLoader
 
@@ -145,7 +137,8 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=1024)
     ap.add_argument("--batches", type=int, default=40, help="timed batches (graphpipe, DGL, GraphBolt)")
     ap.add_argument("--pyg-batches", type=int, default=8, help="timed PyG batches (one pass)")
-    ap.add_argument("--repeats", type=int, default=3, help="timed passes per loader; the fastest counts")
+    ap.add_argument("--repeats", type=int, default=3,
+                    help="rounds over all loaders (interleaved); each loader's fastest round counts")
     ap.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE)
     ap.add_argument("--skip-peers", action="store_true")
     ap.add_argument("--write", action="store_true", help="write benchmarks/results/loader.md")
@@ -172,23 +165,38 @@ def main() -> None:
         "graphpipe (Match-Reorder, 1 sampling thread, no prefetch)": {"match_reorder": True, "window": 8,
                                                                       "prefetch": 0, "num_threads": 1},
     }
-    for name, kwargs in configs.items():
-        results[name] = best_of(args.repeats, lambda kwargs=kwargs: run_graphpipe(store, batches, **kwargs))
-        print(name, results[name], flush=True)
-    if not args.skip_peers:
-        try:
-            results["PyG NeighborLoader + torch-sparse"] = run_pyg(store, batches[: args.pyg_batches + 1],
-                                                                   feat_npy)
-        except Exception as exc:  # noqa: BLE001 - a failing peer must not hide graphpipe's figures
-            results["PyG NeighborLoader + torch-sparse"] = {"error": repr(exc)}
-        print("pyg", results["PyG NeighborLoader + torch-sparse"], flush=True)
+    # Rounds interleave every loader, so that each meets the same spells of load from other
+    # jobs on the shared machine; the fastest round of each loader counts.
+    runs: dict[str, list[dict]] = {}
+
+    def record(name: str, run: dict) -> None:
+        runs.setdefault(name, []).append(run)
+        print(name, {k: (round(v, 4) if isinstance(v, float) else v) for k, v in run.items()}, flush=True)
+
+    for round_ in range(args.repeats):
+        print(f"-- round {round_ + 1}/{args.repeats}", flush=True)
+        for name, kwargs in configs.items():
+            record(name, run_graphpipe(store, batches, **kwargs))
+        if args.skip_peers:
+            continue
+        if round_ == 0:
+            try:
+                record("PyG NeighborLoader + torch-sparse",
+                       run_pyg(store, batches[: args.pyg_batches + 1], feat_npy))
+            except Exception as exc:  # noqa: BLE001 - a failing peer must not hide graphpipe's figures
+                results["PyG NeighborLoader + torch-sparse"] = {"error": repr(exc)}
         for threads in (2, 1):  # on a busy 2-core machine DGL's OpenMP regions stall; 1 thread is steadier
-            dgl = run_dgl(args.cache_dir, seeds_path, feat_npy, args.repeats, threads)
+            dgl = run_dgl(args.cache_dir, seeds_path, feat_npy, 1, threads)
             if "error" in dgl:
                 results[f"DGL / GraphBolt [{threads}]"] = dgl
-            else:
-                results.update(dgl)
-            print("dgl", dgl, flush=True)
+                continue
+            for name, run in dgl.items():
+                run.pop("all_seconds", None)
+                record(name, run)
+    for name, name_runs in runs.items():
+        best = dict(min(name_runs, key=lambda r: r["seconds"]))
+        best["all_seconds"] = [round(r["seconds"], 3) for r in name_runs]
+        results[name] = best
     if args.write:
         write_results(results, store, bs)
 
@@ -207,23 +215,27 @@ def write_results(results: dict[str, dict], store, batch_size: int) -> None:
         (f"R-MAT scale 21 / edge factor 16 ({store.num_nodes:,} nodes, {store.num_edges:,} edges, "
         f"self-loops removed), 100-dim float32 features, fanouts [15, 10, 5] (seed hop first), "
         f"batch {batch_size}, the same seed batches (train split) for every loader; one warm-up "
-        f"batch not timed; each figure is the fastest of several timed passes (the machine is shared "
-        f"with other jobs, single passes vary by up to 4×). Machine: {platform.machine()}, {os.cpu_count()} cores (shared), "
+        f"batch not timed. The machine is shared with other jobs and single passes vary by up to 4×, "
+        "so the loaders run in interleaved rounds (each meets the same spells of load) and the "
+        "fastest round of each counts; the median of the rounds is shown too. Machine: {platform.machine()}, {os.cpu_count()} cores (shared), "
         f"Python {platform.python_version()}. Each loader counts its own sampled edges (DGL-style "
         "blocks re-sample every destination per hop; PyG samples only each hop's frontier)."),
         "",
         ("`.venv/bin/python benchmarks/loader.py --write` (DGL/GraphBolt via "
         "`.venv-dgl/bin/python benchmarks/peers/dgl_loader.py`)."),
         "",
-        "| loader | batches | s/batch | batches/s | feature rows/batch | sampled edges/s |",
-        "| --- | --- | --- | --- | --- | --- |",
+        ("| loader | batches | s/batch (fastest round) | s/batch (median) | batches/s "
+        "| feature rows/batch | sampled edges/s |"),
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for name, r in results.items():
         if "error" in r:
-            lines.append(f"| {name} | error: {r['error'][:80]!r} | | | | |")
+            lines.append(f"| {name} | error: {r['error'][:80]!r} | | | | | |")
             continue
-        lines.append(f"| {name} | {r['batches']} | {per_batch(r):.4f} | {1 / per_batch(r):.1f} | "
-                     f"{r['rows'] / r['batches']:,.0f} | {r['edges'] / r['seconds'] / 1e6:.2f} M |")
+        median = float(np.median(r.get("all_seconds", [r["seconds"]]))) / r["batches"]
+        lines.append(f"| {name} | {r['batches']} | {per_batch(r):.4f} | {median:.4f} | "
+                     f"{1 / per_batch(r):.1f} | {r['rows'] / r['batches']:,.0f} | "
+                     f"{r['edges'] / r['seconds'] / 1e6:.2f} M |")
     default = "graphpipe (Match-Reorder, prefetch 2)"
     if fastest_peer:
         for name in dict.fromkeys(k for k in (default, best) if k in ok):
