@@ -271,8 +271,7 @@ _RSS_CHILD = textwrap.dedent("""
     import json, sys, tempfile
     from pathlib import Path
     import numpy as np
-    from graphpipe.ingest import csc_builder
-from graphpipe.ingest.chunks import EdgeChunk
+    from graphpipe.ingest.chunks import EdgeChunk
     from graphpipe.ingest.csc_builder import CscOptions, build_csc, warm_up
     from graphpipe.store import StoreWriter
 
