@@ -19,9 +19,12 @@ is the plain NumPy statement of the same result, used by the tests.
 
 Two regimes:
 
-1. In memory (no ``memory_limit``, or the edges fit in it): a Numba counting sort by
-   destination scatters straight into the store's memory-mapped output arrays, then each
-   row is sorted / deduplicated in parallel (``prange`` over rows) and compacted.
+1. In memory (no ``memory_limit``, or the edges fit in it): a two-level Numba counting
+   sort by destination. In-degrees are counted and scanned into ``indptr``; the slots are
+   partitioned (streaming writes) into up to 1024 buckets of consecutive rows, each bucket
+   owning its final slot range; then, in parallel over buckets (``prange``), each bucket is
+   scattered into its rows of the store's memory-mapped output while in cache, and every row
+   is sorted / deduplicated there. With deduplication the rows are compacted at the end.
 2. Out of core (the edges exceed ``memory_limit``): the chunks are spilled into *runs*,
    files of edge records bucket-sorted by destination range, in one pass. Consecutive
    buckets whose records fit the budget are then loaded together, finished in memory by
