@@ -1020,6 +1020,8 @@ class _Spiller:
                     sink.close()
                     raise
                 total = sink.commit(self.writer, self.num_nodes)
+                if self.progress is not None:
+                    self.progress("sorting", self.records_spilled, self.records_spilled)
                 if prefix == "csc":
                     self.stats.num_edges = total
                 else:
@@ -1096,7 +1098,8 @@ class _Spiller:
         self.stats.groups += 1
         self.records_done += records
         if self.progress is not None and runs.field_index == 0:
-            self.progress("sorting", self.records_done, self.records_spilled)
+            total_records = self.records_spilled
+            self.progress("sorting", min(self.records_done, total_records), total_records)
 
     def _split_bucket(self, runs: _Runs, b: int, records: int, sort_neighbors: bool, dedup: bool,
                       sink, depth: int) -> None:
