@@ -200,6 +200,23 @@ def test_out_of_core_small_graph_few_kb(tmp_path):
     assert checksums(a) == checksums(b)
 
 
+@pytest.mark.parametrize("limit", [None, 4096])
+def test_empty_chunks_and_narrow_dtypes(tmp_path, limit):
+    src, dst = _skewed_graph(60, 900, seed=7)
+    chunks, first = [], 0
+    for size in (0, 300, 0, 0, 450, 150, 0):
+        chunks.append(EdgeChunk(src[first:first + size].astype(np.int32),
+                                dst[first:first + size].astype(np.uint16), first, "e.csv",
+                                first + 2))
+        first += size
+    opts = CscOptions(add_reverse_edges=True, deduplicate=True, memory_limit=limit)
+    with StoreWriter(tmp_path / "s", name="t") as writer:
+        stats = build_csc(chunks, 60, writer, opts)
+        got = [np.array(read_array(writer.path, f"csc/{name}")) for name in TOPOLOGY]
+    assert stats.out_of_core == (limit is not None)
+    assert_layout_equal(got, reference_csc(src, dst, 60, opts))
+
+
 def test_all_edges_removed_gives_empty_topology(tmp_path):
     src = dst = np.array([0, 1, 1, 2], dtype=np.int64)
     for limit in (None, 1):
