@@ -78,8 +78,11 @@ def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - any failure to unpickle means a bad file
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        if len(detail) > 100:
+            detail = detail[:97] + "..."
         raise CheckpointError(f"checkpoint {str(path)!r} is corrupt or not a torch file "
-                              f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from None
+                              f"({type(exc).__name__}: {detail})") from None
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise CheckpointError(f"checkpoint {str(path)!r} is not a graphpipe training checkpoint")
     if state.get("version") != VERSION:

@@ -205,6 +205,9 @@ class Trainer:
         if evaluation == "full" and self.uses_graph and not hasattr(model, "apply_layer"):
             raise ValueError("evaluation='full' needs a model with apply_layer(layer, x, block) "
                              "(the graphpipe models have it); use evaluation='sampled'")
+        for arg, target in (("checkpoint", checkpoint), ("metrics_log", metrics_log)):
+            if target is not None and Path(target).is_dir():
+                raise ValueError(f"'{arg}' must be a file path, not a directory (got {str(target)!r})")
         self.feature_bits = feature_bits
         if feature_bits is not None and "feature_bits" not in inspect.signature(NeighborLoader).parameters:
             raise ValueError(f"'feature_bits'={feature_bits}: this graphpipe's NeighborLoader has no "
@@ -270,6 +273,14 @@ class Trainer:
                       "store": self.store.name, "num_nodes": self.store.num_nodes},
         }
 
+    def check_resume(self, path: str | os.PathLike) -> dict[str, Any]:
+        """Load the checkpoint at ``path`` and check that it belongs to this model and
+        setting; returns its state. Raises :class:`CheckpointError` otherwise."""
+        path = Path(path)
+        state = load_checkpoint(path)
+        self._check_resume(state, path)
+        return state
+
     def _check_resume(self, state: dict[str, Any], path: Path) -> None:
         ours = getattr(self.model, "config", None) or None
         theirs = state.get("model_config")
@@ -307,8 +318,7 @@ class Trainer:
         start = 0
         if resume is not None:
             path = Path(resume)
-            state = load_checkpoint(path)
-            self._check_resume(state, path)
+            state = self.check_resume(path)
             self.model.load_state_dict(state["model_state"])
             try:
                 self.optimizer.load_state_dict(state["optimizer_state"])
