@@ -1,9 +1,10 @@
 """The Arrow Flight server of the sampling / ID-map service (protocol: :mod:`graphpipe.service`).
 
 :class:`SamplingServer` serves one store, opened read-only and memory-mapped.
-Sampling of a request's seed batches runs on a pool of ``threads`` worker threads
-shared by all calls (the Numba kernels release the GIL); each response row is
-written as soon as it and the rows before it are ready. :func:`serve_until_signalled`
+At most ``threads`` seed batches are sampled at a time over all calls (the Numba
+kernels release the GIL): a request of one batch is sampled in the call's own
+thread, the batches of a larger request on a shared pool of ``threads`` workers,
+each response row written as soon as it and the rows before it are ready. :func:`serve_until_signalled`
 blocks until SIGTERM/SIGINT, then drains the calls in flight and returns.
 """
 
@@ -24,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.flight as fl
 
-from graphpipe.ops.sampling import SampleOutput, sample_neighbors
+from graphpipe.ops.sampling import sample_neighbors
 from graphpipe.service import protocol
 from graphpipe.store import GraphStore
 
@@ -98,6 +99,7 @@ class SamplingServer(fl.FlightServerBase):
         if self.num_nodes:  # load the compiled sampling kernels before the first call
             sample_neighbors(self.indptr, self.indices, np.zeros(1, np.int64), [1])
         self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="graphpipe-serve")
+        self._slots = threading.BoundedSemaphore(self.threads)
         self._lock = threading.Lock()
         self._in_flight = 0
         self.draining = False
@@ -195,18 +197,24 @@ class SamplingServer(fl.FlightServerBase):
         for batch in _request_batches(reader, protocol.sample_request_schema(), "sample"):
             seed_batches, keys = self._seed_batches(batch)
             total += sum(len(b) for b in seed_batches)
-            jobs = [self._pool.submit(self._sample_one, seeds, key, fanouts, replace, want_x, want_y)
+            args = (schema, fanouts, replace, want_x, want_y)
+            if len(seed_batches) == 1:  # no hand-off to the pool for a single batch
+                writer.write_batch(self._sample_one(seed_batches[0], keys[0], *args))
+                continue
+            jobs = [self._pool.submit(self._sample_one, seeds, key, *args)
                     for seeds, key in zip(seed_batches, keys)]
-            _write_in_order(jobs, writer, lambda result: protocol.encode_sample_output(
-                result[0], schema, x=result[1], y=result[2]))
+            _write_in_order(jobs, writer)
         return total
 
-    def _sample_one(self, seeds: np.ndarray, key: int, fanouts: list[int], replace: bool,
-                    want_x: bool, want_y: bool) -> tuple[SampleOutput, np.ndarray | None, np.ndarray | None]:
-        out = sample_neighbors(self.indptr, self.indices, seeds, fanouts, replace=replace, seed=key)
-        x = self.store.features(out.n_id) if want_x else None
-        y = np.take(self.store.labels, seeds, axis=0) if want_y else None
-        return out, x, y
+    def _sample_one(self, seeds: np.ndarray, key: int, schema: pa.Schema, fanouts: list[int],
+                    replace: bool, want_x: bool, want_y: bool) -> pa.RecordBatch:
+        """Sample one seed batch (at most ``threads`` at a time over all calls) and encode it
+        as a one-row response record batch."""
+        with self._slots:
+            out = sample_neighbors(self.indptr, self.indices, seeds, fanouts, replace=replace, seed=key)
+            x = self.store.features(out.n_id) if want_x else None
+            y = np.take(self.store.labels, seeds, axis=0) if want_y else None
+            return protocol.encode_sample_output(out, schema, x=x, y=y)
 
     def _seed_batches(self, batch: pa.RecordBatch) -> tuple[list[np.ndarray], list[int]]:
         seeds_col, keys_col = batch.column(0), batch.column(1)
@@ -347,11 +355,10 @@ def _schema_text(schema: pa.Schema) -> str:
     return "{" + ", ".join(f"{f.name}: {f.type}" for f in schema) + "}"
 
 
-def _write_in_order(jobs: list[Future], writer: fl.MetadataRecordBatchWriter,
-                    encode: Callable[[Any], pa.RecordBatch]) -> None:
+def _write_in_order(jobs: list[Future], writer: fl.MetadataRecordBatchWriter) -> None:
     try:
         for job in jobs:
-            writer.write_batch(encode(job.result()))
+            writer.write_batch(job.result())
     finally:
         for job in jobs:
             job.cancel()
