@@ -58,6 +58,20 @@ def timed(fn: Callable[[], None], repeats: int) -> float:
     return statistics.median(samples)
 
 
+def timed_round_robin(fns: dict[str, Callable[[], None]], repeats: int) -> dict[str, float]:
+    """Median seconds per function; the functions take turns in every round, so load
+    from other processes on the machine drifts over all of them alike."""
+    for fn in fns.values():
+        fn()  # warm-up (JIT, caches)
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            samples[name].append(time.perf_counter() - t0)
+    return {name: statistics.median(v) for name, v in samples.items()}
+
+
 def methods(indptr: torch.Tensor, indices: torch.Tensor, num_src: int, x: torch.Tensor,
             g: torch.Tensor, kind: str) -> dict[str, Callable[[], None]]:
     import torch_scatter
@@ -132,7 +146,8 @@ def bench_aggregate(args) -> None:
         indptr, indices, num_src = sampled_block(num_dst, fanout, rng)
         shapes.append((fanout, indptr, indices, num_src))
         num_dst = num_src
-    print(f"torch threads={torch.get_num_threads()}  repeats={args.repeats} (median)")
+    print(f"torch threads={torch.get_num_threads()}  repeats={args.repeats} "
+          "(median, methods interleaved round-robin)")
     header = "| hop (fanout) | dst | src | edges | F | op | " + " | ".join(
         ["graphpipe.cpu", "torch_scatter", "pyg.utils.scatter", "torch.sparse.mm(csr)",
          "pyg SparseTensor matmul"]) + " | best other / ours |"
@@ -149,8 +164,8 @@ def bench_aggregate(args) -> None:
             x = torch.randn(num_src, feat, generator=gen)
             g = torch.randn(indptr.shape[0] - 1, feat, generator=gen)
             for kind in ("sum", "mean", "gcn"):
-                times = {name: timed(fn, args.repeats)
-                         for name, fn in methods(indptr, indices, num_src, x, g, kind).items()}
+                times = timed_round_robin(methods(indptr, indices, num_src, x, g, kind),
+                                          args.repeats)
                 ours = times.pop("graphpipe.cpu")
                 best = min(times.values())
                 row = [f"{hop} ({fanout})", str(indptr.shape[0] - 1), str(num_src),

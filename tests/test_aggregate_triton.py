@@ -120,6 +120,16 @@ def check_heads_and_determinism() -> None:
         got = torch.autograd.grad(out, [a_src, a_dst, x], g)
         for a, b in zip(got, want):
             torch.testing.assert_close(a.double(), b.double(), rtol=1e-4, atol=1e-5)
+    # edge softmax kernel: stability, empty rows, gradcheck in float64
+    big = torch.tensor([[1000.0], [1001.0], [999.0], [-1000.0], [-1000.0]])
+    alpha = edge_softmax(torch.tensor([0, 3, 3, 5]), big, backend="triton")
+    assert torch.isfinite(alpha).all()
+    torch.testing.assert_close(alpha[3:], torch.full((2, 1), 0.5))
+    sm_indptr = torch.tensor([0, 3, 3, 5, 30, 31])
+    s64 = torch.randn(31, 2, dtype=torch.float64, generator=gen, requires_grad=True)
+    torch.testing.assert_close(edge_softmax(sm_indptr, s64, backend="triton"),
+                               reference_edge_softmax(sm_indptr, s64))
+    torch.autograd.gradcheck(lambda z: edge_softmax(sm_indptr, z, backend="triton"), (s64,))
     # K4: forward bitwise identical across runs (fresh blocks each time)
     xf = torch.randn(24, 40, generator=gen)
     outs = [aggregate(indptr.clone(), indices.clone(), xf, num_dst=10, norm="gcn",

@@ -24,7 +24,11 @@ Public functions (all differentiable with respect to their float inputs):
 Each has a ``reference`` path (plain torch in float64, slow and obvious: the
 ``reference_*`` functions below), a ``cpu`` path (Numba, :mod:`.aggregate_cpu`) and a
 ``triton`` path (:mod:`.aggregate_triton`); ``backend="auto"`` picks ``triton`` for
-CUDA tensors and ``cpu`` otherwise.
+CUDA tensors and ``cpu`` otherwise. On the ``triton`` backend, :func:`sddmm_scores` is
+two gathers and an elementwise leaky ReLU in torch (memory-bound, nothing for a custom
+kernel to win); the other three are Triton kernels. ``backend="triton"`` also accepts
+CPU tensors, which only makes sense under ``TRITON_INTERPRET=1`` (tests).
+Float16/bfloat16 inputs are computed in float32 and returned in their own dtype.
 
 Definitions fixed here:
 
@@ -40,9 +44,11 @@ Definitions fixed here:
   caller's job (add them to the block). An ``edge_weight`` given together with
   ``norm="gcn"`` multiplies the normalised coefficient (degrees stay unweighted).
 
-Backward passes never use atomics on the CPU: the gradient with respect to ``x`` is
-the aggregation over the transposed block (CSR by source), built once per block and
-cached on its :class:`CSCBlock`. Forward results are bitwise reproducible.
+Backward passes use no atomics (unless Triton's ``atomic_backward=True``): the
+gradient with respect to ``x`` is the aggregation over the transposed block (CSR by
+source), built once per block and cached on its :class:`CSCBlock`; gradients with
+respect to edge weights / attention are SDDMMs over the forward rows. Forward results
+are bitwise reproducible.
 """
 
 from __future__ import annotations
@@ -615,7 +621,7 @@ def sddmm_scores(indptr: torch.Tensor, indices: torch.Tensor, a_src: torch.Tenso
         a_src: float ``(num_src, H)``, ``<a_s, z_v>`` per source and head.
         a_dst: float ``(num_dst, H)``, ``<a_d, z_u>`` per destination and head.
         negative_slope: leaky ReLU slope (GAT uses 0.2).
-        backend: ``"auto"``, ``"cpu"``, ``"triton"`` (CUDA: torch gathers) or
+        backend: ``"auto"``, ``"cpu"``, ``"triton"`` (torch gathers) or
             ``"reference"``.
 
     Returns:
@@ -641,11 +647,16 @@ def sddmm_scores(indptr: torch.Tensor, indices: torch.Tensor, a_src: torch.Tenso
 
 class _EdgeSoftmaxFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, scores: torch.Tensor, indptr: torch.Tensor) -> torch.Tensor:
+    def forward(ctx, scores: torch.Tensor, indptr: torch.Tensor, backend: str) -> torch.Tensor:
         s = scores.detach().to(_compute_dtype(scores.dtype)).contiguous()
-        alpha = torch.empty_like(s)
-        _cpu.edge_softmax_forward(_np(indptr), s.numpy(), alpha.numpy())
+        if backend == "cpu":
+            alpha = torch.empty_like(s)
+            _cpu.edge_softmax_forward(_np(indptr), s.numpy(), alpha.numpy())
+        else:
+            from . import aggregate_triton as _tr
+            alpha = _tr.edge_softmax_forward(indptr, s)
         ctx.indptr = indptr
+        ctx.backend = backend
         ctx.dtype = scores.dtype
         ctx.save_for_backward(alpha)
         return alpha.to(scores.dtype)
@@ -654,24 +665,13 @@ class _EdgeSoftmaxFunction(torch.autograd.Function):
     def backward(ctx, grad: torch.Tensor):
         (alpha,) = ctx.saved_tensors
         g = grad.detach().to(alpha.dtype).contiguous()
-        out = torch.empty_like(alpha)
-        _cpu.edge_softmax_backward(_np(ctx.indptr), alpha.numpy(), g.numpy(), out.numpy())
-        return out.to(ctx.dtype), None
-
-
-def _torch_edge_softmax(indptr: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-    """Device-agnostic path (used on CUDA): segment max, exp, segment sum; differentiable
-    by torch autograd."""
-    num_dst = indptr.shape[0] - 1
-    dst = torch.repeat_interleave(torch.arange(num_dst, device=indptr.device),
-                                  indptr[1:] - indptr[:-1], output_size=scores.shape[0])
-    idx = dst[:, None].expand_as(scores)
-    row_max = torch.full((num_dst, scores.shape[1]), -torch.inf, dtype=scores.dtype,
-                         device=scores.device).scatter_reduce(0, idx, scores.detach(), "amax")
-    p = torch.exp(scores - row_max[dst])
-    denom = torch.zeros(num_dst, scores.shape[1], dtype=scores.dtype,
-                        device=scores.device).index_add(0, dst, p)
-    return p / denom[dst]
+        if ctx.backend == "cpu":
+            out = torch.empty_like(alpha)
+            _cpu.edge_softmax_backward(_np(ctx.indptr), alpha.numpy(), g.numpy(), out.numpy())
+        else:
+            from . import aggregate_triton as _tr
+            out = _tr.edge_softmax_backward(ctx.indptr, alpha, g)
+        return out.to(ctx.dtype), None, None
 
 
 def edge_softmax(indptr: torch.Tensor, scores: torch.Tensor, *,
@@ -685,8 +685,7 @@ def edge_softmax(indptr: torch.Tensor, scores: torch.Tensor, *,
     Args:
         indptr: int64 ``(num_dst + 1,)`` CSC offsets (``indptr[-1] == E``).
         scores: float ``(E, H)``.
-        backend: ``"auto"``, ``"cpu"``, ``"triton"`` (CUDA: torch segment ops) or
-            ``"reference"``.
+        backend: ``"auto"``, ``"cpu"``, ``"triton"`` or ``"reference"``.
 
     Returns:
         ``(E, H)`` tensor of scores' dtype; differentiable w.r.t. scores.
@@ -704,9 +703,7 @@ def edge_softmax(indptr: torch.Tensor, scores: torch.Tensor, *,
     backend = _resolve_backend(backend, scores.device)
     if backend == "reference":
         return reference_edge_softmax(indptr, scores).to(scores.dtype)
-    if backend == "triton":
-        return _torch_edge_softmax(indptr, scores)
-    return _EdgeSoftmaxFunction.apply(scores, indptr)
+    return _EdgeSoftmaxFunction.apply(scores, indptr, backend)
 
 
 class _AggregateHeadsFunction(torch.autograd.Function):

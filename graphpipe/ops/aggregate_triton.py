@@ -389,3 +389,106 @@ def sddmm_dot_heads(block, g: torch.Tensor, x: torch.Tensor, **options) -> torch
     num_dst, heads, dim = g.shape
     return _sddmm(block, g.reshape(num_dst, heads * dim).contiguous(),
                   x.reshape(x.shape[0], heads * dim).contiguous(), dim, heads)
+
+
+# =========================================================================== edge softmax
+
+
+@triton.jit
+def _edge_softmax_fwd_kernel(rows_ptr, num_rows, indptr, scores, out, num_heads,
+                             ACC_DTYPE: tl.constexpr, BLOCK_X: tl.constexpr,
+                             BLOCK_K: tl.constexpr):
+    """Per (row tile, head): max, sum of exp, normalised write, BLOCK_K edges at a time."""
+    pid = tl.program_id(0)
+    head = tl.program_id(1)
+    idx = pid * BLOCK_X + tl.arange(0, BLOCK_X)
+    r_mask = idx < num_rows
+    rows = tl.load(rows_ptr + idx, mask=r_mask, other=0)
+    start = tl.load(indptr + rows, mask=r_mask, other=0)
+    deg = tl.load(indptr + rows + 1, mask=r_mask, other=0) - start
+    max_deg = tl.max(deg, axis=0)
+    row_max = tl.full([BLOCK_X], float("-inf"), dtype=ACC_DTYPE)
+    for k0 in range(0, max_deg, BLOCK_K):
+        kk = k0 + tl.arange(0, BLOCK_K)
+        m = (kk[None, :] < deg[:, None]) & r_mask[:, None]
+        s = tl.load(scores + (start[:, None] + kk[None, :]) * num_heads + head, mask=m,
+                    other=float("-inf")).to(ACC_DTYPE)
+        row_max = tl.maximum(row_max, tl.max(s, axis=1))
+    row_max = tl.where(row_max == float("-inf"), 0.0, row_max)  # empty rows
+    denom = tl.zeros([BLOCK_X], dtype=ACC_DTYPE)
+    for k0 in range(0, max_deg, BLOCK_K):
+        kk = k0 + tl.arange(0, BLOCK_K)
+        m = (kk[None, :] < deg[:, None]) & r_mask[:, None]
+        s = tl.load(scores + (start[:, None] + kk[None, :]) * num_heads + head, mask=m,
+                    other=float("-inf")).to(ACC_DTYPE)
+        p = tl.exp(s - row_max[:, None])
+        denom += tl.sum(p, axis=1)
+    inv = 1.0 / tl.where(denom > 0, denom, 1.0)
+    for k0 in range(0, max_deg, BLOCK_K):
+        kk = k0 + tl.arange(0, BLOCK_K)
+        m = (kk[None, :] < deg[:, None]) & r_mask[:, None]
+        ptr = (start[:, None] + kk[None, :]) * num_heads + head
+        s = tl.load(scores + ptr, mask=m, other=float("-inf")).to(ACC_DTYPE)
+        p = tl.exp(s - row_max[:, None]) * inv[:, None]
+        tl.store(out + ptr, p, mask=m)
+
+
+@triton.jit
+def _edge_softmax_bwd_kernel(rows_ptr, num_rows, indptr, alpha, grad, out, num_heads,
+                             ACC_DTYPE: tl.constexpr, BLOCK_X: tl.constexpr,
+                             BLOCK_K: tl.constexpr):
+    """grad_s = alpha * (g - sum_row(alpha * g))."""
+    pid = tl.program_id(0)
+    head = tl.program_id(1)
+    idx = pid * BLOCK_X + tl.arange(0, BLOCK_X)
+    r_mask = idx < num_rows
+    rows = tl.load(rows_ptr + idx, mask=r_mask, other=0)
+    start = tl.load(indptr + rows, mask=r_mask, other=0)
+    deg = tl.load(indptr + rows + 1, mask=r_mask, other=0) - start
+    max_deg = tl.max(deg, axis=0)
+    dot = tl.zeros([BLOCK_X], dtype=ACC_DTYPE)
+    for k0 in range(0, max_deg, BLOCK_K):
+        kk = k0 + tl.arange(0, BLOCK_K)
+        m = (kk[None, :] < deg[:, None]) & r_mask[:, None]
+        ptr = (start[:, None] + kk[None, :]) * num_heads + head
+        a = tl.load(alpha + ptr, mask=m, other=0.0).to(ACC_DTYPE)
+        g = tl.load(grad + ptr, mask=m, other=0.0).to(ACC_DTYPE)
+        dot += tl.sum(a * g, axis=1)
+    for k0 in range(0, max_deg, BLOCK_K):
+        kk = k0 + tl.arange(0, BLOCK_K)
+        m = (kk[None, :] < deg[:, None]) & r_mask[:, None]
+        ptr = (start[:, None] + kk[None, :]) * num_heads + head
+        a = tl.load(alpha + ptr, mask=m, other=0.0).to(ACC_DTYPE)
+        g = tl.load(grad + ptr, mask=m, other=0.0).to(ACC_DTYPE)
+        tl.store(out + ptr, a * (g - dot[:, None]), mask=m)
+
+
+def _softmax_launch(kernel, indptr: torch.Tensor, first: torch.Tensor, second, out,
+                    num_heads: int) -> None:
+    num_rows = indptr.shape[0] - 1
+    if num_rows == 0 or out.numel() == 0:
+        return
+    deg = indptr[1:] - indptr[:-1]
+    rows = torch.argsort(deg, stable=True)  # degree-grouped tiles
+    block_x, block_k = 8, 16
+    grid = (triton.cdiv(num_rows, block_x), num_heads)
+    args = (rows, num_rows, indptr, first) + ((second,) if second is not None else ()) + (
+        out, num_heads)
+    kernel[grid](*args, ACC_DTYPE=_acc_dtype(out.dtype), BLOCK_X=block_x, BLOCK_K=block_k)
+
+
+def edge_softmax_forward(indptr: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+    """``(E, H)`` softmax of scores over each row's entries (rows with no entries: none)."""
+    scores = scores.contiguous()
+    out = torch.empty_like(scores)
+    _softmax_launch(_edge_softmax_fwd_kernel, indptr, scores, None, out, scores.shape[1])
+    return out
+
+
+def edge_softmax_backward(indptr: torch.Tensor, alpha: torch.Tensor,
+                          grad: torch.Tensor) -> torch.Tensor:
+    """``(E, H)`` gradient of the scores given alpha and the gradient of alpha."""
+    out = torch.empty_like(alpha)
+    _softmax_launch(_edge_softmax_bwd_kernel, indptr, alpha.contiguous(), grad.contiguous(),
+                    out, alpha.shape[1])
+    return out

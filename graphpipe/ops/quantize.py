@@ -176,12 +176,23 @@ def _dequantize_kernel(packed, mins, scales, bits, num_cols, out):
     num_rows = packed.shape[0]
     per_byte = 8 // bits
     mask = (1 << bits) - 1
+    full_bytes = num_cols // per_byte
     for r in numba.prange(num_rows):
         src = packed[r]
         dst = out[r]
         mn = mins[r]
         scale = scales[r]
-        for f in range(num_cols):
+        if bits == 8:
+            for f in range(num_cols):
+                dst[f] = np.float32(np.float32(src[f]) * scale) + mn
+            continue
+        for k in range(full_bytes):
+            byte = np.int32(src[k])
+            base = k * per_byte
+            for j in range(per_byte):
+                code = (byte >> (j * bits)) & mask
+                dst[base + j] = np.float32(np.float32(code) * scale) + mn
+        for f in range(full_bytes * per_byte, num_cols):
             code = (np.int32(src[f // per_byte]) >> ((f % per_byte) * bits)) & mask
             dst[f] = np.float32(np.float32(code) * scale) + mn
 
