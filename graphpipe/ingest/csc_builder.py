@@ -748,25 +748,29 @@ class _Runs:
         self.files.clear()
 
 
-def _read_into(fd: int, arr: np.ndarray, offset: int) -> None:
+def _read_into(fd: int, path: Path, arr: np.ndarray, offset: int) -> None:
+    """Fill ``arr`` from byte ``offset`` of the open file ``fd`` (``path``)."""
     view = memoryview(arr).cast("B")
     done = 0
     while done < view.nbytes:
         got = os.preadv(fd, [view[done:]], offset + done)
         if got <= 0:
-            raise IngestError(f"spill file ended early (read {done} of {view.nbytes} bytes)")
+            raise IngestError(f"{path}: spill file ended early (byte {offset + done}, "
+                              f"{view.nbytes - done} more expected)")
         done += got
 
 
 def _read_records(segments: list[tuple[Path, int, int, int]], total: int, num_input: int
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The ``total`` records of ``segments`` (see :meth:`_Runs.segments`) as int64
+    ``(key, other, eid)`` arrays, reverse-edge tags resolved to ``E + i``."""
     cols = [np.empty(total, dtype=np.int64) for _ in range(3)]
     at = 0
     for path, n, first, count in segments:
         fd = os.open(path, os.O_RDONLY)
         try:
             for c in range(3):
-                _read_into(fd, cols[c][at:at + count], (c * n + first) * 8)
+                _read_into(fd, path, cols[c][at:at + count], (c * n + first) * 8)
         finally:
             os.close(fd)
         at += count
