@@ -334,6 +334,7 @@ def test_errors(store: GraphStore) -> None:
         ({"cache": "lru"}, "'cache'"),
         ({"cache": "degree", "cache_rows": 1.5}, "'cache_rows'"),
         ({"match_reorder": "yes"}, "'match_reorder'"),
+        ({"device": "warp-drive"}, "'device'"),
     ]
     for kwargs, name in cases:
         args = {"fanouts": FANOUTS, "batch_size": 10} | kwargs

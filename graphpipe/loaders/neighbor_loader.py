@@ -113,7 +113,12 @@ class NeighborLoader:
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))
                                  or seed < 0):
             raise ValueError(f"'seed' must be a non-negative integer or None (got {seed!r})")
-        self.device = torch.device(device)
+        try:
+            self.device = torch.device(device)
+        except (RuntimeError, TypeError):
+            raise ValueError(f"'device' is not a torch device (got {device!r})") from None
+        if self.device.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError(f"'device' is {device!r} but CUDA is not available")
         self.shuffle = bool(shuffle)
         self.drop_last = bool(drop_last)
         self.progress = bool(progress)
