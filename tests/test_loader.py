@@ -394,3 +394,9 @@ def test_store_without_features(tmp_path: Path) -> None:
     topo = NeighborLoader(tmp_path / "topo", FANOUTS, 40, features=False, cache="degree")
     batches = _epoch(topo)
     assert len(batches) == 3 and all(b.x is None and b.y is None for b in batches)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error raised without CUDA")
+def test_cuda_without_cuda_is_an_error(store: GraphStore) -> None:
+    with pytest.raises(ValueError, match="'device'"):
+        NeighborLoader(store, FANOUTS, 10, device="cuda")
