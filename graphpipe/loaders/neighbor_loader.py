@@ -108,6 +108,8 @@ class NeighborLoader:
         self.prefetch = int(prefetch)
         if match_reorder not in (True, False, "match"):
             raise ValueError(f"'match_reorder' must be True, False or 'match' (got {match_reorder!r})")
+        if match_reorder != "match":
+            match_reorder = bool(match_reorder)
         if cache not in (None, "degree"):
             raise ValueError(f"'cache' must be None or 'degree' (got {cache!r})")
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))
