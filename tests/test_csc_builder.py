@@ -217,6 +217,22 @@ def test_empty_chunks_and_narrow_dtypes(tmp_path, limit):
     assert_layout_equal(got, reference_csc(src, dst, 60, opts))
 
 
+@pytest.mark.parametrize("limit", [None, 8192])
+def test_int64_node_ids(tmp_path, monkeypatch, limit):
+    """The int64 layout of graphs with >= 2**31 nodes, forced on a small graph."""
+    monkeypatch.setattr(csc_builder, "indices_dtype", lambda num_nodes: np.dtype(np.int64))
+    src, dst = _skewed_graph(200, 3000, seed=11)
+    opts = CscOptions(add_reverse_edges=True, deduplicate=True, build_csr=True,
+                      memory_limit=limit)
+    with StoreWriter(tmp_path / "s", name="t") as writer:
+        stats = build_csc(chunks_of(src, dst, 500), 200, writer, opts)
+        got = [np.array(read_array(writer.path, f"csc/{name}")) for name in TOPOLOGY]
+    assert stats.out_of_core == (limit is not None)
+    want = reference_csc(src, dst, 200, opts)
+    assert want[1].dtype == np.int64
+    assert_layout_equal(got, want)
+
+
 def test_all_edges_removed_gives_empty_topology(tmp_path):
     src = dst = np.array([0, 1, 1, 2], dtype=np.int64)
     for limit in (None, 1):

@@ -73,9 +73,10 @@ _IN_MEMORY_BYTES_PER_RECORD = 64  # output (<= 16), partitioned copy (<= 24), de
 _IN_MEMORY_BUCKETS = 1024  # most buckets of the in-memory partition pass (write streams)
 _IN_MEMORY_BUCKET_SLOTS = 1 << 14  # aim: slots per bucket, so a bucket's rows stay in cache
 _IN_MEMORY_BYTES_PER_NODE = 32  # indptr, scatter positions, kept counts, compacted indptr
-_RUN_BYTES_PER_RECORD = 48  # run buffer (key, other, eid) + its bucket-sorted copy
-_PIECE_BYTES_PER_RECORD = 24  # one record read back for re-partitioning
-_GROUP_BYTES_PER_RECORD = 72  # loaded record + scattered copy + compacted output + cast
+# Out of core, a record (row, neighbour, edge ID) takes ``2 * node_bytes + 8`` bytes (node IDs
+# int32 below 2**31 nodes); a run buffer holds records plus their bucket-sorted copy (2x), a
+# re-partitioning piece 1x, a group its loaded records, the rows scattered and compacted
+# (2 x (node_bytes + 8)) plus slack.
 _GROUP_BYTES_PER_ROW = 32  # offsets, counts and kept counts of a row
 
 
@@ -712,13 +713,16 @@ def _in_memory_layout(prefix: str, layout: list[tuple[np.ndarray, np.ndarray]], 
 class _Runs:
     """Spill runs over one partition: records bucketed by ``(field - lo) >> shift``.
 
-    Each run file holds ``n`` records as three int64 columns ``key | other | eid``, sorted by
-    bucket; ``offsets`` (``n_buckets + 1``) gives each bucket's record range in the run.
-    ``field`` is 0 (row key), 1 (neighbour) or 2 (edge ID).
+    Each run file holds ``n`` records as three columns ``key | other | eid`` (node IDs in
+    ``node_dtype``, edge IDs int64), sorted by bucket; ``offsets`` (``n_buckets + 1``) gives
+    each bucket's record range in the run. ``field`` is 0 (row key), 1 (neighbour) or 2
+    (edge ID).
     """
 
-    def __init__(self, field_index: int, lo: int, hi: int, shift: int, n_buckets: int):
+    def __init__(self, field_index: int, lo: int, hi: int, shift: int, n_buckets: int,
+                 node_dtype: np.dtype):
         self.field_index = field_index
+        self.node_dtype = np.dtype(node_dtype)
         self.lo, self.hi, self.shift, self.n_buckets = lo, hi, shift, n_buckets
         self.files: list[tuple[Path, int, np.ndarray]] = []
 
@@ -733,13 +737,14 @@ class _Runs:
         start = self.lo + (b << self.shift)
         return start, min(self.hi, start + (1 << self.shift))
 
-    def segments(self, b0: int, b1: int) -> list[tuple[Path, int, int, int]]:
-        """``(path, run_length, first_record, count)`` of buckets ``[b0, b1)`` in every run."""
+    def segments(self, b0: int, b1: int) -> list[tuple[Path, int, int, int, np.dtype]]:
+        """``(path, run_length, first_record, count, node_dtype)`` of buckets ``[b0, b1)`` in
+        every run."""
         out = []
         for path, n, offsets in self.files:
             first, count = int(offsets[b0]), int(offsets[b1] - offsets[b0])
             if count:
-                out.append((path, n, first, count))
+                out.append((path, n, first, count, self.node_dtype))
         return out
 
     def remove(self) -> None:
@@ -760,17 +765,21 @@ def _read_into(fd: int, path: Path, arr: np.ndarray, offset: int) -> None:
         done += got
 
 
-def _read_records(segments: list[tuple[Path, int, int, int]], total: int, num_input: int
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The ``total`` records of ``segments`` (see :meth:`_Runs.segments`) as int64
-    ``(key, other, eid)`` arrays, reverse-edge tags resolved to ``E + i``."""
-    cols = [np.empty(total, dtype=np.int64) for _ in range(3)]
+def _read_records(segments: list[tuple[Path, int, int, int, np.dtype]], total: int,
+                  num_input: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The ``total`` records of ``segments`` (see :meth:`_Runs.segments`) as ``(key, other,
+    eid)`` arrays (node dtype, node dtype, int64), reverse-edge tags resolved to ``E + i``."""
+    node_dtype = segments[0][4] if segments else np.dtype(np.int64)
+    cols = [np.empty(total, dtype=node_dtype), np.empty(total, dtype=node_dtype),
+            np.empty(total, dtype=np.int64)]
     at = 0
-    for path, n, first, count in segments:
+    for path, n, first, count, _dtype in segments:
+        node_bytes = node_dtype.itemsize
+        starts = (first * node_bytes, (n + first) * node_bytes, 2 * n * node_bytes + first * 8)
         fd = os.open(path, os.O_RDONLY)
         try:
-            for c in range(3):
-                _read_into(fd, path, cols[c][at:at + count], (c * n + first) * 8)
+            for col, start in zip(cols, starts):
+                _read_into(fd, path, col[at:at + count], start)
         finally:
             os.close(fd)
         at += count
@@ -778,12 +787,13 @@ def _read_records(segments: list[tuple[Path, int, int, int]], total: int, num_in
     return cols[0], cols[1], cols[2]
 
 
-def _iter_pieces(segments: list[tuple[Path, int, int, int]], piece: int, num_input: int):
+def _iter_pieces(segments: list[tuple[Path, int, int, int, np.dtype]], piece: int,
+                 num_input: int):
     """Records of ``segments`` in order, in arrays of at most ``piece`` records."""
-    for path, n, first, count in segments:
+    for path, n, first, count, node_dtype in segments:
         for start in range(first, first + count, piece):
-            yield _read_records([(path, n, start, min(piece, first + count - start))],
-                                min(piece, first + count - start), num_input)
+            size = min(piece, first + count - start)
+            yield _read_records([(path, n, start, size, node_dtype)], size, num_input)
 
 
 def _partition_shape(lo: int, hi: int) -> tuple[int, int]:
@@ -800,8 +810,8 @@ class _RunBuilder:
 
     def __init__(self, spill_dir: Path, runs: _Runs, capacity: int, stats: CscStats):
         self.spill_dir, self.runs, self.capacity, self.stats = spill_dir, runs, capacity, stats
-        self.key = np.empty(capacity, dtype=np.int64)
-        self.other = np.empty(capacity, dtype=np.int64)
+        self.key = np.empty(capacity, dtype=runs.node_dtype)
+        self.other = np.empty(capacity, dtype=runs.node_dtype)
         self.eid = np.empty(capacity, dtype=np.int64)
         self.at = 0
 
@@ -841,22 +851,23 @@ class _RunBuilder:
             return
         runs = self.runs
         values = (self.key, self.other, self.eid)[runs.field_index][:n]
-        sorted_cols = [np.empty(n, dtype=np.int64) for _ in range(3)]
+        sorted_cols = [np.empty(n, dtype=runs.node_dtype), np.empty(n, dtype=runs.node_dtype),
+                       np.empty(n, dtype=np.int64)]
         offsets = np.empty(runs.n_buckets + 1, dtype=np.int64)
         _bucket_sort(values, runs.lo, runs.shift, runs.n_buckets, self.key[:n], self.other[:n],
                      self.eid[:n], sorted_cols[0], sorted_cols[1], sorted_cols[2], offsets)
         path = self.spill_dir / f"run-{uuid.uuid4().hex}.bin"
         with open(path, "wb") as fh:
             fh.writelines(memoryview(col) for col in sorted_cols)
+        self.stats.spilled_bytes += sum(col.nbytes for col in sorted_cols)
         del sorted_cols
         runs.files.append((path, n, offsets))
         self.stats.runs += 1
-        self.stats.spilled_bytes += 24 * n
         self.at = 0
 
     def finish(self) -> _Runs:
         self.flush()
-        self.key = self.other = self.eid = np.empty(0, dtype=np.int64)
+        self.key = self.other = self.eid = np.empty(0, dtype=np.int64)  # release the buffers
         return self.runs
 
 
@@ -951,7 +962,7 @@ class _RecordCollector:
 
     def emit(self, first_row: int, counts: np.ndarray, other: np.ndarray, eid: np.ndarray) -> None:
         key = np.repeat(np.arange(first_row, first_row + counts.shape[0], dtype=np.int64), counts)
-        self.builder.add_records(key, other.astype(np.int64), eid)
+        self.builder.add_records(key, other, eid)
 
 
 class _Spiller:
@@ -973,16 +984,21 @@ class _Spiller:
         shift, n_buckets = _partition_shape(0, num_nodes)
         # ``reserved``: bytes of edges buffered before the switch to this path, still held
         # while the first runs are written.
+        self.node_dtype = indices_dtype(num_nodes)
+        record_bytes = 2 * self.node_dtype.itemsize + 8
+        self.group_bytes_per_record = record_bytes + 2 * (self.node_dtype.itemsize + 8) + 16
         capacity = max(16, (self.budget - reserved)
-                       // (_RUN_BYTES_PER_RECORD * len(layouts) * len(directions)))
+                       // (2 * record_bytes * len(layouts) * len(directions)))
         # Forward and reverse slots go to separate runs, so that reading a group's forward
         # runs, then its reverse runs, yields every row in edge-ID order (cheap to finish).
         self.builders = {
             (prefix, direction): _RunBuilder(
-                self.spill_dir, _Runs(0, 0, num_nodes, shift, n_buckets), capacity, self.stats)
+                self.spill_dir, _Runs(0, 0, num_nodes, shift, n_buckets, self.node_dtype),
+                capacity, self.stats)
             for prefix in layouts for direction in directions
         }
-        self.run_capacity = max(16, self.budget // (_RUN_BYTES_PER_RECORD + _PIECE_BYTES_PER_RECORD))
+        # re-partitioning: a run buffer (2 records' bytes) plus the piece being read (1)
+        self.run_capacity = max(16, self.budget // (3 * record_bytes))
 
     # -- pass 1 ---------------------------------------------------------------------------------
     def add_edges(self, src: np.ndarray, dst: np.ndarray, eid0: int) -> None:
@@ -1038,7 +1054,7 @@ class _Spiller:
             shutil.rmtree(self.spill_dir, ignore_errors=True)
 
     def _group_cost(self, records: int, rows: int) -> int:
-        return records * _GROUP_BYTES_PER_RECORD + rows * _GROUP_BYTES_PER_ROW
+        return records * self.group_bytes_per_record + rows * _GROUP_BYTES_PER_ROW
 
     def _process(self, runs: _Runs, sort_neighbors: bool, dedup: bool, sink, depth: int) -> None:
         """Emit the records of ``runs`` in canonical order into ``sink``.
@@ -1084,7 +1100,7 @@ class _Spiller:
         indptr = np.zeros(n_rows + 1, dtype=np.int64)
         _count_keys(key, base, indptr)
         _exclusive_scan(indptr)
-        row_other = np.empty(records, dtype=np.int64)
+        row_other = np.empty(records, dtype=self.node_dtype)
         row_eid = np.empty(records, dtype=np.int64)
         _scatter_records(key, other, eid, base, indptr, row_other, row_eid)
         del key, other, eid
@@ -1094,7 +1110,7 @@ class _Spiller:
             new_indptr = np.zeros(n_rows + 1, dtype=np.int64)
             new_indptr[1:] = kept
             total = int(_exclusive_scan(new_indptr))
-            out_other = np.empty(total, dtype=np.int64)
+            out_other = np.empty(total, dtype=self.node_dtype)
             out_eid = np.empty(total, dtype=np.int64)
             _compact_rows(indptr, new_indptr, row_other, row_eid, out_other, out_eid)
             row_other, row_eid = out_other, out_eid
@@ -1153,7 +1169,7 @@ class _Spiller:
 
     def _new_runs(self, field_index: int, lo: int, hi: int) -> _Runs:
         shift, n_buckets = _partition_shape(lo, hi)
-        return _Runs(field_index, lo, hi, shift, n_buckets)
+        return _Runs(field_index, lo, hi, shift, n_buckets, self.node_dtype)
 
     def _repartition_and_process(self, segments, field_index: int, lo: int, hi: int,
                                  sort_neighbors: bool, dedup: bool, sink, depth: int) -> None:
