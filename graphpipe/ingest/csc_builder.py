@@ -33,7 +33,17 @@ Two regimes:
    alone exceeds the budget is re-partitioned into finer ranges, recursively; a single
    destination whose in-edges exceed the budget is split by neighbour, then by edge ID.
    Spill files live in a hidden directory inside ``writer.path`` and are removed before
-   :func:`build_csc` returns (or with the writer's temporary tree on abort).
+   :func:`build_csc` returns (or with the writer's temporary tree on abort). They take
+   16 bytes per slot and layout (24 with ``N >= 2**31``), 1.5x that while a bucket is being
+   re-partitioned.
+
+Example::
+
+    with StoreWriter(dest, name="arxiv") as writer:
+        stats = build_csc(reader.edge_chunks(), num_nodes, writer,
+                          CscOptions(add_reverse_edges=True, memory_limit=2 << 30))
+        writer.manifest.update(num_nodes=num_nodes, num_edges=stats.num_edges)
+        writer.commit()
 """
 
 from __future__ import annotations
