@@ -34,8 +34,8 @@ Two regimes:
    destination whose in-edges exceed the budget is split by neighbour, then by edge ID.
    Spill files live in a hidden directory inside ``writer.path`` and are removed before
    :func:`build_csc` returns (or with the writer's temporary tree on abort). They take
-   16 bytes per slot and layout (24 with ``N >= 2**31``), 1.5x that while a bucket is being
-   re-partitioned.
+   16 bytes per slot and layout (24 with ``N >= 2**31``), plus a copy of a bucket while it
+   is being re-partitioned.
 
 Example::
 
