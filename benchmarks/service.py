@@ -8,14 +8,15 @@ is a separate process that sends one batch per call for ``--seconds`` seconds.
 
 Measured in the same run:
 
-- in-process, one batch per call (``sample_neighbors``, 1 thread) vs 1 client;
-- in-process ``LocalSampler`` windows of 8 batches (2 threads) vs ``RemoteSampler``
-  windows of 8 (one call per window, the server samples the window in parallel);
-- 1, 2, 4 and 8 concurrent clients: batches/s, p50/p99 latency;
+- 1 client vs the in-process sampler, one batch per call (``sample_neighbors``, 1
+  thread) and a window of 8 batches per call (``LocalSampler``, 2 threads; the
+  service samples a window's batches in parallel too), best of ``--rounds``
+  interleaved rounds;
+- 1, 2, 4 and 8 concurrent clients, both call sizes: batches/s, p50/p99 latency;
 - a soak: 4 clients for ``--soak`` seconds, errors counted, server RSS sampled every
   second (psutil).
 
-    .venv/bin/python benchmarks/service.py [--seconds 10] [--rounds 3] [--soak 60] [--write]
+    .venv/bin/python benchmarks/service.py [--seconds 8] [--rounds 3] [--soak 60] [--write]
 """
 
 from __future__ import annotations
@@ -54,37 +55,42 @@ def percentiles(lat_s: list[float]) -> dict:
 
 
 # -- client worker (a separate process) -----------------------------------------------------------
-def worker(url: str, store_path: str, worker_id: int, seconds: float) -> dict:
-    """Warm up, print ``ready``, wait for a line on stdin, then send one-batch sample calls
-    for ``seconds``; the JSON result goes to stdout."""
+def worker(url: str, store_path: str, worker_id: int, seconds: float, per_call: int) -> dict:
+    """Warm up, print ``ready``, wait for a line on stdin, then send sample calls of
+    ``per_call`` batches for ``seconds``; the JSON result goes to stdout."""
     from graphpipe.service import Client
     from graphpipe.store import GraphStore
 
     batches = seed_batches(GraphStore.open(store_path), 64, 1000 + worker_id)
-    latencies, errors, first_error = [], 0, None
+    latencies, errors, first_error, done = [], 0, None, 0
     with Client(url) as client:
         client.sample(batches[0], FANOUTS, seed=0)  # connect, warm up
         print("ready", flush=True)
         sys.stdin.readline()
-        t_end = time.perf_counter() + seconds
+        t_start = time.perf_counter()
+        t_end = t_start + seconds
         i = 0
         while time.perf_counter() < t_end:
+            start = (i * per_call) % (len(batches) - per_call + 1)
             t0 = time.perf_counter()
             try:
-                client.sample(batches[i % len(batches)], FANOUTS, seed=i)
+                client.sample_batches(batches[start:start + per_call],
+                                      list(range(i * per_call, (i + 1) * per_call)), FANOUTS)
+                done += per_call
             except Exception as exc:  # noqa: BLE001 - counted and reported
                 errors += 1
                 first_error = first_error or f"{type(exc).__name__}: {exc}"
             latencies.append(time.perf_counter() - t0)
             i += 1
-    return {"latencies": latencies, "errors": errors, "first_error": first_error}
+    return {"latencies": latencies, "batches": done, "elapsed": time.perf_counter() - t_start,
+            "errors": errors, "first_error": first_error}
 
 
-def run_clients(url: str, store_path: str, count: int, seconds: float,
+def run_clients(url: str, store_path: str, count: int, seconds: float, per_call: int,
                 on_tick=None) -> dict:
     """``count`` client processes started together (after each has warmed up)."""
-    procs = [subprocess.Popen([sys.executable, __file__, "--worker", url, store_path, str(w), str(seconds)],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    procs = [subprocess.Popen([sys.executable, __file__, "--worker", url, store_path, str(w), str(seconds),
+                               str(per_call)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
              for w in range(count)]
     for p in procs:
         if p.stdout.readline().strip() != "ready":
@@ -104,39 +110,43 @@ def run_clients(url: str, store_path: str, count: int, seconds: float,
             raise RuntimeError(f"client exited with {p.returncode}")
         results.append(json.loads(out.strip().splitlines()[-1]))
     latencies = [x for r in results for x in r["latencies"]]
-    return {"clients": count, "batches": len(latencies), "seconds": seconds,
-            "batches_per_s": len(latencies) / seconds, **percentiles(latencies),
+    batches = sum(r["batches"] for r in results)
+    elapsed = max(r["elapsed"] for r in results)  # the last call ends after `seconds`
+    return {"clients": count, "per_call": per_call, "calls": len(latencies), "batches": batches,
+            "seconds": elapsed, "batches_per_s": batches / elapsed, **percentiles(latencies),
             "errors": sum(r["errors"] for r in results),
             "first_error": next((r["first_error"] for r in results if r["first_error"]), None)}
 
 
 # -- in-process baselines ---------------------------------------------------------------------------
-def in_process_single(store, batches: list[np.ndarray], seconds: float) -> dict:
+def in_process(store, batches: list[np.ndarray], seconds: float, per_call: int) -> dict:
+    """The in-process sampler called like a client calls the service: one batch per call
+    (``sample_neighbors``, 1 thread) or a window per call (``LocalSampler``, 2 threads)."""
+    from graphpipe.loaders import LocalSampler
     from graphpipe.ops.sampling import sample_neighbors
 
     indptr, indices = np.asarray(store.indptr), np.asarray(store.indices)
-    sample_neighbors(indptr, indices, batches[0], FANOUTS, seed=0)
+    sampler = LocalSampler(indptr, indices, FANOUTS, num_threads=2)
+
+    def call(start: int, first_key: int) -> None:
+        if per_call == 1:
+            sample_neighbors(indptr, indices, batches[start], FANOUTS, seed=first_key)
+        else:
+            sampler.sample_from_nodes(batches[start:start + per_call],
+                                      list(range(first_key, first_key + per_call)))
+
+    call(0, 0)  # warm-up
     latencies, i = [], 0
     t_end = time.perf_counter() + seconds
     while time.perf_counter() < t_end:
+        start = (i * per_call) % (len(batches) - per_call + 1)
         t0 = time.perf_counter()
-        sample_neighbors(indptr, indices, batches[i % len(batches)], FANOUTS, seed=i)
+        call(start, i * per_call)
         latencies.append(time.perf_counter() - t0)
         i += 1
-    return {"batches": i, "batches_per_s": i / sum(latencies), **percentiles(latencies)}
-
-
-def windows(sampler, batches: list[np.ndarray], seconds: float) -> dict:
-    sampler.sample_from_nodes(batches[:WINDOW], list(range(WINDOW)))  # warm-up
-    done, w = 0, 0
-    t0 = time.perf_counter()
-    while time.perf_counter() - t0 < seconds:
-        start = (w * WINDOW) % (len(batches) - WINDOW)
-        sampler.sample_from_nodes(batches[start:start + WINDOW], list(range(start, start + WINDOW)))
-        done += WINDOW
-        w += 1
-    elapsed = time.perf_counter() - t0
-    return {"batches": done, "batches_per_s": done / elapsed}
+    return {"clients": 0, "per_call": per_call, "calls": i, "batches": i * per_call,
+            "seconds": sum(latencies), "batches_per_s": i * per_call / sum(latencies), **percentiles(latencies),
+            "errors": 0}
 
 
 # -- server -----------------------------------------------------------------------------------------
@@ -154,48 +164,45 @@ def start_server(store_path: str, log_path: Path) -> tuple[subprocess.Popen, str
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("--soak", type=float, default=60.0)
+    parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds of the 1-client comparisons")
+    parser.add_argument("--soak", type=float, default=60.0)
     parser.add_argument("--write", action="store_true")
     args = parser.parse_args()
 
     import psutil
     from loader import bench_store
 
-    from graphpipe.loaders import LocalSampler
-    from graphpipe.service import RemoteSampler
-
     store, _ = bench_store()
     store_path = str(store.path)
     batches = seed_batches(store, 64, 0)
     load_before = os.getloadavg()
     report: dict = {"graph": {"nodes": store.num_nodes, "edges": store.num_edges, "scale": 21},
-                    "batch_size": BATCH, "fanouts": FANOUTS}
+                    "batch_size": BATCH, "fanouts": FANOUTS, "window": WINDOW}
     log_path = Path(os.environ.get("TMPDIR", "/tmp")) / "graphpipe_bench" / "service_server.log"
     proc, url = start_server(store_path, log_path)
     server = psutil.Process(proc.pid)
     try:
-        # interleaved rounds, best of each (the machine is shared: other jobs come and go)
-        local_sampler = LocalSampler(store.indptr, store.indices, FANOUTS, num_threads=2)
-        remote = RemoteSampler(url, fanouts=FANOUTS)
-        rounds: dict[str, list[dict]] = {"in_process_single": [], "one_client": [],
-                                         "in_process_windows": [], "remote_windows": []}
-        for r in range(args.rounds):
-            rounds["in_process_single"].append(in_process_single(store, batches, args.seconds))
-            rounds["one_client"].append(run_clients(url, store_path, 1, args.seconds))
-            rounds["in_process_windows"].append(windows(local_sampler, batches, args.seconds))
-            rounds["remote_windows"].append(windows(remote, batches, args.seconds))
-            print(f"round {r}:", {k: round(v[-1]["batches_per_s"], 1) for k, v in rounds.items()}, flush=True)
-        remote.client.close()
-        for key, runs in rounds.items():
-            report[key] = {**max(runs, key=lambda run: run["batches_per_s"]),
-                           "all_batches_per_s": [round(run["batches_per_s"], 1) for run in runs]}
-        report["clients"] = [report["one_client"]]
-        for count in (2, 4, 8):
-            res = run_clients(url, store_path, count, args.seconds)
-            report["clients"].append(res)
-            print(f"{count} client(s):", {k: v for k, v in res.items() if k != "first_error"}, flush=True)
+        # 1 client vs in-process: interleaved rounds, best of each (the machine is shared)
+        report["one_client"] = {}
+        for per_call in (1, WINDOW):
+            runs: dict[str, list[dict]] = {"in_process": [], "service": []}
+            for _ in range(args.rounds):
+                runs["in_process"].append(in_process(store, batches, args.seconds, per_call))
+                runs["service"].append(run_clients(url, store_path, 1, args.seconds, per_call))
+                print(f"per call {per_call}:", {k: round(v[-1]["batches_per_s"], 1) for k, v in runs.items()},
+                      flush=True)
+            report["one_client"][per_call] = {
+                key: {**max(r, key=lambda run: run["batches_per_s"]),
+                      "all_batches_per_s": [round(run["batches_per_s"], 1) for run in r]}
+                for key, r in runs.items()}
+        report["clients"] = []
+        for per_call in (1, WINDOW):
+            for count in (2, 4, 8):
+                res = run_clients(url, store_path, count, args.seconds, per_call)
+                report["clients"].append(res)
+                print(f"{count} clients x {per_call}/call:",
+                      {k: v for k, v in res.items() if k != "first_error"}, flush=True)
 
         rss: list[tuple[float, int]] = []
         lock = threading.Lock()
@@ -205,65 +212,83 @@ def main() -> None:
                 with lock:
                     rss.append((t, server.memory_info().rss))
 
-        soak = run_clients(url, store_path, 4, args.soak, on_tick=tick)
+        soak = run_clients(url, store_path, 4, args.soak, WINDOW, on_tick=tick)
         first = [r for t, r in rss if t < 10.0]
         report["soak"] = {**soak, "rss_first_10s_max_mib": max(first) / 2**20,
                           "rss_end_mib": rss[-1][1] / 2**20, "rss_max_mib": max(r for _, r in rss) / 2**20,
-                          "rss_samples": len(rss)}
+                          "rss_mib_by_second": [round(r / 2**20) for _, r in rss]}
         print("soak:", {k: v for k, v in report["soak"].items() if k != "first_error"}, flush=True)
     finally:
         proc.send_signal(signal.SIGTERM)
         report["server_exit_code"] = proc.wait(timeout=120)
     report["load_average_before_after"] = [round(load_before[0], 2), round(os.getloadavg()[0], 2)]
-    print(json.dumps({k: v for k, v in report.items()}, indent=1))
+    print(json.dumps(report, indent=1))
     if args.write:
         write_markdown(report, args)
 
 
 def write_markdown(report: dict, args: argparse.Namespace) -> None:
-    single = report["in_process_single"]
-    one = report["clients"][0]
-    lw, rw = report["in_process_windows"], report["remote_windows"]
     soak = report["soak"]
+
+    def row(name: str, res: dict) -> str:
+        return (f"| {name} | {res['per_call']} | {res['batches_per_s']:.1f} | {res['p50_ms']:.1f} | "
+                f"{res['p99_ms']:.1f} | {res['errors']} |")
+
     lines = [
         "# Sampling service (Arrow Flight, loopback)",
         "",
         (f"Command: `.venv/bin/python benchmarks/service.py --seconds {args.seconds:g} --rounds {args.rounds} "
-        f"--soak {args.soak:g} --write`"),
+         f"--soak {args.soak:g} --write`"),
         "",
         (f"Machine: {platform.machine()}, {os.cpu_count()} cores shared with other jobs (load average "
-        f"{report['load_average_before_after'][0]} before, {report['load_average_before_after'][1]} after); "
-        f"server and clients on the same machine. Python {platform.python_version()}."),
-        (f"Graph: R-MAT scale 21 ({report['graph']['nodes']:,} nodes, {report['graph']['edges']:,} edges), "
-        "100-dim float32 features (not sent: sampling only). Batch 1024 seeds from the train split, "
-        "fanouts [15, 10, 5]. Server: `graphpipe serve --threads 2`, info-level log line per call. "
-        "Each client is its own process sending one batch per call (random key per call) for "
-        f"{args.seconds:g} s; latency is per call as the client sees it, decoded into a writable "
-        "SampleOutput. The 1-client rows and the window rows are the best of "
-        f"{args.rounds} interleaved rounds (all rounds in the raw data)."),
+         f"{report['load_average_before_after'][0]} before, {report['load_average_before_after'][1]} after); "
+         f"server and clients on the same 2 cores. Python {platform.python_version()}."),
         "",
-        "| mode | batches/s | p50 ms | p99 ms | errors |",
-        "| --- | --- | --- | --- | --- |",
-        (f"| in-process `sample_neighbors`, 1 batch per call, 1 thread | {single['batches_per_s']:.1f} | "
-        f"{single['p50_ms']:.1f} | {single['p99_ms']:.1f} | 0 |"),
+        (f"Graph: R-MAT scale 21 ({report['graph']['nodes']:,} nodes, {report['graph']['edges']:,} edges; "
+         "the store of benchmarks/loader.py). Batches of 1024 seeds from the train split, fanouts "
+         "[15, 10, 5], a fresh random key per batch. Server: `graphpipe serve --threads 2` (one info log "
+         "line per call). Each client is its own process calling `Client.sample_batches` back to back "
+         f"for {args.seconds:g} s with 1 batch per call or a window of {WINDOW} per call (what "
+         "`RemoteSampler` sends for a loader window); latency is per call as the client sees it, "
+         "decoded into writable int64 SampleOutputs. In-process: the same calls to "
+         "`sample_neighbors` (1 batch, 1 thread) or `LocalSampler.sample_from_nodes` (window, 2 "
+         "threads) in one process. Only sampled subgraphs travel (no feature rows)."),
+        "",
+        "## 1 client vs the in-process sampler",
+        "",
+        f"Best of {args.rounds} interleaved rounds (every round in the raw data).",
+        "",
+        "| mode | batches per call | batches/s | p50 ms per call | p99 ms per call | errors |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
-    for res in report["clients"]:
-        lines.append(f"| service, {res['clients']} client(s), 1 batch per call | {res['batches_per_s']:.1f} | "
-                     f"{res['p50_ms']:.1f} | {res['p99_ms']:.1f} | {res['errors']} |")
+    for per_call, pair in report["one_client"].items():
+        lines.append(row("in-process", pair["in_process"]))
+        lines.append(row("service, 1 client", pair["service"]))
+    lines.append("")
+    for per_call, pair in report["one_client"].items():
+        ratio = pair["service"]["batches_per_s"] / pair["in_process"]["batches_per_s"]
+        lines.append(f"- {per_call} batch(es) per call: service at 1 client = {100 * ratio:.0f}% of in-process "
+                     "(target >= 80%).")
     lines += [
-        f"| in-process `LocalSampler`, windows of {WINDOW}, 2 threads | {lw['batches_per_s']:.1f} | | | 0 |",
-        f"| service, `RemoteSampler`, windows of {WINDOW} (server 2 threads) | {rw['batches_per_s']:.1f} | | | 0 |",
         "",
-        (f"1 client vs in-process, one batch per call: {100 * one['batches_per_s'] / single['batches_per_s']:.0f}% "
-        f"(target >= 80%). RemoteSampler vs LocalSampler, windows of {WINDOW}: "
-        f"{100 * rw['batches_per_s'] / lw['batches_per_s']:.0f}%."),
+        "## Concurrent clients",
         "",
-        (f"Soak: 4 clients for {args.soak:g} s: {soak['batches']:,} batches ({soak['batches_per_s']:.1f}/s), "
-        f"{soak['errors']} errors, p50 {soak['p50_ms']:.1f} ms, p99 {soak['p99_ms']:.1f} ms. Server RSS "
-        f"(psutil, every second, {soak['rss_samples']} samples): max over the first 10 s "
-        f"{soak['rss_first_10s_max_mib']:.0f} MiB, at the end {soak['rss_end_mib']:.0f} MiB, max "
-        f"{soak['rss_max_mib']:.0f} MiB (the store's memory-mapped pages count in RSS as they are touched). "
-        f"Server exit code after SIGTERM: {report['server_exit_code']}."),
+        "| clients | batches per call | batches/s | p50 ms per call | p99 ms per call | errors |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for per_call, pair in report["one_client"].items():
+        lines.append(row("1", pair["service"]))
+        lines += [row(str(r["clients"]), r) for r in report["clients"] if str(r["per_call"]) == str(per_call)]
+    lines += [
+        "",
+        "## Soak",
+        "",
+        (f"4 clients, {WINDOW} batches per call, {args.soak:g} s: {soak['batches']:,} batches "
+         f"({soak['batches_per_s']:.1f}/s), {soak['errors']} errors, p50 {soak['p50_ms']:.1f} ms, p99 "
+         f"{soak['p99_ms']:.1f} ms per call. Server RSS (psutil, once a second): max over the first 10 s "
+         f"{soak['rss_first_10s_max_mib']:.0f} MiB, at the end {soak['rss_end_mib']:.0f} MiB, max "
+         f"{soak['rss_max_mib']:.0f} MiB (memory-mapped store pages count in RSS as they are touched). "
+         f"Server exit code after SIGTERM: {report['server_exit_code']}."),
         "",
         "Raw:",
         "",
@@ -279,8 +304,8 @@ def write_markdown(report: dict, args: argparse.Namespace) -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
-        url, store_path, wid, seconds = sys.argv[2:6]
-        result = worker(url, store_path, int(wid), float(seconds))
+        url, store_path, wid, seconds, per_call = sys.argv[2:7]
+        result = worker(url, store_path, int(wid), float(seconds), int(per_call))
         print(json.dumps(result))
     else:
         main()

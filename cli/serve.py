@@ -55,9 +55,12 @@ def command(store: str, host: str, port: int, token_file: str | None, threads: i
         url_host = host
     server = SamplingServer(store, f"grpc://{url_host}:{port}", token=token, threads=threads,
                             max_seeds=max_seeds, max_rows=max_rows)
-    click.echo(f"serving {store} on grpc://{url_host}:{server.port}")
-    sys.stdout.flush()
-    drained = serve_until_signalled(server, drain_timeout=drain_timeout)
+
+    def announce() -> None:
+        click.echo(f"serving {store} on grpc://{url_host}:{server.port}")
+        sys.stdout.flush()
+
+    drained = serve_until_signalled(server, drain_timeout=drain_timeout, ready=announce)
     if not drained:  # calls still running: do not wait for them in interpreter teardown
         sys.stdout.flush()
         os._exit(1)

@@ -52,8 +52,14 @@ class BearerTokenMiddlewareFactory(fl.ServerMiddlewareFactory):
             given = value.encode() if isinstance(value, str) else bytes(value)
             if hmac.compare_digest(given, self._expected):
                 return
+        log.info("refused %s call: missing or wrong bearer token", _method_name(info))
         raise fl.FlightUnauthenticatedError(
             "missing or wrong bearer token (send header 'authorization: Bearer <token>')")
+
+
+def _method_name(info: fl.CallInfo) -> str:
+    name = str(getattr(info, "method", "call"))
+    return name.rsplit(".", 1)[-1].lower()
 
 
 class SamplingServer(fl.FlightServerBase):
@@ -190,7 +196,8 @@ class SamplingServer(fl.FlightServerBase):
             raise ValueError("'features' is true but the store has no node features")
         if want_y and self._label is None:
             raise ValueError("'labels' is true but the store has no labels")
-        schema = protocol.sample_response_schema(len(fanouts), id_type=self._id_type, feature=self._feature if want_x else None,
+        schema = protocol.sample_response_schema(len(fanouts), id_type=self._id_type,
+                                                 feature=self._feature if want_x else None,
                                                  label=self._label if want_y else None)
         writer.begin(schema)
         total = 0
@@ -397,9 +404,12 @@ def _fanouts(value: Any) -> list[int]:
 
 
 def serve_until_signalled(server: SamplingServer, *, drain_timeout: float = 60.0,
-                          signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT)) -> bool:
+                          signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT),
+                          ready: Callable[[], None] | None = None) -> bool:
     """Block until one of ``signals``, then drain: refuse new calls, wait (at most
     ``drain_timeout`` seconds) for the calls in flight. Must run in the main thread.
+    ``ready`` is called once the signal handlers are installed (e.g. to announce the
+    address: a signal sent after that is always a clean drain).
 
     Returns:
         True when every call in flight finished, False when the timeout expired.
@@ -407,6 +417,8 @@ def serve_until_signalled(server: SamplingServer, *, drain_timeout: float = 60.0
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda signum, frame: stop.set()) for sig in signals}
     try:
+        if ready is not None:
+            ready()
         while not stop.wait(0.5):
             pass
     finally:
