@@ -102,6 +102,10 @@ def attach_npy_features(source: DatasetSource, path: str | os.PathLike) -> Datas
         raise IngestError(f"{path}: not a .npy array ({exc})") from exc
     if matrix.ndim != 2:
         raise IngestError(f"{path}: features must be 2-D (N, F), got shape {matrix.shape}")
+    if matrix.shape[0] > source.num_nodes and source.external_ids is None and source.labels is None:
+        # Dense IDs taken from an edge list: nodes past the largest ID seen have no edges,
+        # and the feature matrix is what says how many nodes there are.
+        source.num_nodes = int(matrix.shape[0])
     if matrix.shape[0] != source.num_nodes:
         raise IngestError(f"{path}: {matrix.shape[0]} feature rows, but the graph has {source.num_nodes} nodes")
     rows = max(1, (32 << 20) // max(1, matrix.shape[1] * matrix.itemsize))
