@@ -36,6 +36,10 @@ from pathlib import Path
 
 import numpy as np
 
+# every system runs with OpenMP threads that sleep when idle (graphpipe.train's default;
+# the DGL subprocess inherits it); set OMP_WAIT_POLICY=ACTIVE to measure the other way
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -350,7 +354,7 @@ def render(args, info: dict, speed: dict, accuracy: dict) -> str:
     lines = ["# End-to-end training: graphpipe vs PyG vs DGL/GraphBolt", "",
              "Command:", "", cmd, "",
              f"Machine: {platform.machine()}, {os.cpu_count()} cores (shared with other jobs), "
-             f"{args.threads} torch threads per system; timings are the fastest of "
+             f"{args.threads} torch threads per system, OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}; timings are the fastest of "
              f"{args.repeats} passes. Model: 3-layer mean SAGE, hidden {HIDDEN}, dropout {DROPOUT}, "
              f"Adam lr {LR}; fanouts {FANOUTS} (seed hop first); batch {BATCH}.", ""]
     if speed:

@@ -3,9 +3,15 @@ with the NeighborLoader; prints one line per epoch and, last, ``test acc <value>
 
 from __future__ import annotations
 
-import click
+import os
 
-from graphpipe.cli._common import fail, friendly_errors
+# before torch is imported: OpenMP's spin-waiting makes torch's and the loader's Numba
+# thread pools starve each other (see graphpipe.train)
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import click  # noqa: E402
+
+from graphpipe.cli._common import fail, friendly_errors  # noqa: E402
 
 _DEFAULT_FANOUTS = {1: [10], 2: [15, 10], 3: [15, 10, 5]}
 

@@ -20,6 +20,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from graphpipe.train.fused import relu_dropout
 from graphpipe.train.layers import GATConv, GCNConv, GINConv, SAGEConv
 
 __all__ = ["BlockModel", "GCN", "GraphSAGE", "GIN", "GAT", "MLP", "MODELS", "build_model"]
@@ -45,7 +46,8 @@ def _features(batch: Any, dtype: torch.dtype) -> torch.Tensor:
 class BlockModel(nn.Module):
     """Base of the graph models: a stack of ``convs`` applied block by block.
 
-    Subclasses fill ``self.convs`` (one per layer) and may override :meth:`activation`.
+    Subclasses fill ``self.convs`` (one per layer) and may override
+    :meth:`activation_dropout`.
     """
 
     name = "block"
@@ -66,16 +68,16 @@ class BlockModel(nn.Module):
         dims = [self.in_dim] + [self.hidden] * (self.num_layers - 1) + [self.out_dim]
         return list(zip(dims[:-1], dims[1:]))
 
-    def activation(self, h: torch.Tensor) -> torch.Tensor:
-        return F.relu(h)
+    def activation_dropout(self, h: torch.Tensor) -> torch.Tensor:
+        """What follows every layer but the last: ReLU, then dropout (fused on the CPU)."""
+        return relu_dropout(h, self.dropout, self.training)
 
     def apply_layer(self, layer: int, x: torch.Tensor, block: Any) -> torch.Tensor:
         """Layer ``layer`` on ``block`` (``x``: ``(num_src, in)`` → ``(num_dst, out)``), with
         the activation and dropout that follow it unless it is the last layer."""
         h = self.convs[layer](x, block)
         if layer < self.num_layers - 1:
-            h = self.activation(h)
-            h = F.dropout(h, p=self.dropout, training=self.training)
+            h = self.activation_dropout(h)
         return h
 
     def forward(self, batch: Any) -> torch.Tensor:
@@ -146,8 +148,8 @@ class GAT(BlockModel):
             self.convs.append(GATConv(i, o if last else o // heads, heads, concat=not last,
                                       dropout=attn_dropout))
 
-    def activation(self, h: torch.Tensor) -> torch.Tensor:
-        return F.elu(h)
+    def activation_dropout(self, h: torch.Tensor) -> torch.Tensor:
+        return relu_dropout(F.elu(h), self.dropout, self.training, relu=False)
 
 
 class MLP(nn.Module):
@@ -178,7 +180,7 @@ class MLP(nn.Module):
         for i, lin in enumerate(self.lins):
             h = lin(h)
             if i < self.num_layers - 1:
-                h = F.dropout(F.relu(h), p=self.dropout, training=self.training)
+                h = relu_dropout(h, self.dropout, self.training)
         return h
 
 

@@ -1,0 +1,65 @@
+"""Fused ReLU + dropout (graphpipe.train.fused) against its definition and torch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch.nn import functional as F
+
+from graphpipe.train.fused import dropout_keep_mask, relu_dropout
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("relu", [True, False])
+def test_forward_backward_equal_the_masked_formula(dtype: torch.dtype, relu: bool) -> None:
+    p = 0.3
+    x = torch.randn(700, 33, dtype=dtype, generator=torch.Generator().manual_seed(0)).requires_grad_()
+    torch.manual_seed(5)
+    out = relu_dropout(x, p, True, relu=relu)
+    torch.manual_seed(5)
+    seed = int(torch.randint(0, 1 << 62, (1,)))  # the seed relu_dropout drew
+    keep = torch.from_numpy(dropout_keep_mask(x.numel(), p, seed)).view_as(x)
+    x_ref = x.detach().clone().requires_grad_()
+    h = F.relu(x_ref) if relu else x_ref
+    expected = torch.where(keep, h / (1 - p), torch.zeros_like(h))
+    torch.testing.assert_close(out, expected, rtol=1e-6, atol=0)
+    g = torch.randn_like(out)
+    out.backward(g)
+    expected.backward(g)
+    torch.testing.assert_close(x.grad, x_ref.grad, rtol=1e-6, atol=0)
+
+
+def test_keep_rate_and_independence() -> None:
+    """Keep fraction within 5 sigma of 1 - p; masks of different seeds differ; the same seed
+    gives the same mask; adjacent elements are uncorrelated."""
+    n, p = 200_000, 0.5
+    a = dropout_keep_mask(n, p, 1)
+    sigma = np.sqrt(p * (1 - p) / n)
+    assert abs(a.mean() - (1 - p)) < 5 * sigma
+    assert np.array_equal(a, dropout_keep_mask(n, p, 1))
+    assert not np.array_equal(a, dropout_keep_mask(n, p, 2))
+    corr = np.corrcoef(a[:-1].astype(float), a[1:].astype(float))[0, 1]
+    assert abs(corr) < 5 / np.sqrt(n)
+    assert abs(dropout_keep_mask(n, 0.1, 3).mean() - 0.9) < 5 * np.sqrt(0.09 / n)
+
+
+def test_eval_and_fallbacks_are_torch() -> None:
+    x = torch.randn(50, 4)
+    assert torch.equal(relu_dropout(x, 0.5, False), F.relu(x))
+    assert torch.equal(relu_dropout(x, 0.0, True), F.relu(x))
+    half = x.to(torch.bfloat16)
+    out = relu_dropout(half, 0.5, True)
+    assert out.dtype == torch.bfloat16 and bool(((out == 0) | (out == 2 * F.relu(half))).all())
+    with pytest.raises(ValueError, match=r"'p' must be in \[0, 1\)"):
+        relu_dropout(x, 1.0, True)
+
+
+def test_reproducible_under_torch_seed() -> None:
+    x = torch.randn(300, 8)
+    torch.manual_seed(3)
+    a = relu_dropout(x, 0.5, True)
+    torch.manual_seed(3)
+    b = relu_dropout(x, 0.5, True)
+    c = relu_dropout(x, 0.5, True)
+    assert torch.equal(a, b) and not torch.equal(b, c)
