@@ -375,7 +375,7 @@ def test_recycled_buffers_never_overwrite_held_rows(store: GraphStore) -> None:
         if i % 5 == 0:  # hold a slice of some batches: their buffers must stay untouched
             kept.append((batch.x[:7], store.features(batch.n_id.numpy()[:7])))
         del batch
-    assert len(loader.gather._pool) <= 4
+    assert len(loader.gather._pool) <= loader.gather._POOL_SIZE
     assert len(seen_buffers) < len(loader)  # released buffers were reused
     for rows, expected in kept:
         assert np.array_equal(rows.numpy(), expected)
@@ -400,3 +400,24 @@ def test_store_without_features(tmp_path: Path) -> None:
 def test_cuda_without_cuda_is_an_error(store: GraphStore) -> None:
     with pytest.raises(ValueError, match="'device'"):
         NeighborLoader(store, FANOUTS, 10, device="cuda")
+
+
+@pytest.mark.parametrize("prefetch", [0, 2])
+def test_in_place_change_of_x_is_caught(store: GraphStore, prefetch: int) -> None:
+    loader = NeighborLoader(store, FANOUTS, 100, seed=3, prefetch=prefetch)
+    it = iter(loader)
+    batch = next(it)
+    batch.x.mul_(2.0)  # rows the next batch reuses are no longer the store's
+    with pytest.raises(RuntimeError, match="modified in place"):
+        next(it)
+    assert not _loader_threads()
+    # without Match nothing is reused, so in-place work on x is harmless
+    plain = NeighborLoader(store, FANOUTS, 100, seed=3, prefetch=prefetch, match_reorder=False)
+    for batch in plain:
+        batch.x.mul_(2.0)
+        assert np.array_equal(batch.x.numpy(), 2.0 * store.features(batch.n_id.numpy()))
+    # cloning first is the documented way
+    for batch in NeighborLoader(store, FANOUTS, 100, seed=3, prefetch=prefetch):
+        x = batch.x.clone()
+        x.mul_(2.0)
+        assert np.array_equal(batch.x.numpy(), store.features(batch.n_id.numpy()))

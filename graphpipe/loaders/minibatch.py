@@ -54,7 +54,8 @@ class MiniBatch:
             block or of ``edge_index`` is global ID ``n_id[i]``.
         x: ``(num_nodes, dim)`` feature rows of ``n_id`` (the store's dtype, usually
             float32); ``None`` when the loader was built with ``features=False``.
-            Treat it as read-only: the loader reuses its rows for the next batch.
+            Treat it as read-only: with Match the loader copies its rows into the next
+            batch, and raises ``RuntimeError`` if it was modified in place (clone first).
         y: labels of the seeds, ``(batch_size,)`` or ``(batch_size, tasks)``; ``None``
             when the data has no labels.
         batch_size: number of seeds.

@@ -156,6 +156,7 @@ class NeighborLoader:
         self.transfer = TransferStage(self.device, self.data, self.cache, self._stats)
         self._epoch = 0
         self._active: weakref.ref | None = None
+        self._handed_out: tuple[torch.Tensor, int] | None = None  # last x given out, its version
 
     # -- sizes --------------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -316,10 +317,25 @@ class _LoaderIterator:
             self.close()
             raise StopIteration
         batch = self._transfer(item)
+        self._check_previous_untouched(item.reused_rows)
+        if batch.x is not None:
+            self._loader._handed_out = (batch.x, batch.x._version)
         self._remaining -= 1
         if self._bar is not None:
             self._bar[0].advance(self._bar[1])
         return batch
+
+    def _check_previous_untouched(self, reused_rows: int) -> None:
+        """Match copies rows of the previous batch's ``x`` into this one. If the caller
+        modified that ``x`` in place (its tensor version moved), the copied rows may be
+        wrong: fail loudly instead of training on them."""
+        handed = self._loader._handed_out
+        if reused_rows and handed is not None and handed[0]._version != handed[1]:
+            self.close()
+            raise RuntimeError(
+                "MiniBatch.x of the previous batch was modified in place, but the loader reuses "
+                "its rows for the next batch (Match). Clone x before in-place operations "
+                "(x = batch.x.clone()), or build the loader with match_reorder=False.")
 
     def close(self) -> None:
         """Stop the prefetch thread (if any) and the progress bar."""

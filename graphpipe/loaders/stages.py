@@ -337,6 +337,8 @@ class PreparedBatch:
     batch: MiniBatch
     plan: RowPlan | None
     token: int
+    reused_rows: int = 0
+    """Rows copied from the batch produced before this one (Match)."""
 
 
 class GatherStage:
@@ -367,7 +369,7 @@ class GatherStage:
         self._next_token = 0
         self._pool: list[np.ndarray] = []
 
-    _POOL_SIZE = 4
+    _POOL_SIZE = 6
 
     def _output_rows(self, k: int) -> np.ndarray:
         """A ``(k, dim)`` output array, carved from a recycled buffer when one is free.
@@ -419,6 +421,7 @@ class GatherStage:
             stats.match_degree_sum += hits / smaller if smaller else 0.0
             stats.match_degree_count += 1
         x = plan = None
+        source_counts = (0, 0, 0)
         if self.features:
             cache_pos = self.cache.lookup(n_id) if self.cache is not None else None
             use_prev = prev_pos if self.match else None
@@ -452,7 +455,8 @@ class GatherStage:
         stats.sampled_nodes += k
         stats.sampled_edges += sum(int(b.indices.shape[0]) for b in out.blocks)
         stats.gather_s += time.perf_counter() - t0
-        return PreparedBatch(batch=batch, plan=plan, token=token)
+        reused = source_counts[1] if self.features else 0
+        return PreparedBatch(batch=batch, plan=plan, token=token, reused_rows=reused)
 
     def _plan(self, n_id: np.ndarray, cache_pos: np.ndarray | None,
               prev_pos: np.ndarray | None) -> RowPlan:
