@@ -26,6 +26,7 @@ same graph saved as .npy. ``--write`` writes benchmarks/results/train.md.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import platform
@@ -165,7 +166,7 @@ def _pyg_sage(in_dim: int, out_dim: int):
         def __init__(self):
             super().__init__()
             dims = [in_dim] + [HIDDEN] * (LAYERS - 1) + [out_dim]
-            self.convs = torch.nn.ModuleList(SAGEConv(i, o) for i, o in zip(dims[:-1], dims[1:]))
+            self.convs = torch.nn.ModuleList(SAGEConv(i, o) for i, o in itertools.pairwise(dims))
 
         def forward(self, x, adj):
             for i, conv in enumerate(self.convs):
@@ -351,18 +352,19 @@ def main() -> None:
 
 def render(args, info: dict, speed: dict, accuracy: dict) -> str:
     cmd = "    .venv/bin/python benchmarks/train.py " + " ".join(sys.argv[1:])
+    machine = (f"Machine: {platform.machine()}, {os.cpu_count()} cores (shared with other jobs), "
+               f"{args.threads} torch threads per system, "
+               f"OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}; timings are the fastest of "
+               f"{args.repeats} passes. Model: 3-layer mean SAGE, hidden {HIDDEN}, dropout {DROPOUT}, "
+               f"Adam lr {LR}; fanouts {FANOUTS} (seed hop first); batch {BATCH}.")
     lines = ["# End-to-end training: graphpipe vs PyG vs DGL/GraphBolt", "",
-             "Command:", "", cmd, "",
-             f"Machine: {platform.machine()}, {os.cpu_count()} cores (shared with other jobs), "
-             f"{args.threads} torch threads per system, OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}; timings are the fastest of "
-             f"{args.repeats} passes. Model: 3-layer mean SAGE, hidden {HIDDEN}, dropout {DROPOUT}, "
-             f"Adam lr {LR}; fanouts {FANOUTS} (seed hop first); batch {BATCH}.", ""]
+             "Command:", "", cmd, "", machine, ""]
     if speed:
         base = speed.get("graphpipe (NeighborLoader + graphpipe.train SAGE)", {}).get("seconds_per_step")
-        lines += [f"## Speed: {info['graph']}, {DIM}-dim features", "",
-                  f"{args.steps} training steps (same seed batches for every system) after one warm-up "
-                  f"step; a full epoch is {info['epoch_steps']} steps, so the epoch column is "
-                  "seconds/step × steps/epoch.", "",
+        what = (f"{args.steps} training steps (same seed batches for every system) after one warm-up "
+                f"step; a full epoch is {info['epoch_steps']} steps, so the epoch column is "
+                "seconds/step × steps/epoch.")
+        lines += [f"## Speed: {info['graph']}, {DIM}-dim features", "", what, "",
                   "| system | s/step | est. epoch s | graphpipe speed-up | all passes (s) |",
                   "| --- | --- | --- | --- | --- |"]
         for name, r in speed.items():
@@ -375,10 +377,9 @@ def render(args, info: dict, speed: dict, accuracy: dict) -> str:
                          f"{r['all_seconds']} |")
         lines.append("")
     if accuracy:
-        lines += [f"## Accuracy: {info['accuracy_graph']}", "",
-                  f"{args.epochs} epochs, {args.seeds} seeds each; test accuracy at the best valid epoch "
-                  "(full-neighbour inference); epoch time = mean training seconds per epoch after the first.",
-                  "", "| system | test acc per seed | mean test acc | s/epoch |", "| --- | --- | --- | --- |"]
+        what = (f"{args.epochs} epochs, {args.seeds} seeds each; test accuracy at the best valid epoch "
+                "(full-neighbour inference); epoch time = mean training seconds per epoch after the first.")
+        lines += [f"## Accuracy: {info['accuracy_graph']}", "", what, "", "| system | test acc per seed | mean test acc | s/epoch |", "| --- | --- | --- | --- |"]
         for name, r in accuracy.items():
             if "error" in r:
                 lines.append(f"| {name} | error: {r['error'].splitlines()[-1][:80]} | | |")

@@ -20,6 +20,7 @@ environment variable ``BATCH_SIZE``, default 1024) and prints the test accuracy 
 the best valid epoch (full-graph inference, i.e. every in-neighbour) and epoch seconds.
 """
 
+import itertools
 import json
 import os
 import sys
@@ -44,7 +45,7 @@ class SAGE(torch.nn.Module):
     def __init__(self, in_dim: int, hidden: int, out_dim: int, num_layers: int = 3):
         super().__init__()
         dims = [in_dim] + [hidden] * (num_layers - 1) + [out_dim]
-        self.layers = torch.nn.ModuleList(SAGEConv(i, o, "mean") for i, o in zip(dims[:-1], dims[1:]))
+        self.layers = torch.nn.ModuleList(SAGEConv(i, o, "mean") for i, o in itertools.pairwise(dims))
 
     def forward(self, blocks, x):
         h = x

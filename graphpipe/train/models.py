@@ -14,6 +14,7 @@ full-neighbour inference).
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import torch
@@ -23,7 +24,7 @@ from torch.nn import functional as F
 from graphpipe.train.fused import relu_dropout
 from graphpipe.train.layers import GATConv, GCNConv, GINConv, SAGEConv
 
-__all__ = ["BlockModel", "GCN", "GraphSAGE", "GIN", "GAT", "MLP", "MODELS", "build_model"]
+__all__ = ["GAT", "GCN", "GIN", "MLP", "MODELS", "BlockModel", "GraphSAGE", "build_model"]
 
 
 def _check_dims(name: str, in_dim: int, hidden: int, out_dim: int, num_layers: int,
@@ -66,7 +67,7 @@ class BlockModel(nn.Module):
     def layer_dims(self) -> list[tuple[int, int]]:
         """``(in, out)`` of every layer."""
         dims = [self.in_dim] + [self.hidden] * (self.num_layers - 1) + [self.out_dim]
-        return list(zip(dims[:-1], dims[1:]))
+        return list(itertools.pairwise(dims))
 
     def activation_dropout(self, h: torch.Tensor) -> torch.Tensor:
         """What follows every layer but the last: ReLU, then dropout (fused on the CPU)."""
@@ -169,7 +170,7 @@ class MLP(nn.Module):
         self.num_layers = num_layers
         self.dropout = float(dropout)
         dims = [in_dim] + [hidden] * (num_layers - 1) + [out_dim]
-        self.lins = nn.ModuleList(nn.Linear(i, o) for i, o in zip(dims[:-1], dims[1:]))
+        self.lins = nn.ModuleList(nn.Linear(i, o) for i, o in itertools.pairwise(dims))
         self.config: dict[str, Any] = {}
 
     def forward(self, batch: Any) -> torch.Tensor:

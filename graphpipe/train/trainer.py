@@ -30,10 +30,12 @@ per batch. After each epoch (every ``eval_every`` epochs and the last):
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import math
 import os
+import random
 import sys
 import time
 from collections.abc import Callable
@@ -55,7 +57,7 @@ from graphpipe.train.checkpoint import (
     set_rng_state,
 )
 
-__all__ = ["Trainer", "TrainResult", "accuracy", "OPTIMIZERS", "EVALUATIONS", "FEATURE_BITS"]
+__all__ = ["EVALUATIONS", "FEATURE_BITS", "OPTIMIZERS", "TrainResult", "Trainer", "accuracy"]
 
 OPTIMIZERS = ("adam", "adamw", "sgd")
 EVALUATIONS = ("full", "sampled", "none")
@@ -161,7 +163,8 @@ class Trainer:
                 raise ValueError(f"'store' is not a store directory (got {str(store)!r})")
             store = GraphStore.open(store)
         if not isinstance(store, GraphStore):
-            raise ValueError(f"'store' must be a GraphStore or a store path (got {type(store).__name__})")
+            raise ValueError(  # noqa: TRY004 - the project reports bad arguments as ValueError
+                f"'store' must be a GraphStore or a store path (got {type(store).__name__})")
         self.store = store
         if not store.has_labels:
             raise ValueError(f"store {str(store.path)!r} has no labels ('node/label'): nothing to train on")
@@ -335,15 +338,15 @@ class Trainer:
         else:
             torch.manual_seed(self.seed)
             np.random.seed(self.seed)
-            import random
             random.seed(self.seed)
             _start_loader_at(self.loader, 0)
 
-        log = None
-        if self.metrics_log is not None:
-            self.metrics_log.parent.mkdir(parents=True, exist_ok=True)
-            log = open(self.metrics_log, "a" if resume is not None else "w", encoding="utf-8")
-        try:
+        with contextlib.ExitStack() as stack:
+            log = None
+            if self.metrics_log is not None:
+                self.metrics_log.parent.mkdir(parents=True, exist_ok=True)
+                log = stack.enter_context(open(self.metrics_log, "a" if resume is not None else "w",
+                                               encoding="utf-8"))
             epoch = start
             while epoch < self.epochs and not best["stopped"]:
                 record = self._run_epoch(epoch)
@@ -373,9 +376,6 @@ class Trainer:
                     print(format_epoch(record), flush=True)
                 if self.on_epoch is not None:
                     self.on_epoch(record)
-        finally:
-            if log is not None:
-                log.close()
         return TrainResult(history=history, best_epoch=int(best["epoch"]),
                            best_valid_acc=float(best["valid_acc"]), test_acc=float(best["test_acc"]),
                            stopped_early=bool(best["stopped"]), epochs_completed=epoch)
@@ -526,7 +526,13 @@ class _Bar:
         if not enabled or not sys.stderr.isatty():
             return
         from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeRemainingColumn,
+        )
 
         self._progress = Progress(TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(),
                                   TextColumn("loss {task.fields[loss]}"), TimeRemainingColumn(),
