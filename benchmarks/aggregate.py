@@ -154,6 +154,8 @@ def bench_aggregate(args) -> None:
     print(header)
     print("|" + "---|" * (header.count("|") - 1))
     for hop, (fanout, indptr, indices, num_src) in enumerate(shapes, 1):
+        if args.hops and hop not in args.hops:
+            continue
         # hidden 256 on the small hops; the last (largest) hop sees input features (100),
         # as the first layer of a products model would; F=256 there only without --quick.
         feats = (256, 100) if hop < 3 or not args.quick else (100,)
@@ -201,6 +203,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="skip F=256 on the last hop")
     parser.add_argument("--skip-big", action="store_true", help="skip F=256 on the last hop")
     parser.add_argument("--only", choices=("aggregate", "quantize"))
+    parser.add_argument("--hops", type=int, nargs="*", help="only these hops (1, 2, 3)")
     args = parser.parse_args()
     if args.only != "quantize":
         bench_aggregate(args)

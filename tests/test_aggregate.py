@@ -382,3 +382,35 @@ def test_numpy_free_of_nan_for_empty_rows_in_softmax():
     s = torch.randn(2, 4)
     alpha = edge_softmax(indptr, s, backend="cpu")
     assert np.isfinite(alpha.numpy()).all()
+
+
+def test_serial_and_parallel_kernels_agree_bitwise(monkeypatch):
+    """Small calls run on one thread (aggregate_cpu.PARALLEL_MIN_WORK); forcing the
+    parallel kernels must give the same bits: a row's sum never depends on threads."""
+    from graphpipe.ops import aggregate_cpu
+    from graphpipe.ops.quantize import quantize
+    indptr, indices = random_block(64, 150, 9, seed=41, huge_row=200)
+    gen = torch.Generator().manual_seed(41)
+    x = torch.randn(150, 2, 19, generator=gen, requires_grad=True)
+    a_src = torch.randn(150, 2, generator=gen, requires_grad=True)
+    a_dst = torch.randn(64, 2, generator=gen, requires_grad=True)
+    g = torch.randn(64, 2, 19, generator=gen)
+
+    def run():
+        flat = x.reshape(150, 38)
+        out1 = aggregate(indptr, indices, flat, num_dst=64, norm="gcn", backend="cpu")
+        out2 = aggregate(indptr, indices, flat, num_dst=64, reduce="mean",
+                         edge_weight=a_src[indices, 0], backend="cpu")
+        s = sddmm_scores(indptr, indices, a_src, a_dst, backend="cpu")
+        out3 = aggregate_heads(indptr, indices, x, edge_softmax(indptr, s, backend="cpu"),
+                               backend="cpu")
+        loss = (out1.sum() + out2.sum() + (out3 * g).sum())
+        grads = torch.autograd.grad(loss, [x, a_src, a_dst])
+        return [out1, out2, out3, *grads, quantize(flat.detach(), 2, seed=3).packed]
+
+    monkeypatch.setattr(aggregate_cpu, "PARALLEL_MIN_WORK", 1 << 62)
+    serial = run()
+    monkeypatch.setattr(aggregate_cpu, "PARALLEL_MIN_WORK", 0)
+    parallel = run()
+    for a, b in zip(serial, parallel):
+        assert torch.equal(a, b)

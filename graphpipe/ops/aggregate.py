@@ -331,6 +331,11 @@ def reference_aggregate_heads(indptr: torch.Tensor, indices: torch.Tensor, x: to
 # =========================================================================== helpers
 
 
+def _work_of(block: CSCBlock, cols: int) -> int:
+    """Element operations of one kernel over the block (decides serial vs parallel)."""
+    return (block.num_edges + block.num_dst + block.num_src) * max(cols, 1)
+
+
 def _np(t: torch.Tensor) -> np.ndarray:
     return t.detach().contiguous().numpy()
 
@@ -414,8 +419,9 @@ class _AggregateFunction(torch.autograd.Function):
         if ctx.has_weight and ctx.needs_input_grad[1]:
             if ctx.backend == "cpu":
                 grad_w = torch.empty(block.num_edges, dtype=cdtype)
-                _cpu.sddmm_dot(_np(block.indptr), _np(block.indices), g.numpy(), xc.numpy(),
-                               grad_w.numpy())
+                with _cpu.threads_for(_work_of(block, g.shape[1])):
+                    _cpu.sddmm_dot(_np(block.indptr), _np(block.indices), g.numpy(), xc.numpy(),
+                                   grad_w.numpy())
             else:
                 from . import aggregate_triton as _tr
                 grad_w = _tr.sddmm_dot(block, g, xc, **ctx.options)
@@ -447,9 +453,11 @@ def _cpu_spmm(block: CSCBlock, x: torch.Tensor, coef: torch.Tensor | None,
     ip, ix = _np(block.indptr), _np(block.indices)
     scale = (row_scale if row_scale is not None else _EMPTY[x.dtype]).numpy()
     if coef is None:
-        _cpu.spmm_sum(ip, ix, x.numpy(), scale, out.numpy())
+        with _cpu.threads_for(_work_of(block, x.shape[1])):
+            _cpu.spmm_sum(ip, ix, x.numpy(), scale, out.numpy())
     else:
-        _cpu.spmm_weighted(ip, ix, coef.numpy(), x.numpy(), scale, out.numpy())
+        with _cpu.threads_for(_work_of(block, x.shape[1])):
+            _cpu.spmm_weighted(ip, ix, coef.numpy(), x.numpy(), scale, out.numpy())
     return out
 
 
@@ -465,7 +473,8 @@ def _cpu_spmm_gcn(block: CSCBlock, x: torch.Tensor, transposed: bool = False) ->
         ip, ix, w, scale, rows = _np(block.indptr), _np(block.indices), d_src, d_dst, \
             block.num_dst
     out = torch.empty(rows, x.shape[1], dtype=x.dtype)
-    _cpu.spmm_weighted_gather(ip, ix, w.numpy(), ix, x.numpy(), scale.numpy(), out.numpy())
+    with _cpu.threads_for(_work_of(block, x.shape[1])):
+        _cpu.spmm_weighted_gather(ip, ix, w.numpy(), ix, x.numpy(), scale.numpy(), out.numpy())
     return out
 
 
@@ -477,13 +486,16 @@ def _cpu_spmm_transposed(block: CSCBlock, g: torch.Tensor, coef: torch.Tensor | 
     ti, td, g_np, o = t_indptr.numpy(), t_dst.numpy(), g.numpy(), out.numpy()
     no_scale = _EMPTY[g.dtype].numpy()
     if coef is None and row_scale is None:
-        _cpu.spmm_sum(ti, td, g_np, no_scale, o)
+        with _cpu.threads_for(_work_of(block, g.shape[1])):
+            _cpu.spmm_sum(ti, td, g_np, no_scale, o)
     elif coef is None:
-        _cpu.spmm_weighted_gather(ti, td, row_scale.numpy(), td, g_np, no_scale, o)
+        with _cpu.threads_for(_work_of(block, g.shape[1])):
+            _cpu.spmm_weighted_gather(ti, td, row_scale.numpy(), td, g_np, no_scale, o)
     else:
         if row_scale is not None:
             coef = coef * row_scale[block.edge_dst()]
-        _cpu.spmm_weighted_gather(ti, td, coef.numpy(), t_eid.numpy(), g_np, no_scale, o)
+        with _cpu.threads_for(_work_of(block, g.shape[1])):
+            _cpu.spmm_weighted_gather(ti, td, coef.numpy(), t_eid.numpy(), g_np, no_scale, o)
     return out
 
 
@@ -575,8 +587,9 @@ class _SddmmScoresFunction(torch.autograd.Function):
         s = a_src.detach().to(cdtype).contiguous()
         d = a_dst.detach().to(cdtype).contiguous()
         out = torch.empty(block.num_edges, s.shape[1], dtype=cdtype)
-        _cpu.sddmm_add_leaky(_np(block.indptr), _np(block.indices), s.numpy(), d.numpy(),
-                             negative_slope, out.numpy())
+        with _cpu.threads_for(_work_of(block, s.shape[1])):
+            _cpu.sddmm_add_leaky(_np(block.indptr), _np(block.indices), s.numpy(), d.numpy(),
+                                 negative_slope, out.numpy())
         ctx.block = block
         ctx.negative_slope = negative_slope
         ctx.dtypes = (a_src.dtype, a_dst.dtype)
@@ -590,15 +603,17 @@ class _SddmmScoresFunction(torch.autograd.Function):
         g = grad.detach().to(s.dtype).contiguous()
         grad_pre = torch.empty_like(g)
         grad_dst = torch.empty_like(d)
-        _cpu.sddmm_add_leaky_backward_dst(_np(block.indptr), _np(block.indices), s.numpy(),
-                                          d.numpy(), ctx.negative_slope, g.numpy(),
-                                          grad_pre.numpy(), grad_dst.numpy())
+        with _cpu.threads_for(_work_of(block, s.shape[1])):
+            _cpu.sddmm_add_leaky_backward_dst(_np(block.indptr), _np(block.indices), s.numpy(),
+                                              d.numpy(), ctx.negative_slope, g.numpy(),
+                                              grad_pre.numpy(), grad_dst.numpy())
         grad_src = None
         if ctx.needs_input_grad[0]:
             t_indptr, _, t_eid = block.transposed()
             grad_src = torch.empty_like(s)
-            _cpu.segment_sum_gather(t_indptr.numpy(), t_eid.numpy(), grad_pre.numpy(),
-                                    grad_src.numpy())
+            with _cpu.threads_for(_work_of(block, s.shape[1])):
+                _cpu.segment_sum_gather(t_indptr.numpy(), t_eid.numpy(), grad_pre.numpy(),
+                                        grad_src.numpy())
             grad_src = grad_src.to(ctx.dtypes[0])
         return grad_src, grad_dst.to(ctx.dtypes[1]), None, None
 
@@ -651,7 +666,8 @@ class _EdgeSoftmaxFunction(torch.autograd.Function):
         s = scores.detach().to(_compute_dtype(scores.dtype)).contiguous()
         if backend == "cpu":
             alpha = torch.empty_like(s)
-            _cpu.edge_softmax_forward(_np(indptr), s.numpy(), alpha.numpy())
+            with _cpu.threads_for(s.numel()):
+                _cpu.edge_softmax_forward(_np(indptr), s.numpy(), alpha.numpy())
         else:
             from . import aggregate_triton as _tr
             alpha = _tr.edge_softmax_forward(indptr, s)
@@ -667,7 +683,8 @@ class _EdgeSoftmaxFunction(torch.autograd.Function):
         g = grad.detach().to(alpha.dtype).contiguous()
         if ctx.backend == "cpu":
             out = torch.empty_like(alpha)
-            _cpu.edge_softmax_backward(_np(ctx.indptr), alpha.numpy(), g.numpy(), out.numpy())
+            with _cpu.threads_for(alpha.numel()):
+                _cpu.edge_softmax_backward(_np(ctx.indptr), alpha.numpy(), g.numpy(), out.numpy())
         else:
             from . import aggregate_triton as _tr
             out = _tr.edge_softmax_backward(ctx.indptr, alpha, g)
@@ -716,8 +733,9 @@ class _AggregateHeadsFunction(torch.autograd.Function):
         if backend == "cpu":
             out = torch.empty(block.num_dst, xc.shape[1], xc.shape[2], dtype=cdtype)
             ident = _identity_index(block)
-            _cpu.spmm_heads(_np(block.indptr), _np(block.indices), ac.numpy(), ident.numpy(),
-                            xc.numpy(), out.numpy())
+            with _cpu.threads_for(_work_of(block, xc.shape[1] * xc.shape[2])):
+                _cpu.spmm_heads(_np(block.indptr), _np(block.indices), ac.numpy(), ident.numpy(),
+                                xc.numpy(), out.numpy())
         else:
             from . import aggregate_triton as _tr
             out = _tr.spmm_heads(block, xc, ac, **options)
@@ -736,12 +754,14 @@ class _AggregateHeadsFunction(torch.autograd.Function):
             if ctx.needs_input_grad[0]:
                 t_indptr, t_dst, t_eid = block.transposed()
                 grad_x = torch.empty_like(xc)
-                _cpu.spmm_heads(t_indptr.numpy(), t_dst.numpy(), ac.numpy(), t_eid.numpy(),
-                                g.numpy(), grad_x.numpy())
+                with _cpu.threads_for(_work_of(block, xc.shape[1] * xc.shape[2])):
+                    _cpu.spmm_heads(t_indptr.numpy(), t_dst.numpy(), ac.numpy(), t_eid.numpy(),
+                                    g.numpy(), grad_x.numpy())
             if ctx.needs_input_grad[1]:
                 grad_alpha = torch.empty_like(ac)
-                _cpu.sddmm_dot_heads(_np(block.indptr), _np(block.indices), g.numpy(),
-                                     xc.numpy(), grad_alpha.numpy())
+                with _cpu.threads_for(_work_of(block, xc.shape[1] * xc.shape[2])):
+                    _cpu.sddmm_dot_heads(_np(block.indptr), _np(block.indices), g.numpy(),
+                                         xc.numpy(), grad_alpha.numpy())
         else:
             from . import aggregate_triton as _tr
             if ctx.needs_input_grad[0]:

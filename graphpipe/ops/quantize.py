@@ -34,6 +34,8 @@ import numba
 import numpy as np
 import torch
 
+from .aggregate_cpu import threads_for
+
 __all__ = [
     "QuantizedRows",
     "quantize",
@@ -257,7 +259,8 @@ def quantize(x: torch.Tensor, bits: int, *, seed: int | None = None,
     mins = np.zeros(num_rows, dtype=np.float32)
     scales = np.zeros(num_rows, dtype=np.float32)
     if num_rows and num_cols:
-        bad = _quantize_kernel(rows, bits, seed_u, packed, mins, scales)
+        with threads_for(num_rows * num_cols * 4):
+            bad = _quantize_kernel(rows, bits, seed_u, packed, mins, scales)
         if bad:
             raise ValueError(f"'x' must be finite ({bad} rows hold NaN or infinity)")
     return QuantizedRows(torch.from_numpy(packed), torch.from_numpy(mins),
@@ -282,10 +285,11 @@ def dequantize(q: QuantizedRows) -> torch.Tensor:
     _check_quantized(q)
     out = np.empty((q.num_rows, q.num_cols), dtype=np.float32)
     if out.size:
-        _dequantize_kernel(q.packed.contiguous().numpy(),
-                           q.mins.to(torch.float32).contiguous().numpy(),
-                           q.scales.to(torch.float32).contiguous().numpy(), q.bits,
-                           q.num_cols, out)
+        with threads_for(out.size):
+            _dequantize_kernel(q.packed.contiguous().numpy(),
+                               q.mins.to(torch.float32).contiguous().numpy(),
+                               q.scales.to(torch.float32).contiguous().numpy(), q.bits,
+                               q.num_cols, out)
     return torch.from_numpy(out)
 
 
