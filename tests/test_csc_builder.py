@@ -108,7 +108,7 @@ def graphs(draw):
     return num_nodes, np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(graph=graphs(), flags=st.tuples(*[st.booleans()] * 4),
        memory_limit=st.sampled_from([None, 1, 4096, 12000]), chunk_size=st.integers(1, 64),
        bucket_slots=st.sampled_from([4, 1 << 14]))
