@@ -104,6 +104,7 @@ class CscOptions:
         build_csr: also write ``csr/indptr``, ``csr/indices``, ``csr/edge_id`` (rows by source).
         memory_limit: bytes the builder's working set may use; ``None`` for no limit (always
             in memory). The out-of-core path keeps peak RSS under this plus a fixed overhead.
+            Limits below 4 KiB act as 4 KiB.
     """
 
     add_reverse_edges: bool = False
