@@ -52,7 +52,8 @@ class IngestOptions:
         build_csr: also store the CSR (by source) topology.
         feature_dtype: ``"float32"`` or ``"float16"`` for ``node/feat`` and ``edge/feat``.
         compression: ``None`` (memory-mappable, default) or ``"zstd"`` for features.
-        memory_limit: bytes (or ``"2GB"``) bounding the builder's working set.
+        memory_limit: bytes (or ``"2GB"``) bounding the builder's working set; default: half
+            of the memory available when the ingest starts.
         allow_nonfinite: keep NaN/inf features instead of refusing them.
         name: dataset name for the manifest (default: the source's).
     """
@@ -68,6 +69,13 @@ class IngestOptions:
     memory_limit: int | str | None = None
     allow_nonfinite: bool = False
     name: str | None = None
+
+
+def default_memory_limit() -> int:
+    """The working-set bound used when none is given: half of the memory available now."""
+    import psutil
+
+    return int(psutil.virtual_memory().available // 2)
 
 
 def open_source(path: str | os.PathLike, **reader_options) -> DatasetSource:
@@ -130,6 +138,8 @@ def ingest(source: DatasetSource | str | os.PathLike, dest: str | os.PathLike,
     options = options or IngestOptions()
     check_destination(dest, overwrite=options.overwrite)
     memory_limit = parse_size(options.memory_limit)
+    if memory_limit is None:
+        memory_limit = default_memory_limit()
     feature_dtype = np.dtype(options.feature_dtype)
     if feature_dtype not in (np.float32, np.float16):
         raise ValueError(f"'feature_dtype' must be float32 or float16 (got {options.feature_dtype!r})")
