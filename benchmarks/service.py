@@ -67,6 +67,7 @@ def worker(url: str, store_path: str, worker_id: int, seconds: float, per_call: 
         client.sample(batches[0], FANOUTS, seed=0)  # connect, warm up
         print("ready", flush=True)
         sys.stdin.readline()
+        cpu_start = time.process_time()
         t_start = time.perf_counter()
         t_end = t_start + seconds
         i = 0
@@ -83,18 +84,20 @@ def worker(url: str, store_path: str, worker_id: int, seconds: float, per_call: 
             latencies.append(time.perf_counter() - t0)
             i += 1
     return {"latencies": latencies, "batches": done, "elapsed": time.perf_counter() - t_start,
-            "errors": errors, "first_error": first_error}
+            "cpu_s": time.process_time() - cpu_start, "errors": errors, "first_error": first_error}
 
 
-def run_clients(url: str, store_path: str, count: int, seconds: float, per_call: int,
+def run_clients(url: str, store_path: str, count: int, seconds: float, per_call: int, server,
                 on_tick=None) -> dict:
-    """``count`` client processes started together (after each has warmed up)."""
+    """``count`` client processes started together (after each has warmed up); ``server``
+    is the server's psutil.Process (its CPU time is counted)."""
     procs = [subprocess.Popen([sys.executable, __file__, "--worker", url, store_path, str(w), str(seconds),
                                str(per_call)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
              for w in range(count)]
     for p in procs:
         if p.stdout.readline().strip() != "ready":
             raise RuntimeError("client failed to start")
+    server_cpu = sum(server.cpu_times()[:2])
     for p in procs:
         p.stdin.write("go\n")
         p.stdin.flush()
@@ -109,11 +112,14 @@ def run_clients(url: str, store_path: str, count: int, seconds: float, per_call:
         if p.returncode != 0:
             raise RuntimeError(f"client exited with {p.returncode}")
         results.append(json.loads(out.strip().splitlines()[-1]))
+    server_cpu = sum(server.cpu_times()[:2]) - server_cpu
     latencies = [x for r in results for x in r["latencies"]]
     batches = sum(r["batches"] for r in results)
     elapsed = max(r["elapsed"] for r in results)  # the last call ends after `seconds`
     return {"clients": count, "per_call": per_call, "calls": len(latencies), "batches": batches,
             "seconds": elapsed, "batches_per_s": batches / elapsed, **percentiles(latencies),
+            "cpu_ms_per_batch": 1e3 * (server_cpu + sum(r["cpu_s"] for r in results)) / max(1, batches),
+            "server_cpu_ms_per_batch": 1e3 * server_cpu / max(1, batches),
             "errors": sum(r["errors"] for r in results),
             "first_error": next((r["first_error"] for r in results if r["first_error"]), None)}
 
@@ -137,6 +143,7 @@ def in_process(store, batches: list[np.ndarray], seconds: float, per_call: int) 
 
     call(0, 0)  # warm-up
     latencies, i = [], 0
+    cpu_start = time.process_time()
     t_end = time.perf_counter() + seconds
     while time.perf_counter() < t_end:
         start = (i * per_call) % (len(batches) - per_call + 1)
@@ -146,7 +153,7 @@ def in_process(store, batches: list[np.ndarray], seconds: float, per_call: int) 
         i += 1
     return {"clients": 0, "per_call": per_call, "calls": i, "batches": i * per_call,
             "seconds": sum(latencies), "batches_per_s": i * per_call / sum(latencies), **percentiles(latencies),
-            "errors": 0}
+            "cpu_ms_per_batch": 1e3 * (time.process_time() - cpu_start) / (i * per_call), "errors": 0}
 
 
 # -- server -----------------------------------------------------------------------------------------
@@ -189,8 +196,9 @@ def main() -> None:
             runs: dict[str, list[dict]] = {"in_process": [], "service": []}
             for _ in range(args.rounds):
                 runs["in_process"].append(in_process(store, batches, args.seconds, per_call))
-                runs["service"].append(run_clients(url, store_path, 1, args.seconds, per_call))
-                print(f"per call {per_call}:", {k: round(v[-1]["batches_per_s"], 1) for k, v in runs.items()},
+                runs["service"].append(run_clients(url, store_path, 1, args.seconds, per_call, server))
+                print(f"per call {per_call}:", {k: (round(v[-1]["batches_per_s"], 1),
+                                                    round(v[-1]["cpu_ms_per_batch"], 2)) for k, v in runs.items()},
                       flush=True)
             report["one_client"][per_call] = {
                 key: {**max(r, key=lambda run: run["batches_per_s"]),
@@ -199,7 +207,7 @@ def main() -> None:
         report["clients"] = []
         for per_call in (1, WINDOW):
             for count in (2, 4, 8):
-                res = run_clients(url, store_path, count, args.seconds, per_call)
+                res = run_clients(url, store_path, count, args.seconds, per_call, server)
                 report["clients"].append(res)
                 print(f"{count} clients x {per_call}/call:",
                       {k: v for k, v in res.items() if k != "first_error"}, flush=True)
@@ -212,7 +220,7 @@ def main() -> None:
                 with lock:
                     rss.append((t, server.memory_info().rss))
 
-        soak = run_clients(url, store_path, 4, args.soak, WINDOW, on_tick=tick)
+        soak = run_clients(url, store_path, 4, args.soak, WINDOW, server, on_tick=tick)
         first = [r for t, r in rss if t < 10.0]
         report["soak"] = {**soak, "rss_first_10s_max_mib": max(first) / 2**20,
                           "rss_end_mib": rss[-1][1] / 2**20, "rss_max_mib": max(r for _, r in rss) / 2**20,
@@ -232,7 +240,7 @@ def write_markdown(report: dict, args: argparse.Namespace) -> None:
 
     def row(name: str, res: dict) -> str:
         return (f"| {name} | {res['per_call']} | {res['batches_per_s']:.1f} | {res['p50_ms']:.1f} | "
-                f"{res['p99_ms']:.1f} | {res['errors']} |")
+                f"{res['p99_ms']:.1f} | {res['cpu_ms_per_batch']:.1f} | {res['errors']} |")
 
     lines = [
         "# Sampling service (Arrow Flight, loopback)",
@@ -252,14 +260,16 @@ def write_markdown(report: dict, args: argparse.Namespace) -> None:
          "`RemoteSampler` sends for a loader window); latency is per call as the client sees it, "
          "decoded into writable int64 SampleOutputs. In-process: the same calls to "
          "`sample_neighbors` (1 batch, 1 thread) or `LocalSampler.sample_from_nodes` (window, 2 "
-         "threads) in one process. Only sampled subgraphs travel (no feature rows)."),
+         "threads) in one process. Only sampled subgraphs travel (no feature rows). CPU ms per batch: "
+         "process CPU time (user + system, all threads) of the server and the clients, or of the "
+         "in-process sampler, over the batches: a figure less sensitive to the other jobs on the machine."),
         "",
         "## 1 client vs the in-process sampler",
         "",
         f"Best of {args.rounds} interleaved rounds (every round in the raw data).",
         "",
-        "| mode | batches per call | batches/s | p50 ms per call | p99 ms per call | errors |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| mode | batches per call | batches/s | p50 ms per call | p99 ms per call | CPU ms per batch | errors |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for per_call, pair in report["one_client"].items():
         lines.append(row("in-process", pair["in_process"]))
@@ -267,14 +277,16 @@ def write_markdown(report: dict, args: argparse.Namespace) -> None:
     lines.append("")
     for per_call, pair in report["one_client"].items():
         ratio = pair["service"]["batches_per_s"] / pair["in_process"]["batches_per_s"]
+        cpu = pair["in_process"]["cpu_ms_per_batch"] / pair["service"]["cpu_ms_per_batch"]
         lines.append(f"- {per_call} batch(es) per call: service at 1 client = {100 * ratio:.0f}% of in-process "
-                     "(target >= 80%).")
+                     f"batches/s (target >= 80%); {100 * cpu:.0f}% of its batches per CPU-second (client + "
+                     f"server CPU; server alone {pair['service']['server_cpu_ms_per_batch']:.1f} ms per batch).")
     lines += [
         "",
         "## Concurrent clients",
         "",
-        "| clients | batches per call | batches/s | p50 ms per call | p99 ms per call | errors |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| clients | batches per call | batches/s | p50 ms per call | p99 ms per call | CPU ms per batch | errors |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for per_call, pair in report["one_client"].items():
         lines.append(row("1", pair["service"]))

@@ -327,6 +327,29 @@ def test_bad_request_is_refused_and_server_survives(server, client, command, bat
     assert server.proc.poll() is None
 
 
+def test_sample_accepts_other_writers_schemas(server, int_store):
+    """Non-nullable fields, large_list and another list child name (as Java writes them)."""
+    seeds = pa.LargeListArray.from_arrays(pa.array([0, 3], pa.int64()), pa.array([4, 9, 2], pa.int64()))
+    schema = pa.schema([pa.field("seeds", pa.large_list(pa.field("$data$", pa.int64(), nullable=False)),
+                                 nullable=False), pa.field("key", pa.int64(), nullable=False)])
+    batch = pa.record_batch([seeds.cast(schema.field("seeds").type), pa.array([6], pa.int64())],
+                            schema=schema)
+    flight = fl.FlightClient(server.url)
+    try:
+        writer, reader = flight.do_exchange(fl.FlightDescriptor.for_command(json.dumps(SAMPLE)))
+        writer.begin(schema)
+        writer.write_batch(batch)
+        writer.done_writing()
+        table = reader.read_all()
+        writer.close()
+    finally:
+        flight.close()
+    want = sample_neighbors(int_store.indptr, int_store.indices, np.array([4, 9, 2]), [2, 2], seed=6)
+    assert table.num_rows == 1
+    np.testing.assert_array_equal(table.column("n_id")[0].values.to_numpy(), want.n_id)
+    np.testing.assert_array_equal(table.column("block0_indices")[0].values.to_numpy(), want.blocks[0].indices)
+
+
 def test_path_descriptor_and_unknown_action_are_refused(server, client):
     with pytest.raises(pa.ArrowInvalid, match="must be a command"):
         _raw_exchange(server.url, b"", _seed_batch([1]), fl.FlightDescriptor.for_path("sample"))
@@ -372,6 +395,8 @@ def test_token_required(int_store, tmp_path):
                     c.lookup(np.array([1]))
         with pytest.raises(fl.FlightUnauthenticatedError):
             _raw_exchange(srv.url, json.dumps(SAMPLE), _seed_batch([1]))
+        assert "refused do_action call: missing or wrong bearer token" in srv.log()
+        assert "refused do_exchange call" in srv.log()
         with Client(srv.url, token=TOKEN) as c:
             assert c.health()["status"] == "ready"
             assert c.sample(np.array([1, 2]), [2]).output.batch_size == 2

@@ -351,11 +351,26 @@ def _request_batches(reader: fl.MetadataRecordBatchReader, expected: pa.Schema, 
         if batch is None:
             continue
         if not checked:
-            if not batch.schema.remove_metadata().equals(expected):
+            if not _schema_matches(batch.schema, expected):
                 raise ValueError(f"{op} request schema must be {_schema_text(expected)} "
                                  f"(got {_schema_text(batch.schema)})")
             checked = True
         yield batch
+
+
+def _schema_matches(got: pa.Schema, expected: pa.Schema) -> bool:
+    """Same column names and types; nullability, metadata and list child names ignored,
+    ``large_list`` accepted for ``list``."""
+    if got.names != expected.names:
+        return False
+    for field, want in zip(got, expected):
+        if pa.types.is_list(want.type):
+            if not (pa.types.is_list(field.type) or pa.types.is_large_list(field.type)) \
+                    or field.type.value_type != want.type.value_type:
+                return False
+        elif field.type != want.type:
+            return False
+    return True
 
 
 def _schema_text(schema: pa.Schema) -> str:
