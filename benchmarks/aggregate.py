@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -148,9 +148,9 @@ def bench_aggregate(args) -> None:
         num_dst = num_src
     print(f"torch threads={torch.get_num_threads()}  repeats={args.repeats} "
           "(median, methods interleaved round-robin)")
-    header = "| hop (fanout) | dst | src | edges | F | op | " + " | ".join(
-        ["graphpipe.cpu", "torch_scatter", "pyg.utils.scatter", "torch.sparse.mm(csr)",
-         "pyg SparseTensor matmul"]) + " | best other / ours |"
+    header = ("| hop (fanout) | dst | src | edges | F | op | graphpipe.cpu | torch_scatter | "
+              "pyg.utils.scatter | torch.sparse.mm(csr) | pyg SparseTensor matmul | "
+              "best other / ours |")
     print(header)
     print("|" + "---|" * (header.count("|") - 1))
     for hop, (fanout, indptr, indices, num_src) in enumerate(shapes, 1):
@@ -188,9 +188,9 @@ def bench_quantize(args) -> None:
     print("|---|---|---|---|---|---|")
     for bits in (8, 4, 2, 1):
         gen = torch.Generator().manual_seed(0)
-        tq = timed(lambda: quantize(x, bits, generator=gen), args.repeats)
+        tq = timed(lambda b=bits, g=gen: quantize(x, b, generator=g), args.repeats)
         q = quantize(x, bits, generator=gen)
-        td = timed(lambda: dequantize(q), args.repeats)
+        td = timed(lambda q=q: dequantize(q), args.repeats)
         packed = q.packed.numel() / 1e6
         print(f"| {bits} | {tq * 1e3:.1f} | {gbytes / tq:.2f} | {td * 1e3:.1f} | "
               f"{gbytes / td:.2f} | {packed:.1f} |", flush=True)

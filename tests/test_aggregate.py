@@ -236,22 +236,22 @@ def test_explicit_block_argument():
 
 
 @pytest.mark.parametrize("kwargs,match", [
-    (dict(reduce="max"), "'reduce'"),
-    (dict(norm="sym"), "'norm'"),
-    (dict(norm="gcn", reduce="mean"), "'norm'"),
-    (dict(backend="cuda"), "'backend'"),
-    (dict(num_dst=9), "'indptr'"),
-    (dict(edge_weight=torch.ones(3)), "'edge_weight'"),
-    (dict(x=torch.randn(20)), "'x'"),
-    (dict(x=torch.randn(10, 3)), "'indices'"),
-    (dict(indices=torch.zeros(3, dtype=torch.int32)), "'indices'"),
-    (dict(indptr=torch.tensor([0, 1, 2, 1, 3, 3, 3, 3, 4])), "'indptr'"),
-    (dict(x=torch.randn(6, 3)), "'num_dst'"),
+    ({"reduce": "max"}, "'reduce'"),
+    ({"norm": "sym"}, "'norm'"),
+    ({"norm": "gcn", "reduce": "mean"}, "'norm'"),
+    ({"backend": "cuda"}, "'backend'"),
+    ({"num_dst": 9}, "'indptr'"),
+    ({"edge_weight": torch.ones(3)}, "'edge_weight'"),
+    ({"x": torch.randn(20)}, "'x'"),
+    ({"x": torch.randn(10, 3)}, "'indices'"),
+    ({"indices": torch.zeros(3, dtype=torch.int32)}, "'indices'"),
+    ({"indptr": torch.tensor([0, 1, 2, 1, 3, 3, 3, 3, 4])}, "'indptr'"),
+    ({"x": torch.randn(6, 3)}, "'num_dst'"),
 ])
 def test_bad_input_raises_value_error_naming_the_argument(kwargs, match):
     indptr = torch.tensor([0, 1, 2, 3, 3, 3, 3, 3, 4])
     indices = torch.tensor([0, 5, 19, 7])
-    call = dict(indptr=indptr, indices=indices, x=torch.randn(20, 3), num_dst=8)
+    call = {"indptr": indptr, "indices": indices, "x": torch.randn(20, 3), "num_dst": 8}
     call.update(kwargs)
     with pytest.raises(ValueError, match=match):
         aggregate(call.pop("indptr"), call.pop("indices"), call.pop("x"), **call)

@@ -98,9 +98,15 @@ def check_backward() -> None:
 
 
 def check_heads_and_determinism() -> None:
-    from graphpipe.ops.aggregate import (aggregate, aggregate_heads, edge_softmax,
-                                         reference_aggregate_heads, reference_edge_softmax,
-                                         reference_sddmm_scores, sddmm_scores)
+    from graphpipe.ops.aggregate import (
+        aggregate,
+        aggregate_heads,
+        edge_softmax,
+        reference_aggregate_heads,
+        reference_edge_softmax,
+        reference_sddmm_scores,
+        sddmm_scores,
+    )
     indptr, indices = random_block(10, 24, 5, seed=9, huge_row=30)
     gen = torch.Generator().manual_seed(9)
     heads, dim = 3, 5
@@ -145,7 +151,7 @@ GROUPS = {"forward": check_forward, "backward": check_backward,
 def test_triton_interpreted(group):
     env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(ROOT))
     proc = subprocess.run([sys.executable, __file__, group], env=env, cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     assert f"OK {group}" in proc.stdout
 
@@ -155,7 +161,7 @@ def test_triton_interpreted(group):
 
 def test_task_plan_groups_by_degree_and_chunks_heavy_rows():
     from graphpipe.ops.aggregate_triton import TaskPlan
-    indptr, indices = random_block(30, 50, 9, seed=2, huge_row=45)
+    indptr, _indices = random_block(30, 50, 9, seed=2, huge_row=45)
     deg = indptr[1:] - indptr[:-1]
     plan = TaskPlan(indptr, threshold=8)
     # light rows: every row of degree <= 8 exactly once, in non-decreasing degree

@@ -70,15 +70,15 @@ _FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 __all__ = [
     "CSCBlock",
-    "get_block",
     "aggregate",
-    "sddmm_scores",
-    "edge_softmax",
     "aggregate_heads",
+    "edge_softmax",
+    "get_block",
     "reference_aggregate",
-    "reference_sddmm_scores",
-    "reference_edge_softmax",
     "reference_aggregate_heads",
+    "reference_edge_softmax",
+    "reference_sddmm_scores",
+    "sddmm_scores",
 ]
 
 
@@ -557,7 +557,7 @@ def _block_for(block: CSCBlock | None, indptr: torch.Tensor, indices: torch.Tens
     if block is None:
         return get_block(indptr, indices, num_dst, num_src)
     if not isinstance(block, CSCBlock):
-        raise ValueError(f"'block' must be a CSCBlock (got {type(block).__name__})")
+        raise ValueError(f"'block' must be a CSCBlock (got {type(block).__name__})")  # noqa: TRY004
     if block.indptr is not indptr or block.indices is not indices:
         raise ValueError("'block' must be built from the given indptr and indices tensors")
     if block.num_dst != num_dst or block.num_src != num_src:

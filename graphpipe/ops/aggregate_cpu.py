@@ -21,7 +21,7 @@ from contextlib import contextmanager
 import numba
 import numpy as np
 
-_JIT = dict(cache=True, nogil=True, parallel=True)
+_JIT = {"cache": True, "nogil": True, "parallel": True}
 
 #: Below this many element operations (edges x columns) a kernel runs on one thread.
 #: A parallel region costs ~10 us on an idle machine but milliseconds when the
@@ -291,8 +291,7 @@ def edge_softmax_forward(indptr, scores, out):
         for h in range(num_heads):
             m = scores[lo, h]
             for e in range(lo + 1, hi):
-                if scores[e, h] > m:
-                    m = scores[e, h]
+                m = max(m, scores[e, h])
             s = 0.0
             for e in range(lo, hi):
                 p = np.exp(scores[e, h] - m)

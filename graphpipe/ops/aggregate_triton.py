@@ -37,7 +37,7 @@ import torch
 import triton
 import triton.language as tl
 
-DEFAULTS = dict(block_x=8, block_y=32, block_k=8, degree_threshold=32, atomic_backward=False)
+DEFAULTS = {"block_x": 8, "block_y": 32, "block_k": 8, "degree_threshold": 32, "atomic_backward": False}
 
 
 # =========================================================================== kernels
@@ -337,7 +337,7 @@ def spmm_transposed(block, g: torch.Tensor, coef: torch.Tensor | None,
     g = g.contiguous()
     if opts["atomic_backward"]:
         return _atomic_transposed(block, coef, row_scale, g, g.shape[1], 1, False, opts)
-    t_indptr, t_dst, t_eid = block.transposed()
+    _t_indptr, t_dst, t_eid = block.transposed()
     plan = _plan(block, "transposed", opts["degree_threshold"])
     if coef is None and row_scale is None:
         weight, windex = None, None

@@ -37,13 +37,13 @@ import torch
 from .aggregate_cpu import threads_for
 
 __all__ = [
-    "QuantizedRows",
-    "quantize",
-    "dequantize",
-    "unpack_codes",
-    "reference_quantize",
-    "reference_dequantize",
     "SUPPORTED_BITS",
+    "QuantizedRows",
+    "dequantize",
+    "quantize",
+    "reference_dequantize",
+    "reference_quantize",
+    "unpack_codes",
 ]
 
 SUPPORTED_BITS = (1, 2, 4, 8)
@@ -138,11 +138,9 @@ def _quantize_kernel(x, bits, seed, packed, mins, scales):
         has_nan = False
         for f in range(num_cols):
             v = row[f]
-            if v < mn:
-                mn = v
-            if v > mx:
-                mx = v
-            if v != v:
+            mn = min(mn, v)
+            mx = max(mx, v)
+            if np.isnan(v):
                 has_nan = True
         if has_nan or not (np.isfinite(mn) and np.isfinite(mx)):
             bad += 1
@@ -166,8 +164,7 @@ def _quantize_kernel(x, bits, seed, packed, mins, scales):
                     y = np.float32(np.float32(row[f] - mn) * inv)
                     t = np.float32(y + _uniform(seed, base + np.uint64(f)))
                     q = int(t)
-                    if q > levels:
-                        q = levels
+                    q = min(q, levels)
                     byte |= q << (j * bits)
             out[k] = np.uint8(byte)
     return bad
@@ -269,7 +266,7 @@ def quantize(x: torch.Tensor, bits: int, *, seed: int | None = None,
 
 def _check_quantized(q: QuantizedRows) -> None:
     if not isinstance(q, QuantizedRows):
-        raise ValueError(f"'q' must be QuantizedRows (got {type(q).__name__})")
+        raise ValueError(f"'q' must be QuantizedRows (got {type(q).__name__})")  # noqa: TRY004
     _check_bits(q.bits)
     expected = (q.mins.shape[0], _row_bytes(q.num_cols, q.bits))
     if q.packed.dtype != torch.uint8 or tuple(q.packed.shape) != expected:
