@@ -102,8 +102,9 @@ class CSCBlock:
 
     def __init__(self, indptr: torch.Tensor, indices: torch.Tensor, num_src: int,
                  *, validate: bool = True) -> None:
-        _check_structure_args(indptr, indices, indptr.shape[0] - 1 if indptr.dim() == 1 else 0,
-                              num_src)
+        num_dst = indptr.shape[0] - 1 if isinstance(indptr, torch.Tensor) and \
+            indptr.dim() == 1 else 0
+        _check_structure_args(indptr, indices, num_dst, num_src)
         self.indptr = indptr
         self.indices = indices
         self.num_dst = int(indptr.shape[0]) - 1
@@ -119,11 +120,18 @@ class CSCBlock:
             raise ValueError(
                 f"'num_dst' must not exceed num_src (destinations are the first sources); "
                 f"got num_dst={self.num_dst}, num_src={self.num_src}")
-        ip = self.indptr.detach().cpu().numpy()
-        ix = self.indices.detach().cpu().numpy()
-        if ip.shape[0] == 0:
+        if self.indptr.shape[0] == 0:
             raise ValueError("'indptr' must have at least one element (got 0)")
-        code = _cpu.validate_csc(ip, ix, self.num_src)
+        if self.device.type == "cpu":
+            ip, ix = self.indptr.numpy(), self.indices.numpy()
+            code = _cpu.validate_csc(ip, ix, self.num_src)
+        else:  # on the device: no host copy of the edge arrays, one sync
+            ip, ix = self.indptr, self.indices
+            checks = torch.stack([
+                ip[0] != 0, (ip[1:] < ip[:-1]).any(), ip[-1] != ix.shape[0],
+                ((ix < 0) | (ix >= self.num_src)).any() if ix.numel() else ip[0] != ip[0]])
+            failed = torch.nonzero(checks).flatten().tolist()
+            code = failed[0] if failed else -1
         if code == 0:
             raise ValueError(f"'indptr' must start at 0 (got {int(ip[0])})")
         if code == 1:
@@ -132,7 +140,7 @@ class CSCBlock:
             raise ValueError(
                 f"'indptr' must end at len(indices)={ix.shape[0]} (got {int(ip[-1])})")
         if code == 3:
-            bad = ix[(ix < 0) | (ix >= self.num_src)][0]
+            bad = ix[(ix < 0) | (ix >= self.num_src)][0]  # numpy or torch
             raise ValueError(
                 f"'indices' must lie in [0, num_src={self.num_src}) (got {int(bad)})")
 
