@@ -156,17 +156,23 @@ def _quantize_kernel(x, bits, seed, packed, mins, scales):
         scales[r] = scale
         out = packed[r]
         base = np.uint64(r) * np.uint64(num_cols)
-        for k in range(row_bytes):
-            byte = 0
+        if bits == 8:  # one code per byte: no packing
+            for f in range(num_cols):
+                y = np.float32(np.float32(row[f] - mn) * inv)
+                t = np.float32(y + _uniform(seed, base + np.uint64(f)))
+                out[f] = np.uint8(min(int(t), levels))
+            continue
+        codes = np.empty(row_bytes * per_byte, dtype=np.uint8)
+        codes[num_cols:] = 0
+        for f in range(num_cols):  # straight-line: random bits, scale, round
+            y = np.float32(np.float32(row[f] - mn) * inv)
+            t = np.float32(y + _uniform(seed, base + np.uint64(f)))
+            codes[f] = np.uint8(min(int(t), levels))
+        for k in range(row_bytes):  # then pack, least significant code first
+            byte = np.uint8(0)
             for j in range(per_byte):
-                f = k * per_byte + j
-                if f < num_cols:
-                    y = np.float32(np.float32(row[f] - mn) * inv)
-                    t = np.float32(y + _uniform(seed, base + np.uint64(f)))
-                    q = int(t)
-                    q = min(q, levels)
-                    byte |= q << (j * bits)
-            out[k] = np.uint8(byte)
+                byte |= codes[k * per_byte + j] << np.uint8(j * bits)
+            out[k] = byte
     return bad
 
 
