@@ -42,6 +42,7 @@ __all__ = [
     "dequantize",
     "quantize",
     "reference_dequantize",
+    "reference_pack",
     "reference_quantize",
     "unpack_codes",
 ]
