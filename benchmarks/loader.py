@@ -250,6 +250,13 @@ def write_results(results: dict[str, dict], store, batch_size: int) -> None:
             lines += ["", (f"Speed-up of `{name}` ({what}) over the fastest peer: **{ratio:.2f}×** "
                            f"on fastest rounds (vs {fastest_peer}), **{ratio_median:.2f}×** on medians "
                            f"(vs {median_peer}); target ≥ 1.5×.")]
+    lines += ["", ("Caveat: the ranking depends on the load other jobs put on the 2 shared cores. "
+                   "DGL's OpenMP sampler is bimodal under load (about 0.012 s or 0.115 s per "
+                   "batch, depending on whether both of its threads get a core), so its 2-thread "
+                   "rows swing most; in a quiet spell DGL's sample_blocks + index_select with 2 "
+                   "threads has been measured faster than graphpipe's defaults (see the loader "
+                   "report). graphpipe copies features in the calling thread below 32 MiB "
+                   "(`graphpipe.ops.gather.PARALLEL_MIN_BYTES`), which is what holds up under load.")]
     gp = ok.get(best)
     if gp:
         lines += ["", (f"graphpipe stage times over the timed batches: sample {gp['sample_s']:.2f} s, "
