@@ -5,6 +5,7 @@ and a raw Flight client (for malformed requests)."""
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import queue
 import signal
@@ -163,6 +164,26 @@ def test_sample_matches_local_sampler(client, int_store, fanouts, replace):
         assert_same_output(got.output, want)
         assert got.x is None and got.y is None
         assert got.output.n_id.flags.writeable
+
+
+def test_decoded_arrays_own_their_memory(server, int_store):
+    """Arrays over the received buffers stay valid after the call and the client are gone,
+    and writing into one result leaves the others alone."""
+    seeds = np.array([5, 1, 2, 3], dtype=np.int64)
+    want = sample_neighbors(int_store.indptr, int_store.indices, seeds, [6, 6], seed=9)
+    with Client(server.url) as c:
+        first = c.sample(seeds, [6, 6], seed=9, features=True).output
+        second = c.sample(seeds, [6, 6], seed=9).output
+    del c
+    gc.collect()
+    churn = Client(server.url)
+    for i in range(5):  # reuse freed memory, if any were freed
+        churn.sample(np.arange(200), [10, 10], seed=i)
+    churn.close()
+    assert_same_output(first, want)
+    first.n_id[:] = -7
+    first.blocks[0].indices[:] = -7
+    assert_same_output(second, want)
 
 
 def test_sample_with_features_and_labels(client, int_store):

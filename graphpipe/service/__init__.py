@@ -26,8 +26,8 @@ neighbours), ``replace`` (bool, default false), ``features`` (bool, default fals
   (>= 0, the batch's random key); one row per seed batch, at most ``--max-seeds`` seeds
   per record batch.
   Response: one record batch of one row per request row, in order. ``ID`` below is
-  int32 when the store has fewer than 2**31 nodes and edges, else int64 (``info`` →
-  ``server.sample_id_type``; clients widen to int64). Columns
+  int64 (``info`` → ``server.sample_id_type``; a client should also accept int32 ID
+  columns and widen them). Columns
   ``n_id: list<ID>`` (global IDs, seeds first), ``batch_size: int64``,
   ``num_sampled_nodes: list<int64>``, ``num_sampled_edges: list<int64>``, and for every
   layer ``l`` (``l = 0`` the input layer, ``l = L-1`` the seed layer):

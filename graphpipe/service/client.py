@@ -150,7 +150,7 @@ class Client:
 
     def sample_batches(self, seed_batches: Sequence[np.ndarray], keys: Sequence[int],
                        fanouts: Sequence[int], *, replace: bool = False, features: bool = False,
-                       labels: bool = False, copy: bool = True) -> list[SampleResult]:
+                       labels: bool = False, copy: bool = False) -> list[SampleResult]:
         """Sample several seed batches in one call (the server samples them in parallel).
 
         Args:
@@ -161,8 +161,8 @@ class Client:
             fanouts: neighbours per hop, seed hop first (``-1``: all).
             features: also return the feature rows of ``n_id``.
             labels: also return the seeds' labels.
-            copy: return writable numpy arrays (False: read-only views of the received
-                buffers where no widening to int64 is needed).
+            copy: copy the arrays out of the received message (default: writable numpy
+                arrays over the received buffers, which this call alone holds).
         """
         if len(seed_batches) != len(keys):
             raise ValueError(f"'keys' must have one key per batch ({len(seed_batches)}) (got {len(keys)})")
@@ -187,7 +187,7 @@ class Client:
         return results
 
     def sample(self, seeds: np.ndarray, fanouts: Sequence[int], *, seed: int = 0, replace: bool = False,
-               features: bool = False, labels: bool = False, copy: bool = True) -> SampleResult:
+               features: bool = False, labels: bool = False, copy: bool = False) -> SampleResult:
         """Sample the multi-hop neighbourhood of ``seeds`` (int ``(B,)`` unique dense IDs)
         with random key ``seed``; see :meth:`sample_batches`."""
         return self.sample_batches([seeds], [seed], fanouts, replace=replace, features=features,
@@ -257,12 +257,12 @@ class Client:
         responses = self._exchange(protocol.encode_command("features", labels=bool(labels)), request)
         if not responses:
             raise RuntimeError("server returned no feature rows")
-        rows = np.concatenate([protocol.rows_of_fixed(b.column(0), copy=False) for b, _ in responses])
-        rows = np.array(rows, copy=True)
+        rows = [protocol.rows_of_fixed(b.column(0)) for b, _ in responses]
+        rows = rows[0] if len(rows) == 1 else np.concatenate(rows)
         if not labels:
             return rows
-        y = np.concatenate([protocol.rows_of_fixed(b.column(1), copy=False) for b, _ in responses])
-        return rows, np.array(y, copy=True)
+        y = [protocol.rows_of_fixed(b.column(1)) for b, _ in responses]
+        return rows, (y[0] if len(y) == 1 else np.concatenate(y))
 
     def close(self) -> None:
         """Close the connection."""
