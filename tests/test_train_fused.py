@@ -63,3 +63,19 @@ def test_reproducible_under_torch_seed() -> None:
     b = relu_dropout(x, 0.5, True)
     c = relu_dropout(x, 0.5, True)
     assert torch.equal(a, b) and not torch.equal(b, c)
+
+
+def test_inplace_equals_out_of_place_and_backpropagates() -> None:
+    w = torch.randn(6, 5, requires_grad=True)
+    x = torch.randn(40, 6)
+    torch.manual_seed(9)
+    a = relu_dropout(x @ w, 0.4, True)
+    a.sum().backward()
+    grad_a = w.grad.clone()
+    w.grad = None
+    torch.manual_seed(9)
+    h = x @ w
+    b = relu_dropout(h, 0.4, True, inplace=True)
+    assert b.data_ptr() == h.data_ptr() and torch.equal(a, b)
+    b.sum().backward()
+    assert torch.equal(grad_a, w.grad)

@@ -45,14 +45,14 @@ from torch.nn import functional as F
 from graphpipe.ops.aggregate import aggregate, aggregate_heads, edge_softmax, sddmm_scores
 
 __all__ = [
+    "GATConv",
+    "GCNConv",
+    "GINConv",
     "LocalGraph",
+    "SAGEConv",
+    "add_self_loops",
     "as_local_graph",
     "csc_from_edge_index",
-    "add_self_loops",
-    "GCNConv",
-    "SAGEConv",
-    "GINConv",
-    "GATConv",
 ]
 
 
@@ -228,7 +228,9 @@ class SAGEConv(nn.Module):
         else:
             out = self.lin_l(aggregate(g.indptr, g.indices, x, num_dst=g.num_dst, reduce="mean"))
         if self.lin_r is not None:
-            out = out + self.lin_r(x[: g.num_dst])
+            # in place: the GEMM accumulates into ``out`` (no second output and add pass);
+            # allowed because neither product's backward needs its output
+            out = out.addmm_(x[: g.num_dst], self.lin_r.weight.t())
         return out
 
     def extra_repr(self) -> str:

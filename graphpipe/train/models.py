@@ -71,7 +71,7 @@ class BlockModel(nn.Module):
 
     def activation_dropout(self, h: torch.Tensor) -> torch.Tensor:
         """What follows every layer but the last: ReLU, then dropout (fused on the CPU)."""
-        return relu_dropout(h, self.dropout, self.training)
+        return relu_dropout(h, self.dropout, self.training, inplace=True)
 
     def apply_layer(self, layer: int, x: torch.Tensor, block: Any) -> torch.Tensor:
         """Layer ``layer`` on ``block`` (``x``: ``(num_src, in)`` → ``(num_dst, out)``), with
@@ -150,7 +150,7 @@ class GAT(BlockModel):
                                       dropout=attn_dropout))
 
     def activation_dropout(self, h: torch.Tensor) -> torch.Tensor:
-        return relu_dropout(F.elu(h), self.dropout, self.training, relu=False)
+        return relu_dropout(F.elu(h), self.dropout, self.training, relu=False, inplace=True)
 
 
 class MLP(nn.Module):
@@ -181,7 +181,7 @@ class MLP(nn.Module):
         for i, lin in enumerate(self.lins):
             h = lin(h)
             if i < self.num_layers - 1:
-                h = relu_dropout(h, self.dropout, self.training)
+                h = relu_dropout(h, self.dropout, self.training, inplace=True)
         return h
 
 
