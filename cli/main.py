@@ -18,6 +18,9 @@ SUBCOMMANDS = {
     "generate": "generate",
     "ingest": "ingest",
     "info": "info",
+    "partition": "partition",
+    "serve": "serve",
+    "train": "train",
     "validate": "validate",
 }
 
