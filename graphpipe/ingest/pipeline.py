@@ -99,30 +99,45 @@ def open_source(path: str | os.PathLike, **reader_options) -> DatasetSource:
 
 
 def attach_npy_features(source: DatasetSource, path: str | os.PathLike) -> DatasetSource:
-    """Use the ``.npy`` matrix at ``path`` (``(N, F)``, memory-mapped, streamed in row blocks)
-    as the node features of ``source``."""
+    """Use the ``.npy`` matrix at ``path`` (``(N, F)``, streamed in row blocks) as the node
+    features of ``source``."""
     path = Path(path)
     if not path.is_file():
         raise IngestError(f"{path}: file not found")
     try:
-        matrix = np.load(path, mmap_mode="r")
+        with open(path, "rb") as fh:
+            major, _minor = np.lib.format.read_magic(fh)
+            read_header = (np.lib.format.read_array_header_1_0 if major == 1
+                           else np.lib.format.read_array_header_2_0)
+            shape, fortran, dtype = read_header(fh)
+            data_offset = fh.tell()
     except Exception as exc:
         raise IngestError(f"{path}: not a .npy array ({exc})") from exc
-    if matrix.ndim != 2:
-        raise IngestError(f"{path}: features must be 2-D (N, F), got shape {matrix.shape}")
-    if matrix.shape[0] > source.num_nodes and source.external_ids is None and source.labels is None:
+    if len(shape) != 2 or fortran or dtype.hasobject:
+        raise IngestError(f"{path}: features must be a C-ordered 2-D (N, F) numeric array, got shape "
+                          f"{shape}{' (Fortran order)' if fortran else ''}, dtype {dtype}")
+    num_rows, dim = int(shape[0]), int(shape[1])
+    if num_rows > source.num_nodes and source.external_ids is None and source.labels is None:
         # Dense IDs taken from an edge list: nodes past the largest ID seen have no edges,
         # and the feature matrix is what says how many nodes there are.
-        source.num_nodes = int(matrix.shape[0])
-    if matrix.shape[0] != source.num_nodes:
-        raise IngestError(f"{path}: {matrix.shape[0]} feature rows, but the graph has {source.num_nodes} nodes")
-    rows = max(1, (32 << 20) // max(1, matrix.shape[1] * matrix.itemsize))
+        source.num_nodes = num_rows
+    if num_rows != source.num_nodes:
+        raise IngestError(f"{path}: {num_rows} feature rows, but the graph has {source.num_nodes} nodes")
+    rows = max(1, (32 << 20) // max(1, dim * dtype.itemsize))
 
     def blocks() -> Iterator[RowBlock]:
-        for start in range(0, matrix.shape[0], rows):
-            yield RowBlock(start, np.asarray(matrix[start:start + rows]), str(path), start + 1)
+        # Plain reads, not a memory map: mapped pages of a large file would count toward
+        # the process's resident set and defeat the memory limit.
+        with open(path, "rb") as fh:
+            for start in range(0, num_rows, rows):
+                count = min(rows, num_rows - start)
+                fh.seek(data_offset + start * dim * dtype.itemsize)
+                values = np.fromfile(fh, dtype=dtype, count=count * dim)
+                if values.size != count * dim:
+                    raise IngestError(f"{path}: truncated at row {start + values.size // max(1, dim)}")
+                yield RowBlock(start, values.reshape(count, dim), str(path), start + 1)
 
-    source.node_features, source.feature_dim = blocks, int(matrix.shape[1])
+    source.node_features, source.feature_dim = blocks, dim
     return source
 
 
