@@ -26,6 +26,8 @@ from graphpipe.store.arrays import RowWriter
 from graphpipe.store.atomic import check_destination
 
 ProgressFn = Callable[[str, int, int], None]
+CONCURRENT_STAGES_MIN_MEMORY = 2 << 30
+"""Memory limit (bytes) from which topology and node features are ingested side by side."""
 _SIZE_UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "KIB": 1 << 10, "M": 1 << 20,
                "MB": 1 << 20, "MIB": 1 << 20, "G": 1 << 30, "GB": 1 << 30, "GIB": 1 << 30,
                "T": 1 << 40, "TB": 1 << 40, "TIB": 1 << 40}
@@ -172,8 +174,11 @@ def ingest(source: DatasetSource | str | os.PathLike, dest: str | os.PathLike,
         # Node features stream into their array in a second thread while the topology is
         # built: both stages release the GIL (inflate, Numba parsing and scattering).
         features_job = None
+        # Under a tight memory limit the stages run one after the other, so their working
+        # sets do not add up.
+        concurrent = memory_limit >= CONCURRENT_STAGES_MIN_MEMORY
         pool = ThreadPoolExecutor(1, thread_name_prefix="ingest-features") if (
-            source.node_features is not None and _threadsafe_numba()) else None
+            concurrent and source.node_features is not None and _threadsafe_numba()) else None
         stop = threading.Event()
 
         def write_node_features() -> int:
