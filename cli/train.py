@@ -9,9 +9,8 @@ import os
 # thread pools starve each other (see graphpipe.train)
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-import click  # noqa: E402
-
-from graphpipe.cli._common import fail, friendly_errors  # noqa: E402
+import click
+from graphpipe.cli._common import fail, friendly_errors
 
 _DEFAULT_FANOUTS = {1: [10], 2: [15, 10], 3: [15, 10, 5]}
 

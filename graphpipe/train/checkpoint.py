@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["CheckpointError", "save_checkpoint", "load_checkpoint", "rng_state", "set_rng_state"]
+__all__ = ["CheckpointError", "load_checkpoint", "rng_state", "save_checkpoint", "set_rng_state"]
 
 FORMAT = "graphpipe-train-checkpoint"
 VERSION = 1
