@@ -1,6 +1,6 @@
 """Run one measured job in a fresh interpreter and report seconds and peak RSS as JSON.
 
-``seconds`` is the timed work alone; ``total_seconds`` is the whole process from
+Peak RSS is the child's ``VmHWM``. ``seconds`` is the timed work alone; ``total_seconds`` is the whole process from
 spawn to exit (interpreter start, imports, one-time JIT/library initialisation
 and the work), i.e. what a user running the command waits for.
 
@@ -14,13 +14,34 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
 from typing import Any
 
 _CHILD = r'''
+import json, sys, time
+
+def peak_rss():
+    # VmHWM: the high-water mark of this process's own address space. (ru_maxrss is not
+    # used: on Linux it carries over the parent's resident size across fork + exec.)
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
+
+setup, work = sys.argv[1], sys.argv[2]
+ns = {}
+exec(setup, ns)
+baseline = peak_rss()
+t0 = time.perf_counter()
+exec(work, ns)
+seconds = time.perf_counter() - t0
+peak = peak_rss()
+print("@@MEASURE@@" + json.dumps({"seconds": seconds, "peak_rss": peak, "baseline_rss": baseline,
+                                  "result": ns.get("result")}))
+'''
 import json, resource, sys, time
 setup, work = sys.argv[1], sys.argv[2]
 ns = {}
@@ -63,5 +84,3 @@ def machine_note() -> str:
     return f"{os.cpu_count()} cores, load average {load:.2f} at start, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
 
 
-def self_peak_rss() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
