@@ -42,18 +42,6 @@ peak = peak_rss()
 print("@@MEASURE@@" + json.dumps({"seconds": seconds, "peak_rss": peak, "baseline_rss": baseline,
                                   "result": ns.get("result")}))
 '''
-import json, resource, sys, time
-setup, work = sys.argv[1], sys.argv[2]
-ns = {}
-exec(setup, ns)
-baseline = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-t0 = time.perf_counter()
-exec(work, ns)
-seconds = time.perf_counter() - t0
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-print("@@MEASURE@@" + json.dumps({"seconds": seconds, "peak_rss": peak, "baseline_rss": baseline,
-                                  "result": ns.get("result")}))
-'''
 
 
 def measure(setup: str, work: str, *, python: str = sys.executable, env: dict | None = None,
