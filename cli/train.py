@@ -3,12 +3,6 @@ with the NeighborLoader; prints one line per epoch and, last, ``test acc <value>
 
 from __future__ import annotations
 
-import os
-
-# before torch is imported: OpenMP's spin-waiting makes torch's and the loader's Numba
-# thread pools starve each other (see graphpipe.train)
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
 import click
 from graphpipe.cli._common import fail, friendly_errors
 

@@ -1,7 +1,14 @@
 """graphpipe: graph datasets as an on-disk columnar store, and fast loaders that feed training from it."""
 
+import os
+
+# The loaders' Numba kernels run in background threads while torch computes; with
+# OpenMP's default spin-waiting the two thread pools starve each other (a training step
+# on 2 cores was 8x slower). Must be set before torch or Numba start their pools.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 __version__ = "0.1.0"
 
-from graphpipe.store import GraphStore, StoreError  # noqa: E402
+from graphpipe.store import GraphStore, StoreError
 
 __all__ = ["GraphStore", "StoreError", "__version__"]

@@ -8,16 +8,12 @@
   log, checkpoints with exact resume);
 - :mod:`graphpipe.train.checkpoint`: atomic checkpoint files.
 
-Importing this package sets ``OMP_WAIT_POLICY=PASSIVE`` unless the environment already
-sets it (it only takes effect if torch was not imported before): the loader's Numba
-kernels run in background threads while torch computes, and with OpenMP's default
-spin-waiting the two thread pools starve each other — a training step on 2 cores was
-8× slower (0.9 s vs 0.11 s on a scale-14 R-MAT batch).
+``import graphpipe`` sets ``OMP_WAIT_POLICY=PASSIVE`` unless the environment already sets
+it (see ``graphpipe/__init__.py``): the loader's Numba kernels run in background threads
+while torch computes, and with OpenMP's default spin-waiting the two thread pools starve
+each other — a training step on 2 cores was 8× slower (0.9 s vs 0.11 s on a scale-14
+R-MAT batch).
 """
-
-import os
-
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from graphpipe.train.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from graphpipe.train.layers import GATConv, GCNConv, GINConv, SAGEConv

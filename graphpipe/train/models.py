@@ -21,7 +21,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from graphpipe.train.fused import relu_dropout
+from graphpipe.ops.dropout import relu_dropout
 from graphpipe.train.layers import GATConv, GCNConv, GINConv, SAGEConv
 
 __all__ = ["GAT", "GCN", "GIN", "MLP", "MODELS", "BlockModel", "GraphSAGE", "build_model"]

@@ -13,8 +13,6 @@ The seed of each call is drawn from torch's global generator, so ``torch.manual_
 and ``torch.get_rng_state``/``set_rng_state`` make runs (and checkpoint resumes)
 reproducible exactly as with ``F.dropout`` — the masks differ from torch's, not their
 law. Non-CPU tensors, other dtypes, ``p == 0`` or evaluation fall back to torch.
-
-A kernel like this belongs in ``graphpipe/ops``; it lives here until it moves.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Fused ReLU + dropout (graphpipe.train.fused) against its definition and torch."""
+"""Fused ReLU + dropout (graphpipe.ops.dropout) against its definition and torch."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from graphpipe.train.fused import dropout_keep_mask, relu_dropout
+from graphpipe.ops.dropout import dropout_keep_mask, relu_dropout
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
