@@ -5,7 +5,8 @@
 Steps, each the `graphpipe` command a user would type (echoed before it runs):
 generate a community graph in OGB's raw layout → ingest it into a store → info
 → validate → a pass of the NeighborLoader (sampling + Match-Reorder feature
-gather) → train a GraphSAGE model for a few epochs and print the test accuracy.
+gather) → train a GraphSAGE model for a few epochs (checkpoint and JSON-lines metrics
+under ``--dir``) and print the test accuracy.
 """
 
 from __future__ import annotations
@@ -64,7 +65,10 @@ def main(argv: list[str] | None = None) -> None:
     _run(["info", str(store)])
     _run(["validate", str(store)])
     _loader_pass(store, args.batch_size)
-    print("\ndemo finished: generate → ingest → info → validate → load", flush=True)
+    _run(["train", str(store), "--model", "sage", "--hidden", "128", "--layers", "2", "--fanouts", "10,5",
+          "--batch-size", str(args.batch_size), "--epochs", str(args.epochs),
+          "--checkpoint", str(root / "sage.ckpt"), "--metrics-log", str(root / "sage-metrics.jsonl")])
+    print("\ndemo finished: generate → ingest → info → validate → load → train", flush=True)
 
 
 if __name__ == "__main__":
