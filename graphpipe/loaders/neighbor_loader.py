@@ -84,6 +84,14 @@ class NeighborLoader:
         num_threads: sampling threads per window (default sampler only).
         reorder_by: ``"match"`` (FastGL's match degree, default) or ``"overlap"`` (raw
             shared-node counts, which minimise the rows loaded directly).
+        feature_bits: None (rows as stored) or 8, 4, 2, 1: low-bit feature transfer
+            (per-row stochastic quantization, :mod:`graphpipe.ops.quantize`). Store rows
+            are quantized as they are gathered (rounding seeded per batch from ``seed``,
+            so equal seeds give equal batches), the static cache once at build time;
+            Match reuses the previous batch's quantized rows (so reused rows equal what
+            that batch delivered); ``transfer`` dequantizes to float32 on ``device``.
+            ``|x - X[n_id]| <= scale`` per row, ``scale = (max - min) / (2^bits - 1)``.
+            ``stats.feature_bytes_gathered`` / ``feature_bytes_full`` count the bytes.
 
     Attributes:
         stats: :class:`LoaderStats` of the current (or last) epoch.
@@ -95,7 +103,13 @@ class NeighborLoader:
                  window: int = 8, cache: str | None = None, cache_rows: float = 0.1,
                  prefetch: int = 2, device: str | torch.device = "cpu", progress: bool = False,
                  replace: bool = False, sampler: BaseSampler | None = None, features: bool = True,
-                 num_threads: int | None = None, reorder_by: str = "match"):
+                 num_threads: int | None = None, reorder_by: str = "match",
+                 feature_bits: int | None = None):
+        if feature_bits is not None and (isinstance(feature_bits, bool) or
+                                         not isinstance(feature_bits, (int, np.integer)) or
+                                         int(feature_bits) not in (1, 2, 4, 8)):
+            raise ValueError(f"'feature_bits' must be None, 8, 4, 2 or 1 (got {feature_bits!r})")
+        self.feature_bits = None if feature_bits is None else int(feature_bits)
         self.fanouts = _check_fanouts(fanouts)
         if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
             raise ValueError(f"'batch_size' must be a positive integer (got {batch_size!r})")
@@ -152,8 +166,11 @@ class NeighborLoader:
         self.reorder = ReorderStage(match_reorder is True, self._stats, reorder_by)
         self.gather = GatherStage(self.data, self.cache, match_reorder in (True, "match"), self._stats,
                                   features=self.features, on_device=on_device,
-                                  pin_memory=self.device.type == "cuda")
-        self.transfer = TransferStage(self.device, self.data, self.cache, self._stats)
+                                  pin_memory=self.device.type == "cuda",
+                                  feature_bits=self.feature_bits if self.features else None,
+                                  seed=self.seed)
+        self.transfer = TransferStage(self.device, self.data,
+                                      self.cache if self.feature_bits is None else None, self._stats)
         self._epoch = 0
         self._active: weakref.ref | None = None
         self._handed_out: tuple[torch.Tensor, int] | None = None  # last x given out, its version
@@ -203,7 +220,7 @@ class NeighborLoader:
             return
         if not sample_ahead:
             for seed_batches, window_keys in windows:
-                yield from self._reorder_and_gather(self.sample(seed_batches, window_keys))
+                yield from self._reorder_and_gather(self.sample(seed_batches, window_keys), window_keys)
             return
         with ThreadPoolExecutor(1, thread_name_prefix="graphpipe-sample-ahead") as pool:
             pending = pool.submit(self.sample, *windows[0])
@@ -211,11 +228,11 @@ class NeighborLoader:
                 outputs = pending.result()
                 if w + 1 < len(windows):
                     pending = pool.submit(self.sample, *windows[w + 1])
-                yield from self._reorder_and_gather(outputs)
+                yield from self._reorder_and_gather(outputs, windows[w][1])
 
-    def _reorder_and_gather(self, outputs: list) -> Iterator[PreparedBatch]:
+    def _reorder_and_gather(self, outputs: list, keys: Sequence[int]) -> Iterator[PreparedBatch]:
         for i in self.reorder(outputs):
-            yield self.gather(outputs[int(i)])
+            yield self.gather(outputs[int(i)], key=int(keys[int(i)]))
             outputs[int(i)] = None  # free the subgraph once used
 
     # -- iteration ----------------------------------------------------------------------------
@@ -234,7 +251,7 @@ class NeighborLoader:
         return (f"NeighborLoader(fanouts={self.fanouts}, batch_size={self.batch_size}, "
                 f"batches={len(self)}, match_reorder={self.match_reorder!r}, window={self.window}, "
                 f"cache={len(self.cache) if self.cache is not None else None}, prefetch={self.prefetch}, "
-                f"device={str(self.device)!r})")
+                f"device={str(self.device)!r}, feature_bits={self.feature_bits})")
 
 
 def _worker(producer: Iterator[PreparedBatch], out: queue.Queue, stop: threading.Event) -> None:

@@ -8,6 +8,22 @@ or moved to another thread (GraphBolt style):
 ``transfer`` :class:`TransferStage`: tensors to the device (pinned host memory when CUDA;
              on CUDA the reused rows are copied device-to-device).
 
+Low-bit feature transfer (``feature_bits`` in {8, 4, 2, 1}, Sylvie's per-row stochastic
+quantization, :mod:`graphpipe.ops.quantize`): rows are quantized where they are
+gathered and dequantized where they are used.
+
+* store rows: quantized by ``gather`` right after they are read, with a rounding seed
+  derived from the batch's sampler key (itself from the loader seed, epoch and batch);
+* static cache: quantized once when the loader is built (seed from the loader seed);
+* Match reuse: the previous batch's *quantized* rows (packed codes, min, scale) stay
+  resident and are copied into the next batch; dequantization is deterministic, so the
+  reused rows are bit-identical to what the previous batch delivered for those nodes;
+* ``transfer``: the packed codes + per-row min/scale go to the device and are dequantized
+  there (on the CPU: just before the :class:`MiniBatch` is handed out).
+
+A quantized batch is always assembled (in packed form) on the host: its bytes are a
+fraction of the float rows, so the device-side assembly of the float path is not used.
+
 Plus the data they share: :class:`GraphData` (topology, feature chunks, labels),
 :class:`FeatureCache` (static cache of the hottest rows) and :class:`LoaderStats`.
 """
@@ -29,6 +45,7 @@ import torch
 from graphpipe.loaders.minibatch import Block, MiniBatch
 from graphpipe.loaders.sampler import BaseSampler
 from graphpipe.ops.centrality import degree_order, read_degree_order
+from graphpipe.ops.quantize import QuantizedRows, dequantize, quantize
 from graphpipe.ops.gather import (
     SOURCE_CACHE,
     SOURCE_PREVIOUS,
@@ -185,6 +202,11 @@ class LoaderStats:
     ``reorder_s`` in Greedy Reorder, ``gather_s`` assembling features (and labels,
     edge_index), ``transfer_s`` moving to the device, ``wait_s`` the training
     loop blocked waiting for the next batch.
+
+    ``feature_bytes_gathered``: bytes of the rows read from the store as they are
+    transferred (packed codes + 4-byte min + 4-byte scale per row when quantized, the
+    raw rows otherwise); ``feature_bytes_full``: what those rows cost in float32.
+    Cached and reused rows move no store bytes.
     """
 
     epoch: int = 0
@@ -203,6 +225,8 @@ class LoaderStats:
     gather_s: float = 0.0
     transfer_s: float = 0.0
     wait_s: float = 0.0
+    feature_bytes_gathered: int = 0
+    feature_bytes_full: int = 0
 
     @property
     def match_degree_mean(self) -> float:
@@ -284,12 +308,20 @@ class FeatureCache:
     Args:
         ids: int64 ``(C,)`` distinct global node IDs.
         rows: ``(C, dim)`` their feature rows.
+
+    Attributes:
+        quantized: the rows in low-bit form (:meth:`quantize`), or None.
     """
 
     def __init__(self, ids: np.ndarray, rows: np.ndarray):
         self.ids = np.ascontiguousarray(ids, dtype=np.int64)
         self.rows = np.ascontiguousarray(rows)
         self.table = PositionTable(self.ids)
+        self.quantized: QuantizedRows | None = None
+
+    def quantize(self, bits: int, seed: int) -> None:
+        """Quantize the cached rows once (``bits``-bit codes, rounding seeded by ``seed``)."""
+        self.quantized = quantize(torch.from_numpy(self.rows), bits, seed=seed)
 
     @classmethod
     def by_degree(cls, data: GraphData, budget: int) -> FeatureCache:
@@ -339,6 +371,9 @@ class PreparedBatch:
     token: int
     reused_rows: int = 0
     """Rows copied from the batch produced before this one (Match)."""
+    quantized: QuantizedRows | None = None
+    """The batch's feature rows in low-bit form (``feature_bits``); ``batch.x`` is None
+    until ``transfer`` dequantizes them."""
 
 
 class GatherStage:
@@ -351,10 +386,23 @@ class GatherStage:
     ``on_device=False``: rows are assembled here into a contiguous host array.
     ``on_device=True``: only the store rows are gathered here (into pinned memory);
     the :class:`TransferStage` assembles on the device, where the previous batch lives.
+
+    ``feature_bits``: store rows are quantized after they are read (the rounding seed of a
+    batch comes from ``key``, the batch's sampler key, else from the batch's sequence
+    number and ``seed``); cached rows come from the cache's quantized copy and reused rows
+    from the previous batch's quantized rows. The batch is handed on in packed form.
     """
 
     def __init__(self, data: GraphData, cache: FeatureCache | None, match: bool, stats_ref: StatsRef,
-                 *, features: bool = True, on_device: bool = False, pin_memory: bool = False):
+                 *, features: bool = True, on_device: bool = False, pin_memory: bool = False,
+                 feature_bits: int | None = None, seed: int = 0):
+        self.feature_bits = feature_bits
+        self.seed = int(seed)
+        if feature_bits is not None:
+            on_device = False  # packed rows are assembled on the host, dequantized on the device
+            if cache is not None and cache.quantized is None:
+                cache.quantize(feature_bits, self.seed)
+        self._resident_q: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self.data = data
         self.cache = cache
         self.match = match
@@ -399,6 +447,7 @@ class GatherStage:
     def reset(self) -> None:
         """Forget the resident batch (the next batch reads everything from cache/store)."""
         self._resident_ids = self._resident_rows = None
+        self._resident_q = None
         self._resident_token = -1
 
     def _prev_positions(self, n_id: np.ndarray) -> np.ndarray | None:
@@ -406,7 +455,7 @@ class GatherStage:
             return None
         return PositionTable(self._resident_ids).lookup(n_id)
 
-    def __call__(self, out: SampleOutput) -> PreparedBatch:
+    def __call__(self, out: SampleOutput, key: int | None = None) -> PreparedBatch:
         t0 = time.perf_counter()
         stats = self._stats.current
         n_id = np.ascontiguousarray(out.n_id, dtype=np.int64)
@@ -420,12 +469,15 @@ class GatherStage:
             smaller = min(k, self._resident_ids.shape[0])
             stats.match_degree_sum += hits / smaller if smaller else 0.0
             stats.match_degree_count += 1
-        x = plan = None
+        x = plan = quantized = None
         source_counts = (0, 0, 0)
         if self.features:
             cache_pos = self.cache.lookup(n_id) if self.cache is not None else None
             use_prev = prev_pos if self.match else None
-            if self.on_device:
+            if self.feature_bits is not None:
+                qseed = self._batch_seed(token if key is None else key, key is not None)
+                quantized, source_counts = self._gather_quantized(n_id, cache_pos, use_prev, qseed)
+            elif self.on_device:
                 plan = self._plan(n_id, cache_pos, use_prev)
                 source_counts = (int(np.count_nonzero(plan.cache_pos >= 0)),
                                  int(np.count_nonzero(plan.prev_pos >= 0)), int(plan.store_idx.shape[0]))
@@ -444,6 +496,13 @@ class GatherStage:
             stats.rows_cached += source_counts[0]
             stats.rows_reused += source_counts[1]
             stats.rows_gathered += source_counts[2]
+            dim = self.data.feature_dim()
+            stored = source_counts[2]
+            stats.feature_bytes_full += stored * dim * 4
+            if quantized is not None:
+                stats.feature_bytes_gathered += stored * (int(quantized.packed.shape[1]) + 8)
+            else:
+                stats.feature_bytes_gathered += stored * dim * self._chunks.dtype.itemsize
         self._resident_ids = n_id
         prev_token, self._resident_token = self._resident_token, token
         if plan is not None:
@@ -455,8 +514,58 @@ class GatherStage:
         stats.sampled_nodes += k
         stats.sampled_edges += sum(int(b.indices.shape[0]) for b in out.blocks)
         stats.gather_s += time.perf_counter() - t0
-        reused = source_counts[1] if self.features else 0
-        return PreparedBatch(batch=batch, plan=plan, token=token, reused_rows=reused)
+        # quantized reuse reads the resident packed rows, not the x handed out: nothing to guard
+        reused = source_counts[1] if self.features and quantized is None else 0
+        return PreparedBatch(batch=batch, plan=plan, token=token, reused_rows=reused,
+                             quantized=quantized)
+
+    def _batch_seed(self, value: int, is_key: bool) -> int:
+        """Rounding seed of one batch: a hash of (loader seed, batch key or sequence number)."""
+        state = np.random.SeedSequence([self.seed, int(value), 2 if is_key else 3]).generate_state(
+            1, np.uint64)
+        return int(state[0])
+
+    def _gather_quantized(self, n_id: np.ndarray, cache_pos: np.ndarray | None,
+                          prev_pos: np.ndarray | None,
+                          seed: int) -> tuple[QuantizedRows, tuple[int, int, int]]:
+        """The batch's rows in packed form: cache → previous batch (its packed rows) → store
+        (read, then quantized with ``seed``). Keeps them resident for the next batch."""
+        bits = self.feature_bits
+        k = n_id.shape[0]
+        dim = self.data.feature_dim()
+        row_bytes = (dim * bits + 7) // 8
+        cache_pos = np.full(k, -1, dtype=np.int64) if cache_pos is None else cache_pos
+        prev_pos = np.full(k, -1, dtype=np.int64) if prev_pos is None or self._resident_q is None \
+            else prev_pos.copy()
+        prev_pos[cache_pos >= 0] = -1
+        cached = np.flatnonzero(cache_pos >= 0)
+        reused = np.flatnonzero(prev_pos >= 0)
+        store_idx = np.flatnonzero((cache_pos < 0) & (prev_pos < 0))
+        packed = np.empty((k, row_bytes), dtype=np.uint8)
+        mins = np.empty(k, dtype=np.float32)
+        scales = np.empty(k, dtype=np.float32)
+        if store_idx.shape[0]:
+            rows = gather_rows(self._chunks, None, n_id[store_idx])
+            q = quantize(torch.from_numpy(rows), bits, seed=seed)
+            packed[store_idx] = q.packed.numpy()
+            mins[store_idx] = q.mins.numpy()
+            scales[store_idx] = q.scales.numpy()
+        if cached.shape[0]:
+            cq = self.cache.quantized
+            pos = cache_pos[cached]
+            packed[cached] = cq.packed.numpy()[pos]
+            mins[cached] = cq.mins.numpy()[pos]
+            scales[cached] = cq.scales.numpy()[pos]
+        if reused.shape[0]:
+            r_packed, r_mins, r_scales = self._resident_q
+            pos = prev_pos[reused]
+            packed[reused] = r_packed[pos]
+            mins[reused] = r_mins[pos]
+            scales[reused] = r_scales[pos]
+        self._resident_q = (packed, mins, scales)
+        quantized = QuantizedRows(torch.from_numpy(packed), torch.from_numpy(mins),
+                                  torch.from_numpy(scales), bits, dim)
+        return quantized, (int(cached.shape[0]), int(reused.shape[0]), int(store_idx.shape[0]))
 
     def _plan(self, n_id: np.ndarray, cache_pos: np.ndarray | None,
               prev_pos: np.ndarray | None) -> RowPlan:
@@ -557,6 +666,8 @@ class TransferStage:
         self._resident_token = -1
 
     def __call__(self, prepared: PreparedBatch) -> MiniBatch:
+        if prepared.quantized is not None:
+            return self._dequantized(prepared)
         plan = prepared.plan
         if plan is None and self.device.type == "cpu":
             return prepared.batch
@@ -578,6 +689,28 @@ class TransferStage:
         moved.x = x
         self._stats.current.transfer_s += time.perf_counter() - t0
         return moved
+
+    def _dequantized(self, prepared: PreparedBatch) -> MiniBatch:
+        """A quantized batch: the packed rows (+ min, scale) move to the device and are
+        dequantized there (on the CPU with the Numba kernel)."""
+        t0 = time.perf_counter()
+        batch, q = prepared.batch, prepared.quantized
+        if self.device.type == "cpu":
+            batch.x = dequantize(q)
+        else:
+            batch.x = None
+            if self.device.type == "cuda":
+                batch = _pinned(batch).to(self.device, non_blocking=True)
+                q = QuantizedRows(q.packed.pin_memory(), q.mins.pin_memory(), q.scales.pin_memory(),
+                                  q.bits, q.num_cols)
+            else:
+                batch = batch.to(self.device)
+            nb = self.device.type == "cuda"
+            batch.x = dequantize_on(q.packed.to(self.device, non_blocking=nb),
+                                    q.mins.to(self.device, non_blocking=nb),
+                                    q.scales.to(self.device, non_blocking=nb), q.bits, q.num_cols)
+        self._stats.current.transfer_s += time.perf_counter() - t0
+        return batch
 
     def _assemble(self, n_id: np.ndarray, plan: RowPlan) -> torch.Tensor:
         dev = self.device
@@ -609,3 +742,19 @@ def _pinned(batch: MiniBatch) -> MiniBatch:
                              for b in batch.blocks],
                      edge_index=pin(batch.edge_index), e_id=pin(batch.e_id),
                      num_sampled_nodes=batch.num_sampled_nodes, num_sampled_edges=batch.num_sampled_edges)
+
+
+def dequantize_on(packed: torch.Tensor, mins: torch.Tensor, scales: torch.Tensor, bits: int,
+                  num_cols: int) -> torch.Tensor:
+    """:func:`graphpipe.ops.quantize.dequantize` with torch ops, on whatever device the
+    tensors are (float32 ``scale * code + min``, codes packed per row, least significant
+    bits first)."""
+    per_byte = 8 // bits
+    if bits == 8:
+        codes = packed[:, :num_cols]
+    else:
+        shifts = torch.arange(0, 8, bits, dtype=torch.uint8, device=packed.device)
+        codes = ((packed.unsqueeze(2) >> shifts) & ((1 << bits) - 1)).reshape(
+            packed.shape[0], packed.shape[1] * per_byte)[:, :num_cols]
+    x = codes.to(torch.float32) * scales.unsqueeze(1)
+    return x + mins.unsqueeze(1)
