@@ -82,8 +82,8 @@ def main() -> None:
         rows.append(run(store, bits, args.epochs, args.seed))
         print(rows[-1], flush=True)
     base = rows[0]["bytes_gathered"]
-    lines = ["| feature_bits | store rows/epoch | MB moved/epoch | MB as float32 | vs float32 "
-             "| best valid acc | test acc | wall s |",
+    lines = [("| feature_bits | store rows/epoch | MB moved/epoch | MB as float32 | vs float32 "
+              "| best valid acc | test acc | wall s |"),
              "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['bits']} | {r['rows_gathered']:.0f} of {r['rows_needed']:.0f} "

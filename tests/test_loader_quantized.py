@@ -11,6 +11,8 @@ import pytest
 import torch
 
 from graphpipe.loaders import NeighborLoader
+from graphpipe.loaders.stages import dequantize_on
+from graphpipe.ops.quantize import dequantize, quantize
 from graphpipe.store import GraphStore, StoreWriter
 
 N, DIM, CHUNK_ROWS = 2000, 24, 256
@@ -154,3 +156,11 @@ def test_quantized_batch_survives_in_place_edit(store: GraphStore) -> None:
         true = _features(store, b.n_id)
         assert bool(((b.x - true).abs() <= _bound(true, 8)).all())
         b.x.mul_(0)
+
+
+@pytest.mark.parametrize("bits", [8, 4, 2, 1])
+def test_device_dequantize_matches_kernel(bits: int) -> None:
+    """The torch dequantizer ``transfer`` runs on a non-CPU device equals the Numba kernel."""
+    x = torch.from_numpy(np.random.default_rng(bits).standard_normal((37, 13)).astype(np.float32))
+    q = quantize(x, bits, seed=9)
+    assert torch.equal(dequantize_on(q.packed, q.mins, q.scales, bits, 13), dequantize(q))

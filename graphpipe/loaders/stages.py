@@ -45,7 +45,6 @@ import torch
 from graphpipe.loaders.minibatch import Block, MiniBatch
 from graphpipe.loaders.sampler import BaseSampler
 from graphpipe.ops.centrality import degree_order, read_degree_order
-from graphpipe.ops.quantize import QuantizedRows, dequantize, quantize
 from graphpipe.ops.gather import (
     SOURCE_CACHE,
     SOURCE_PREVIOUS,
@@ -55,6 +54,7 @@ from graphpipe.ops.gather import (
     assemble_rows,
     gather_rows,
 )
+from graphpipe.ops.quantize import QuantizedRows, dequantize, quantize
 from graphpipe.ops.reorder import (
     OverlapWorkspace,
     greedy_reorder,
