@@ -159,6 +159,9 @@ class NeighborLoader:
             self.data.indptr, self.data.indices, self.fanouts, replace=replace, num_threads=num_threads)
         if not hasattr(self.sampler, "sample_from_nodes"):
             raise ValueError(f"'sampler' must have a sample_from_nodes method (got {type(sampler).__name__})")
+        bind = getattr(self.sampler, "bind_fanouts", None)
+        if sampler is not None and callable(bind):  # e.g. RemoteSampler: learns the loader's fanouts
+            bind(self.fanouts, replace)
 
         self._stats = StatsRef()
         on_device = self.device.type != "cpu" and self.features
@@ -189,6 +192,13 @@ class NeighborLoader:
     def epoch(self) -> int:
         """Epochs started so far."""
         return self._epoch
+
+    def set_epoch(self, epoch: int) -> None:
+        """Make the next ``iter()`` run epoch ``epoch`` (its batches and sampling keys depend
+        only on ``(seed, epoch)``), e.g. to resume a run from a checkpoint."""
+        if int(epoch) < 0:
+            raise ValueError(f"'epoch' must be >= 0 (got {epoch})")
+        self._epoch = int(epoch)
 
     # -- epoch plan ---------------------------------------------------------------------------
     def epoch_batches(self, epoch: int) -> list[np.ndarray]:

@@ -31,7 +31,6 @@ per batch. After each epoch (every ``eval_every`` epochs and the last):
 from __future__ import annotations
 
 import contextlib
-import inspect
 import json
 import math
 import os
@@ -137,7 +136,7 @@ class Trainer:
         seed: seeds torch/numpy/random at the start of a fresh run and the loader.
         max_steps: train only this many batches per epoch (demos); None: all.
         feature_bits: low-bit feature transfer (8, 4, 2, 1) handed to the loader; None:
-            full precision. Needs a loader with a ``feature_bits`` option.
+            full precision.
         device: ``"cpu"`` or ``"cuda"``...
         checkpoint: write a checkpoint here after every epoch.
         metrics_log: append one JSON line per epoch here (a fresh run truncates it).
@@ -212,9 +211,6 @@ class Trainer:
             if target is not None and Path(target).is_dir():
                 raise ValueError(f"'{arg}' must be a file path, not a directory (got {str(target)!r})")
         self.feature_bits = feature_bits
-        if feature_bits is not None and "feature_bits" not in inspect.signature(NeighborLoader).parameters:
-            raise ValueError(f"'feature_bits'={feature_bits}: this graphpipe's NeighborLoader has no "
-                             "low-bit feature transfer yet")
 
         self.device = torch.device(device)
         self.model = model.to(self.device)
@@ -485,12 +481,7 @@ class Trainer:
 def _start_loader_at(loader: NeighborLoader, epoch: int) -> None:
     """Make ``loader``'s next ``iter()`` run epoch ``epoch`` (its batches and sampling keys
     depend only on ``(seed, epoch)``)."""
-    if hasattr(loader, "set_epoch"):
-        loader.set_epoch(epoch)
-        return
-    if not hasattr(loader, "_epoch"):
-        raise RuntimeError("this NeighborLoader cannot be positioned at an epoch; resume needs it")
-    loader._epoch = int(epoch)
+    loader.set_epoch(epoch)
 
 
 def _json_default(value: Any) -> Any:
