@@ -208,8 +208,8 @@ def test_sample_batches_keep_request_order(client, int_store):
 def test_remote_loader_yields_the_local_loaders_batches(server, int_store):
     kwargs = {"input_nodes": "train", "shuffle": True, "seed": 21, "window": 3}
     local = NeighborLoader(int_store, [5, 3], 64, **kwargs)
-    remote = NeighborLoader(int_store, [5, 3], 64, sampler=RemoteSampler(server.url, fanouts=[5, 3]),
-                            **kwargs)
+    # the loader hands its fanouts to the remote sampler (bind_fanouts)
+    remote = NeighborLoader(int_store, [5, 3], 64, sampler=RemoteSampler(server.url), **kwargs)
     for _epoch in range(2):
         pairs = list(zip(local, remote, strict=True))
         assert len(pairs) == len(local) == 11
