@@ -6,6 +6,7 @@ PIP    := $(VENV)/bin/pip
 TORCH_CPU ?= torch==2.13.0
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 DEMO_DIR ?= demo-data
+PEER_WHEELS ?= ../shared/peers
 
 .PHONY: venv demo test lint bench peers clean
 
@@ -16,6 +17,9 @@ $(VENV)/.installed: pyproject.toml
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q "$(TORCH_CPU)" || $(PIP) install -q "$(TORCH_CPU)" --index-url $(TORCH_INDEX)
 	$(PIP) install -q -e ".[dev]"
+	# PyG's NeighborLoader (an oracle in the tests) needs torch-sparse; the index has no wheel
+	# for torch 2.13 CPU, ../shared/peers has one built for it (CPython 3.11, x86_64).
+	-test -d $(PEER_WHEELS) && $(PIP) install -q --no-deps $(PEER_WHEELS)/torch_scatter-2.1.2-*.whl $(PEER_WHEELS)/torch_sparse-0.6.18-*.whl
 	touch $@
 
 venv: $(VENV)/.installed
@@ -31,7 +35,6 @@ lint: venv
 
 # Peer environments for benchmarks only (see benchmarks/README.md).
 peers: venv
-	$(PIP) install -q --no-deps ../shared/peers/torch_scatter-2.1.2-*.whl ../shared/peers/torch_sparse-0.6.18-*.whl
 	test -x .venv-dgl/bin/python || $(PYTHON) -m venv .venv-dgl
 	.venv-dgl/bin/pip install -q torch==2.2.1 "numpy<2" "pandas<2.3" "scipy<1.14"
 	.venv-dgl/bin/pip install -q dgl==2.1.0 torchdata==0.7.1 "setuptools<70" pydantic pyyaml psutil requests tqdm networkx
