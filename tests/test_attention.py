@@ -210,16 +210,16 @@ def test_pattern_cache_and_transposed_copy():
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    (dict(q=torch.zeros(4, 2)), "'q' must be a 3-D"),
-    (dict(indices=torch.tensor([0, 9])), r"'indices' must lie in \[0, num_keys=4\)"),
-    (dict(indices=torch.tensor([0, 1], dtype=torch.int32)), "'indices' must be a 1-D int64"),
-    (dict(bias=torch.zeros(3, 2)), r"'bias' must have shape \(nnz=2"),
-    (dict(compat="flash"), "'compat'"),
-    (dict(backend="gpu"), "'backend'"),
+    ({"q": torch.zeros(4, 2)}, "'q' must be a 3-D"),
+    ({"indices": torch.tensor([0, 9])}, r"'indices' must lie in \[0, num_keys=4\)"),
+    ({"indices": torch.tensor([0, 1], dtype=torch.int32)}, "'indices' must be a 1-D int64"),
+    ({"bias": torch.zeros(3, 2)}, r"'bias' must have shape \(nnz=2"),
+    ({"compat": "flash"}, "'compat'"),
+    ({"backend": "gpu"}, "'backend'"),
 ])
 def test_bad_input_names_the_argument(kwargs, match):
-    args = dict(q=torch.zeros(4, 2, 3), k=torch.zeros(4, 2, 3), v=torch.zeros(4, 2, 3),
-                indptr=torch.tensor([0, 1, 2, 2, 2]), indices=torch.tensor([0, 1]))
+    args = {"q": torch.zeros(4, 2, 3), "k": torch.zeros(4, 2, 3), "v": torch.zeros(4, 2, 3),
+                "indptr": torch.tensor([0, 1, 2, 2, 2]), "indices": torch.tensor([0, 1])}
     args.update(kwargs)
     q, k, v, ip, ix = (args.pop(n) for n in ("q", "k", "v", "indptr", "indices"))
     with pytest.raises(ValueError, match=match):

@@ -59,8 +59,8 @@ _FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 __all__ = [
     "AttentionPattern",
-    "get_pattern",
     "gather_scatter_attention",
+    "get_pattern",
     "permute_pattern",
     "reference_sparse_attention",
     "sparse_attention",

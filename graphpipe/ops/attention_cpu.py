@@ -31,7 +31,7 @@ import numpy as np
 from numba import prange
 
 ROW_CHUNK = 64
-_JIT = dict(cache=True, nogil=True, parallel=True, fastmath=False)
+_JIT = {"cache": True, "nogil": True, "parallel": True, "fastmath": False}
 
 
 @numba.njit(**_JIT)

@@ -23,7 +23,7 @@ import torch
 import triton
 import triton.language as tl
 
-DEFAULTS = dict(block_m=16, block_n=16)
+DEFAULTS = {"block_m": 16, "block_n": 16}
 
 
 @triton.jit
@@ -361,8 +361,8 @@ def _block_bwd_cols_kernel(tile_start, col_ptr, col_rows, q, k, v, lse, delta, d
 
 def _block_config(block_size: int, dim: int, dtype: torch.dtype) -> dict:
     block_r = max(2, triton.next_power_of_2(block_size))
-    return dict(DB=block_size, BLOCK_R=block_r, BLOCK_D=max(16, triton.next_power_of_2(dim)),
-                ACC=_acc(dtype), USE_DOT=dtype != torch.float64 and block_r >= 16)
+    return {"DB": block_size, "BLOCK_R": block_r, "BLOCK_D": max(16, triton.next_power_of_2(dim)),
+                "ACC": _acc(dtype), "USE_DOT": dtype != torch.float64 and block_r >= 16}
 
 
 def block_forward(tens: dict, block_size: int, q, k, v, scale: float, out, lse, **_options):

@@ -43,6 +43,7 @@ dQ by query tiles and dK/dV by key tiles over the blocks sorted by column: no at
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 from dataclasses import dataclass, field
@@ -54,9 +55,9 @@ import torch
 from numba import prange
 
 from .attention import (
-    _SparseAttentionFunction,
     _check_float,
     _compute_dtype,
+    _SparseAttentionFunction,
     get_pattern,
     reference_sparse_attention,
 )
@@ -312,7 +313,7 @@ def cluster_sparse_pattern(indptr: Any, indices: Any, offsets: Any, *, threshold
 
 # =========================================================================== CPU kernels
 
-_JIT = dict(cache=True, nogil=True, parallel=True, fastmath=False)
+_JIT = {"cache": True, "nogil": True, "parallel": True, "fastmath": False}
 
 
 @numba.njit(**_JIT)
@@ -534,7 +535,7 @@ def cluster_sparse_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     for name, t in (("q", q), ("k", k), ("v", v)):
         _check_float(name, t, 3)
     if not isinstance(csp, ClusterSparsePattern):
-        raise ValueError(f"'csp' must be a ClusterSparsePattern (got {type(csp).__name__})")
+        raise TypeError(f"'csp' must be a ClusterSparsePattern (got {type(csp).__name__})")
     if q.shape[0] != csp.size or k.shape != q.shape or v.shape != q.shape:
         raise ValueError(f"'q', 'k', 'v' must have shape (S={csp.size}, H, D) "
                          f"(got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)})")
@@ -650,8 +651,8 @@ class ThresholdTuner:
         if len(r) < self.window:
             return "warm-up"
         w = r[-self.window:]
-        rising = all(b >= a for a, b in zip(w, w[1:]))
-        falling = all(b <= a for a, b in zip(w, w[1:]))
+        rising = all(b >= a for a, b in itertools.pairwise(w))
+        falling = all(b <= a for a, b in itertools.pairwise(w))
         if rising and not falling:
             return "up"
         if falling and not rising:
