@@ -151,7 +151,7 @@ class PeerProcess:
     def __init__(self, graph_dir: Path, seeds_path: Path, scale: int, edge_factor: int):
         py = ROOT / ".venv-dgl" / "bin" / "python"
         if not py.exists():
-            raise FileNotFoundError(f"{py} not found (see /work/shared/peers/README.md)")
+            raise FileNotFoundError(f"{py} not found (see ../shared/peers/README.md)")
         self.proc = subprocess.Popen(
             [str(py), str(ROOT / "benchmarks" / "peers" / "dgl_sampling.py"), str(graph_dir), str(seeds_path),
              "--scale", str(scale), "--edge-factor", str(edge_factor)],

@@ -32,12 +32,14 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-CACHE = Path(os.environ.get("GRAPHPIPE_BENCH_CACHE", "/tmp/graphpipe-bench-transformer"))
+CACHE = Path(os.environ.get("GRAPHPIPE_BENCH_CACHE",
+                           os.path.join(tempfile.gettempdir(), "graphpipe-bench-transformer")))
 HIDDEN, HEADS = 64, 8
 
 

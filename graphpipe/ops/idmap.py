@@ -1,6 +1,6 @@
 """Fused-Map: global→local node-ID assignment in one pass over a batch-sized hash table.
 
-FastGL (see /work/shared/reports/fastgl.md §5) fuses the three steps of an ID map
+FastGL (see the FastGL digest, shared/reports/fastgl.md §5) fuses the three steps of an ID map
 (build a table, assign local IDs, relabel) into the sampling pass itself. On the CPU
 the sampler inserts every sampled source node into an open-addressing table *while*
 it samples; the first insertion of a key assigns the next local ID, later insertions
