@@ -198,23 +198,33 @@ def _copy_from_store(chunks: FeatureChunks, ids: np.ndarray, positions: np.ndarr
         _copy_chunk_rows_parallel(chunks.packed, chunks.chunk_rows, ids, order, out, blocks)
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _reuse_row(i, cache_pos, cache_rows, prev_pos, prev_rows, out, source):
+    """Copy row ``i`` from the static cache (``source[i] = 0``) or the previous batch
+    (``source[i] = 1``); False when neither holds it."""
+    dim = out.shape[1]
+    c = cache_pos[i]
+    if c >= 0:
+        for d in range(dim):
+            out[i, d] = cache_rows[c, d]
+        source[i] = 0
+        return True
+    p = prev_pos[i]
+    if p >= 0:
+        for d in range(dim):
+            out[i, d] = prev_rows[p, d]
+        source[i] = 1
+        return True
+    return False
+
+
 @numba.njit(cache=True, nogil=True)
 def _fused_range(ids, cache_pos, cache_rows, prev_pos, prev_rows, chunks, chunk_rows, out, source,
                  lo, hi):
     """Rows ``lo..hi-1`` in row order, each from the cache, the previous batch or its chunk."""
     dim = out.shape[1]
     for i in range(lo, hi):
-        c = cache_pos[i]
-        if c >= 0:
-            for d in range(dim):
-                out[i, d] = cache_rows[c, d]
-            source[i] = 0
-            continue
-        p = prev_pos[i]
-        if p >= 0:
-            for d in range(dim):
-                out[i, d] = prev_rows[p, d]
-            source[i] = 1
+        if _reuse_row(i, cache_pos, cache_rows, prev_pos, prev_rows, out, source):
             continue
         gid = ids[i]
         k = gid // chunk_rows
@@ -409,21 +419,9 @@ def positions_in_reference(keys: np.ndarray, queries: np.ndarray) -> np.ndarray:
 @numba.njit(cache=True, nogil=True)
 def _reuse_range(cache_pos, cache_rows, prev_pos, prev_rows, out, source, lo, hi):
     """Rows ``lo..hi-1`` from the cache or the previous batch; marks the rest for the store."""
-    dim = out.shape[1]
     for i in range(lo, hi):
-        c = cache_pos[i]
-        if c >= 0:
-            for d in range(dim):
-                out[i, d] = cache_rows[c, d]
-            source[i] = 0
-            continue
-        p = prev_pos[i]
-        if p >= 0:
-            for d in range(dim):
-                out[i, d] = prev_rows[p, d]
-            source[i] = 1
-            continue
-        source[i] = 2
+        if not _reuse_row(i, cache_pos, cache_rows, prev_pos, prev_rows, out, source):
+            source[i] = 2
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
