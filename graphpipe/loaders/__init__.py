@@ -2,6 +2,7 @@
 neighbourhoods with Match-Reorder, feature reuse, a degree cache and prefetch) and
 the :class:`MiniBatch` it yields."""
 
+from graphpipe.loaders.cluster import ClusterLoader, SequenceBatch
 from graphpipe.loaders.minibatch import Block, MiniBatch
 from graphpipe.loaders.neighbor_loader import NeighborLoader
 from graphpipe.loaders.sampler import BaseSampler, LocalSampler
@@ -17,6 +18,7 @@ from graphpipe.loaders.stages import (
 __all__ = [
     "BaseSampler",
     "Block",
+    "ClusterLoader",
     "FeatureCache",
     "GatherStage",
     "LoaderStats",
@@ -25,5 +27,6 @@ __all__ = [
     "NeighborLoader",
     "ReorderStage",
     "SampleStage",
+    "SequenceBatch",
     "TransferStage",
 ]
