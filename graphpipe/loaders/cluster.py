@@ -485,8 +485,9 @@ class ClusterLoader:
         self.items_per_batch = self.seq_len - int(self.global_token)
         from graphpipe.loaders.neighbor_loader import _resolve_input_nodes
 
-        self.input_nodes = _resolve_input_nodes(None if input_nodes == "all" else input_nodes,
-                                                self.data)
+        if isinstance(input_nodes, str) and input_nodes == "all":
+            input_nodes = None
+        self.input_nodes = _resolve_input_nodes(input_nodes, self.data)
         self.labels = _node_labels(self.data.labels, self.data.num_nodes)
         self.graph_ptr = None
         self.graph_labels = None
