@@ -211,9 +211,10 @@ def test_pattern_equals_oracle(store: GraphStore, reorder: str, token: bool) -> 
 def test_reorder_metis_clusters_contiguous(store: GraphStore) -> None:
     loader = ClusterLoader(store, SEQ_LEN, input_nodes="train", reorder="metis", parts=4,
                            spd_max_len=0)
-    for batch in loader:
+    for batch, sequence in zip(loader, loader.epoch_batches(0)):
         perm, inverse = batch.perm[0].numpy(), batch.inverse[0].numpy()
         size = batch.seq_len
+        assert np.array_equal(_slice_ids(batch), sequence)
         assert np.array_equal(np.sort(perm), np.arange(size))
         assert np.array_equal(inverse[perm], np.arange(size))
         assert perm[0] == 0  # the token stays in front
@@ -349,6 +350,15 @@ def test_deterministic(store: GraphStore) -> None:
     assert not torch.equal(a[0].node_ids, c[0].node_ids)
 
 
+def test_vocab_sizes(store: GraphStore, graph_store: GraphStore) -> None:
+    loader = ClusterLoader(store, SEQ_LEN, max_degree=9, max_dist=5)
+    assert (loader.degree_vocab, loader.spd_vocab, loader.num_classes) == (10, 7, 5)
+    batch = next(iter(loader))
+    assert int(batch.in_degree.max()) < loader.degree_vocab
+    assert int(batch.spd.max()) < loader.spd_vocab
+    assert ClusterLoader(graph_store, batch_size=2).num_classes == 3
+
+
 def test_to_device_keeps_everything(store: GraphStore) -> None:
     batch = next(iter(ClusterLoader(store, SEQ_LEN, pattern="cluster-sparse")))
     moved = batch.to("cpu")
@@ -386,6 +396,7 @@ def test_pad_multiple(store: GraphStore) -> None:
     ({"max_dist": 0}, "max_dist"),
     ({"pad_multiple": 0}, "pad_multiple"),
     ({"seed": -3}, "seed"),
+    ({"device": "no-such-device"}, "device"),
 ])
 def test_bad_arguments(store: GraphStore, kwargs: dict, name: str) -> None:
     args = {"seq_len": 16, **kwargs}

@@ -452,6 +452,8 @@ class ClusterLoader:
             self.device = torch.device(device)
         except (RuntimeError, TypeError):
             raise ValueError(f"'device' is not a torch device (got {device!r})") from None
+        if self.device.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError(f"'device' is {device!r} but CUDA is not available")
 
         self.data: GraphData = resolve_graph_data(store)
         self.store = self.data.store
@@ -568,6 +570,25 @@ class ClusterLoader:
         if isinstance(epoch, bool) or not isinstance(epoch, (int, np.integer)) or epoch < 0:
             raise ValueError(f"'epoch' must be an integer >= 0 (got {epoch!r})")
         self._epoch = int(epoch)
+
+    @property
+    def degree_vocab(self) -> int:
+        """Embedding rows needed for ``in_degree``/``out_degree``: ``max_degree + 1``."""
+        return self.max_degree + 1
+
+    @property
+    def spd_vocab(self) -> int:
+        """Embedding rows needed for ``spd``: buckets ``0 .. max_dist + 1``."""
+        return self.max_dist + 2
+
+    @property
+    def num_classes(self) -> int | None:
+        """Classes of ``graph_y`` (graph-level) or ``y`` (node-level), when known."""
+        if self.store is None:
+            return int(self.labels.max()) + 1 if self.labels is not None and self.labels.size else None
+        meta = self.store.manifest.get("graph_level" if self.graph_level else "labels") or {}
+        value = meta.get("num_classes")
+        return None if value is None else int(value)
 
     @property
     def epoch(self) -> int:
