@@ -16,8 +16,9 @@ from graphpipe.ingest.generate import rmat_graph, write_npz
 from graphpipe.ingest.generate_graph_level import community_count_graphs, write_graph_level_store
 from graphpipe.ingest.pipeline import ingest
 from graphpipe.loaders import ClusterLoader, SequenceBatch
+from graphpipe.loaders.cluster import sequence_pattern, shortest_path_buckets
 from graphpipe.ops.cluster_sparse import ThresholdTuner, cluster_sparse_pattern
-from graphpipe.ops.partition import write_partition
+from graphpipe.ops.partition import induced_subgraph, symmetric_csr, write_partition
 from graphpipe.store import GraphStore
 from graphpipe.store.validate import validate
 
@@ -121,6 +122,29 @@ def _slice_ids(batch: SequenceBatch, b: int = 0) -> np.ndarray:
     """The node IDs of sequence ``b`` in un-reordered order (token and padding dropped)."""
     ids = batch.node_ids[b][batch.inverse[b]].numpy()
     return ids[ids >= 0]
+
+
+# ------------------------------------------------------------------------------ pieces
+
+
+def test_sequence_pattern_counts_and_spd_helper() -> None:
+    """O3 on a 5-node path 0→1→2→3→4 plus 2→0 and a duplicate and a self-loop."""
+    src = [0, 1, 2, 3, 2, 2, 4]
+    dst = [1, 2, 3, 4, 0, 0, 4]
+    order = np.argsort(dst, kind="stable")
+    indptr = np.zeros(6, dtype=np.int64)
+    np.cumsum(np.bincount(dst, minlength=5), out=indptr[1:])
+    indices = np.asarray(src, dtype=np.int64)[order]
+    sub_ptr, sub_idx = induced_subgraph(indptr, indices, np.arange(5))
+    for token in (False, True):
+        rows, cols, kind = sequence_pattern(sub_ptr, sub_idx, token)
+        undirected = 5  # {0,1} {1,2} {2,3} {3,4} {0,2}
+        assert rows.shape[0] == 2 * undirected + 5 + int(token) * (1 + 2 * 5)
+        assert np.all(np.diff(rows * 100 + cols) > 0)  # sorted by (row, col), distinct
+        assert np.array_equal(kind == 0, rows == cols)
+    xadj, adjncy = symmetric_csr(sub_ptr, sub_idx)
+    assert shortest_path_buckets(xadj, adjncy, 3)[0].tolist() == [0, 1, 1, 2, 3]
+    assert shortest_path_buckets(xadj, adjncy, 9)[4].tolist() == [3, 3, 2, 1, 0]
 
 
 # ------------------------------------------------------------------------------ node-level

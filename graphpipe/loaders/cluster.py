@@ -22,7 +22,22 @@ induced subgraph (:class:`graphpipe.ops.partition.SequencePartitioner`, cached b
 node set) and reordered cluster by cluster, original order kept inside a cluster;
 the token stays at position 0 as a cluster of its own. ``reorder="store"`` uses
 the store's global partition (``graphpipe partition STORE --parts K``) restricted
-to the sequence instead.
+to the sequence instead. ``pattern="cluster-sparse"`` adds the block format of
+:func:`graphpipe.ops.cluster_sparse.cluster_sparse_pattern` over those clusters.
+
+Graph-level store layout (written by
+:func:`graphpipe.ingest.generate_graph_level.write_graph_level_store`):
+``graph/ptr`` int64 ``(G + 1,)`` (graph ``g`` owns nodes ``[ptr[g], ptr[g + 1])``),
+``graph/label`` int64 ``(G,)``, and split tables holding **graph** IDs.
+
+Usage::
+
+    loader = ClusterLoader(store, seq_len=4096, input_nodes="train", parts=8)
+    for batch in loader:          # SequenceBatch, B = 1
+        out = model(batch.x, batch.indptr, batch.indices, batch.edge_kind, ...)
+        loss = cross_entropy(out.view(-1, C), batch.y.view(-1), ignore_index=-100)
+
+    graphs = ClusterLoader(graph_store, batch_size=32, input_nodes="train")
 """
 
 from __future__ import annotations
