@@ -6,7 +6,12 @@
   :class:`GAT`, :class:`MLP` and :func:`build_model`;
 - :mod:`graphpipe.train.trainer`: :class:`Trainer` (evaluation, early stopping, metrics
   log, checkpoints with exact resume);
-- :mod:`graphpipe.train.checkpoint`: atomic checkpoint files.
+- :mod:`graphpipe.train.checkpoint`: atomic checkpoint files;
+- :mod:`graphpipe.train.graph_transformer`: :class:`GraphormerSlim` and :class:`GT` on
+  ClusterLoader sequences, attention modes in :mod:`graphpipe.train.sequence_attention`;
+- :mod:`graphpipe.train.interleave`: Dual-interleaved attention (structure search and
+  schedule);
+- :mod:`graphpipe.train.sequence_trainer`: :class:`SequenceTrainer` for the transformers.
 
 ``import graphpipe`` sets ``OMP_WAIT_POLICY=PASSIVE`` unless the environment already sets
 it (see ``graphpipe/__init__.py``): the loader's Numba kernels run in background threads
@@ -16,27 +21,47 @@ R-MAT batch).
 """
 
 from graphpipe.train.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from graphpipe.train.graph_transformer import GT, GraphormerSlim
+from graphpipe.train.interleave import InterleaveScheduler, StructureSearch, full_iterations
 from graphpipe.train.layers import GATConv, GCNConv, GINConv, SAGEConv
-from graphpipe.train.models import GAT, GCN, GIN, MLP, MODELS, BlockModel, GraphSAGE, build_model
+from graphpipe.train.models import (
+    GAT,
+    GCN,
+    GIN,
+    MLP,
+    MODELS,
+    SEQUENCE_MODELS,
+    BlockModel,
+    GraphSAGE,
+    build_model,
+)
+from graphpipe.train.sequence_trainer import SequenceTrainer
 from graphpipe.train.trainer import Trainer, TrainResult, accuracy
 
 __all__ = [
     "GAT",
     "GCN",
     "GIN",
+    "GT",
     "MLP",
     "MODELS",
+    "SEQUENCE_MODELS",
     "BlockModel",
     "CheckpointError",
     "GATConv",
     "GCNConv",
     "GINConv",
     "GraphSAGE",
+    "GraphormerSlim",
+    "InterleaveScheduler",
     "SAGEConv",
+    "SequenceTrainer",
+    "StructureSearch",
     "TrainResult",
     "Trainer",
     "accuracy",
     "build_model",
+    "full_iterations",
     "load_checkpoint",
     "save_checkpoint",
 ]

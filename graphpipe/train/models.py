@@ -22,9 +22,11 @@ from torch import nn
 from torch.nn import functional as F
 
 from graphpipe.ops.dropout import relu_dropout
+from graphpipe.train.graph_transformer import GT, GraphormerSlim
 from graphpipe.train.layers import GATConv, GCNConv, GINConv, SAGEConv
 
-__all__ = ["GAT", "GCN", "GIN", "MLP", "MODELS", "BlockModel", "GraphSAGE", "build_model"]
+__all__ = ["GAT", "GCN", "GIN", "MLP", "MODELS", "SEQUENCE_MODELS", "BlockModel", "GraphSAGE",
+           "build_model"]
 
 
 def _check_dims(name: str, in_dim: int, hidden: int, out_dim: int, num_layers: int,
@@ -185,15 +187,22 @@ class MLP(nn.Module):
         return h
 
 
-MODELS: dict[str, type[nn.Module]] = {"sage": GraphSAGE, "gcn": GCN, "gin": GIN, "gat": GAT, "mlp": MLP}
+MODELS: dict[str, type[nn.Module]] = {"sage": GraphSAGE, "gcn": GCN, "gin": GIN, "gat": GAT, "mlp": MLP,
+                                      "graphormer": GraphormerSlim, "gt": GT}
+#: the graph transformers of :data:`MODELS` (trained on ClusterLoader sequences by
+#: :class:`graphpipe.train.SequenceTrainer`; the others by :class:`graphpipe.train.Trainer`)
+SEQUENCE_MODELS = ("graphormer", "gt")
 
 
 def build_model(name: str, in_dim: int, hidden: int, out_dim: int, num_layers: int,
                 **kwargs: Any) -> nn.Module:
-    """A model from the registry :data:`MODELS` (``sage``, ``gcn``, ``gin``, ``gat``, ``mlp``).
+    """A model from the registry :data:`MODELS` (``sage``, ``gcn``, ``gin``, ``gat``, ``mlp``;
+    graph transformers ``graphormer`` and ``gt``).
 
     ``kwargs`` go to the model (``dropout``; ``heads``/``attn_dropout`` for GAT,
-    ``train_eps`` for GIN, ``add_self_loops`` for GCN). The returned model's ``config``
+    ``train_eps`` for GIN, ``add_self_loops`` for GCN; ``heads``, ``attention``,
+    ``level``, ``max_dist``... for the transformers, see
+    :mod:`graphpipe.train.graph_transformer`). The returned model's ``config``
     holds all arguments (checkpoints compare it on resume)."""
     if name not in MODELS:
         raise ValueError(f"unknown model {name!r}; known models: {', '.join(sorted(MODELS))}")

@@ -113,6 +113,96 @@ def _check_int(name: str, value: Any, minimum: int, allow_none: bool = False) ->
         raise ValueError(f"'{name}' must be an integer >= {minimum} (got {value!r})")
 
 
+def open_training_store(store: Any) -> Any:
+    """``store`` (a GraphStore or its path) opened and checked for node classification:
+    labels (``task_type`` multiclass), a ``train`` split and node features. Raises
+    ``ValueError`` saying what is missing."""
+    from graphpipe.store import GraphStore
+
+    if isinstance(store, (str, os.PathLike)):
+        if not Path(store).is_dir():
+            raise ValueError(f"'store' is not a store directory (got {str(store)!r})")
+        store = GraphStore.open(store)
+    if not isinstance(store, GraphStore):
+        raise ValueError(  # noqa: TRY004 - the project reports bad arguments as ValueError
+            f"'store' must be a GraphStore or a store path (got {type(store).__name__})")
+    if not store.has_labels:
+        raise ValueError(f"store {str(store.path)!r} has no labels ('node/label'): nothing to train on")
+    if "train" not in store.split_names:
+        raise ValueError(f"store {str(store.path)!r} has no 'train' split (splits: {store.split_names})")
+    if not store.has_features:
+        raise ValueError(f"store {str(store.path)!r} has no node features ('node/feat')")
+    label_meta = store.manifest.get("labels") or {}
+    task = label_meta.get("task_type", "multiclass")
+    if task is not None and "multiclass" not in str(task):
+        raise ValueError(f"store {str(store.path)!r} has task_type {task!r}; the trainer handles "
+                         "'multiclass' node classification only")
+    return store
+
+
+def check_eval_splits(store: Any) -> None:
+    """Raise ``ValueError`` unless ``store`` has ``valid`` and ``test`` splits."""
+    missing = [s for s in ("valid", "test") if s not in store.split_names]
+    if missing:
+        raise ValueError(f"store {str(store.path)!r} has no {' or '.join(map(repr, missing))} "
+                         "split: pass evaluation='none' to train without evaluation")
+
+
+def make_optimizer(model: nn.Module, name: str, lr: float, weight_decay: float
+                   ) -> torch.optim.Optimizer:
+    """``"adam"``, ``"adamw"`` or ``"sgd"`` (momentum 0.9) over ``model``'s parameters."""
+    params = model.parameters()
+    if name == "adam":
+        return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
+    if name == "adamw":
+        return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=lr, momentum=0.9, weight_decay=weight_decay)
+    raise ValueError(f"unknown optimizer {name!r}; known: {', '.join(OPTIMIZERS)}")
+
+
+def seed_everything(seed: int) -> None:
+    """Seed torch, numpy and Python ``random`` (the start of a fresh run)."""
+    torch.manual_seed(seed)
+    np.random.seed(seed)
+    random.seed(seed)
+
+
+def check_checkpoint_model(state: dict[str, Any], model: nn.Module, path: Path) -> None:
+    """Raise :class:`CheckpointError` unless the checkpoint ``state`` holds weights of
+    ``model``'s class, config, parameter names and shapes."""
+    ours = getattr(model, "config", None) or None
+    theirs = state.get("model_config")
+    if state.get("model_class") != type(model).__name__ or (ours and theirs and ours != theirs):
+        raise CheckpointError(f"checkpoint {str(path)!r} was written for model "
+                              f"{theirs or state.get('model_class')}; this run builds "
+                              f"{ours or type(model).__name__}")
+    own = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    saved = state["model_state"]
+    if not isinstance(saved, dict) or {k: tuple(v.shape) for k, v in saved.items()} != own:
+        raise CheckpointError(f"checkpoint {str(path)!r} holds weights of another model "
+                              "(parameter names or shapes differ)")
+
+
+def check_checkpoint_optimizer(state: dict[str, Any], name: str, path: Path) -> None:
+    """Raise :class:`CheckpointError` if the checkpoint used another optimizer."""
+    opt = state.get("optimizer", {})
+    if opt.get("name") not in (None, name):
+        raise CheckpointError(f"checkpoint {str(path)!r} used optimizer {opt.get('name')!r}; "
+                              f"this run uses {name!r}")
+
+
+def restore_model_optimizer(state: dict[str, Any], model: nn.Module,
+                            optimizer: torch.optim.Optimizer, path: Path) -> None:
+    """Load the checkpoint's model and optimizer states."""
+    model.load_state_dict(state["model_state"])
+    try:
+        optimizer.load_state_dict(state["optimizer_state"])
+    except (ValueError, KeyError) as exc:
+        raise CheckpointError(f"checkpoint {str(path)!r}: optimizer state does not fit "
+                              f"this model ({exc})") from None
+
+
 class Trainer:
     """Train ``model`` on the labelled nodes of ``store``.
 
@@ -155,27 +245,12 @@ class Trainer:
                  metrics_log: str | os.PathLike | None = None, quiet: bool = False,
                  loader_options: dict[str, Any] | None = None,
                  on_epoch: Callable[[dict[str, Any]], None] | None = None):
-        from graphpipe.store import GraphStore
-
-        if isinstance(store, (str, os.PathLike)):
-            if not Path(store).is_dir():
-                raise ValueError(f"'store' is not a store directory (got {str(store)!r})")
-            store = GraphStore.open(store)
-        if not isinstance(store, GraphStore):
-            raise ValueError(  # noqa: TRY004 - the project reports bad arguments as ValueError
-                f"'store' must be a GraphStore or a store path (got {type(store).__name__})")
+        if getattr(model, "sequence_model", False):
+            raise ValueError(f"model {type(model).__name__} is a graph transformer: train it with "
+                             "graphpipe.train.SequenceTrainer")
+        store = open_training_store(store)
         self.store = store
-        if not store.has_labels:
-            raise ValueError(f"store {str(store.path)!r} has no labels ('node/label'): nothing to train on")
-        if "train" not in store.split_names:
-            raise ValueError(f"store {str(store.path)!r} has no 'train' split (splits: {store.split_names})")
-        if not store.has_features:
-            raise ValueError(f"store {str(store.path)!r} has no node features ('node/feat')")
         label_meta = store.manifest.get("labels") or {}
-        task = label_meta.get("task_type", "multiclass")
-        if task is not None and "multiclass" not in str(task):
-            raise ValueError(f"store {str(store.path)!r} has task_type {task!r}; the trainer handles "
-                             "'multiclass' node classification only")
         _check_int("batch_size", batch_size, 1)
         _check_int("epochs", epochs, 0)
         _check_int("eval_batch_size", eval_batch_size, 1)
@@ -194,10 +269,7 @@ class Trainer:
         if feature_bits not in FEATURE_BITS:
             raise ValueError(f"'feature_bits' must be None, 8, 4, 2 or 1 (got {feature_bits!r})")
         if evaluation != "none":
-            missing = [s for s in ("valid", "test") if s not in store.split_names]
-            if missing:
-                raise ValueError(f"store {str(store.path)!r} has no {' or '.join(map(repr, missing))} "
-                                 "split: pass evaluation='none' to train without evaluation")
+            check_eval_splits(store)
         self.uses_graph = bool(getattr(model, "uses_graph", True))
         self.fanouts = [int(f) for f in fanouts] if self.uses_graph else [0]
         num_layers = getattr(model, "num_layers", None)
@@ -242,12 +314,7 @@ class Trainer:
 
     # ---------------------------------------------------------------------------- pieces
     def _make_optimizer(self) -> torch.optim.Optimizer:
-        params = self.model.parameters()
-        if self.optimizer_name == "adam":
-            return torch.optim.Adam(params, lr=self.lr, weight_decay=self.weight_decay)
-        if self.optimizer_name == "adamw":
-            return torch.optim.AdamW(params, lr=self.lr, weight_decay=self.weight_decay)
-        return torch.optim.SGD(params, lr=self.lr, momentum=0.9, weight_decay=self.weight_decay)
+        return make_optimizer(self.model, self.optimizer_name, self.lr, self.weight_decay)
 
     def _make_loader(self, seed: int) -> NeighborLoader:
         options = {"shuffle": True, "seed": seed, "device": self.device, **self.loader_options}
@@ -281,17 +348,7 @@ class Trainer:
         return state
 
     def _check_resume(self, state: dict[str, Any], path: Path) -> None:
-        ours = getattr(self.model, "config", None) or None
-        theirs = state.get("model_config")
-        if state.get("model_class") != type(self.model).__name__ or (ours and theirs and ours != theirs):
-            raise CheckpointError(f"checkpoint {str(path)!r} was written for model "
-                                  f"{theirs or state.get('model_class')}; this run builds "
-                                  f"{ours or type(self.model).__name__}")
-        own = {k: tuple(v.shape) for k, v in self.model.state_dict().items()}
-        saved = state["model_state"]
-        if not isinstance(saved, dict) or {k: tuple(v.shape) for k, v in saved.items()} != own:
-            raise CheckpointError(f"checkpoint {str(path)!r} holds weights of another model "
-                                  "(parameter names or shapes differ)")
+        check_checkpoint_model(state, self.model, path)
         train = state.get("train", {})
         if train.get("num_nodes") not in (None, self.store.num_nodes):
             raise CheckpointError(f"checkpoint {str(path)!r} was trained on a store of "
@@ -300,10 +357,7 @@ class Trainer:
             if key in train and train[key] != value:
                 raise CheckpointError(f"checkpoint {str(path)!r} was trained with {key}={train[key]}; "
                                       f"this run has {key}={value}")
-        opt = state.get("optimizer", {})
-        if opt.get("name") not in (None, self.optimizer_name):
-            raise CheckpointError(f"checkpoint {str(path)!r} used optimizer {opt.get('name')!r}; "
-                                  f"this run uses {self.optimizer_name!r}")
+        check_checkpoint_optimizer(state, self.optimizer_name, path)
 
     # ---------------------------------------------------------------------------- training
     def fit(self, resume: str | os.PathLike | None = None) -> TrainResult:
@@ -318,12 +372,7 @@ class Trainer:
         if resume is not None:
             path = Path(resume)
             state = self.check_resume(path)
-            self.model.load_state_dict(state["model_state"])
-            try:
-                self.optimizer.load_state_dict(state["optimizer_state"])
-            except (ValueError, KeyError) as exc:
-                raise CheckpointError(f"checkpoint {str(path)!r}: optimizer state does not fit "
-                                      f"this model ({exc})") from None
+            restore_model_optimizer(state, self.model, self.optimizer, path)
             start = int(state["epoch"])
             history = list(state.get("history", []))
             best.update(state.get("best", {}))
@@ -332,9 +381,7 @@ class Trainer:
             _start_loader_at(self.loader, int(state["loader"]["epoch"]))
             set_rng_state(state["rng"])
         else:
-            torch.manual_seed(self.seed)
-            np.random.seed(self.seed)
-            random.seed(self.seed)
+            seed_everything(self.seed)
             _start_loader_at(self.loader, 0)
 
         with contextlib.ExitStack() as stack:

@@ -1,0 +1,509 @@
+"""The :class:`SequenceTrainer`: graph transformers trained on ClusterLoader sequences.
+
+One epoch = one pass of a :class:`graphpipe.loaders.ClusterLoader` over the ``train``
+nodes (node-level stores: one sequence of ``seq_len`` positions per step) or graphs
+(graph-level stores, ``graph/ptr``: ``batch_size`` padded graphs per step), AdamW by
+default, cross-entropy with ``ignore_index=-100`` on every labelled position (node
+level) or on ``graph_y`` (graph level), one optimizer step per batch.
+
+**Attention per iteration** (``attention=``):
+
+- ``"sparse"``: the sequence's exact pattern, every step;
+- ``"cluster-sparse"``: the loader's cluster-sparse format every step; with
+  ``threshold="auto"`` (default) TorchGT's Auto Tuner
+  (:class:`graphpipe.ops.cluster_sparse.ThresholdTuner`) steps once per epoch on the
+  epoch's mean loss and time, and the loader is handed the tuner
+  (:meth:`ClusterLoader.set_threshold`), so the next epoch's patterns use the new
+  threshold ``multiplier · β_G``; a number is a fixed multiplier of ``β_G``;
+- ``"interleaved"``: :class:`graphpipe.train.interleave.InterleaveScheduler` —
+  ``switch_freq`` full-attention iterations per epoch, spread evenly, plus any
+  iteration whose structure search fails an enforced condition; the rest sparse;
+- ``"dense"``: full attention every step.
+
+A *full* step runs dense attention when its estimate
+(:func:`graphpipe.train.sequence_attention.dense_attention_bytes`) fits
+``dense_budget`` bytes (default: half the free GPU memory on CUDA, 2 GiB on the CPU),
+otherwise sparse attention with a logged notice. Every iteration's mode is logged at
+INFO (logger ``graphpipe.train.sequence_trainer``) and the epoch's record carries the
+counts and the trace (``attention.trace``: one letter per iteration, ``s`` sparse,
+``c`` cluster-sparse, ``D`` dense, ``f`` full wanted but fell back to sparse).
+
+**Evaluation** (every ``eval_every`` epochs and after the last): the model runs on
+sequences of the ``valid`` and ``test`` nodes (graphs) alone, unshuffled, with the
+exact sparse pattern (dense for ``attention="dense"`` when it fits) — TorchGT's
+protocol — and accuracy is OGB's Evaluator
+(:func:`graphpipe.train.trainer.accuracy`) over the labelled positions. Early stopping
+with ``patience``; the reported test accuracy is the one at the best valid epoch.
+
+Metrics log (JSON lines), checkpoints (atomic; exact resume: model, optimizer, RNG
+states, loader epoch, Auto Tuner state) and the progress bar are the
+:class:`graphpipe.train.Trainer`'s.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import os
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from graphpipe.loaders.cluster import ClusterLoader
+from graphpipe.ops.cluster_sparse import ThresholdTuner, TunerDecision
+from graphpipe.train.checkpoint import (
+    CheckpointError,
+    load_checkpoint,
+    rng_state,
+    save_checkpoint,
+    set_rng_state,
+)
+from graphpipe.train.interleave import HAMILTONIAN_TESTS, InterleaveScheduler, StructureSearch
+from graphpipe.train.sequence_attention import dense_attention_bytes
+from graphpipe.train.trainer import (
+    OPTIMIZERS,
+    TrainResult,
+    _Bar,
+    _check_int,
+    _fmt,
+    _json_default,
+    accuracy,
+    check_checkpoint_model,
+    check_checkpoint_optimizer,
+    check_eval_splits,
+    make_optimizer,
+    open_training_store,
+    restore_model_optimizer,
+    seed_everything,
+)
+
+__all__ = ["SEQUENCE_ATTENTIONS", "SequenceTrainer", "format_sequence_epoch"]
+
+log = logging.getLogger(__name__)
+
+SEQUENCE_ATTENTIONS = ("sparse", "cluster-sparse", "interleaved", "dense")
+_SPLITS = ("valid", "test")
+_LETTER = {"sparse": "s", "cluster-sparse": "c", "dense": "D", "fallback": "f"}
+_CPU_DENSE_BUDGET = 2 << 30
+
+
+class SequenceTrainer:
+    """Train a graph transformer (:class:`GraphormerSlim`, :class:`GT`) on ``store``.
+
+    Args:
+        model: a model with ``sequence_model = True`` (``build_model("graphormer"|"gt")``).
+        store: a GraphStore or its path: node-level (labels, features, ``train``
+            split) or graph-level (``graph/ptr``, ``graph/label``, graph splits).
+        seq_len: positions per sequence, token included (node level; graph level:
+            None pads to the longest graph of a batch).
+        attention: ``"sparse"``, ``"cluster-sparse"``, ``"interleaved"`` or ``"dense"``.
+        epochs: total epochs (a resumed run continues up to this number).
+        batch_size: graphs per batch (graph level; node level is one sequence).
+        optimizer, lr, weight_decay: ``"adamw"`` (default), ``"adam"`` or ``"sgd"``.
+        global_token: a global token per sequence (default: the model's
+            ``uses_global_token``: Graphormer yes, GT no).
+        reorder, parts, block, placement: the loader's (``"metis"``/``"none"``...).
+        threshold: cluster-sparse threshold: ``"auto"`` (Auto Tuner) or a multiplier
+            of β_G.
+        switch_freq: full iterations per epoch (``"interleaved"``).
+        hamiltonian: the structure search's Dirac-type test (``"dirac"``,
+            ``"random-graph"``, ``"none"``).
+        enforce_hamiltonian: a failed Hamiltonicity test forces full attention (the
+            paper's rule; by default only self-loops and reachability do).
+        dense_budget: bytes a dense step may take (None: the default above).
+        patience, eval_every, evaluation (``"sequences"`` or ``"none"``), seed,
+        max_steps, device, checkpoint, metrics_log, quiet, on_epoch: as
+            :class:`graphpipe.train.Trainer`.
+        loader_options: extra :class:`ClusterLoader` keyword arguments.
+    """
+
+    def __init__(self, model: nn.Module, store: Any, *, seq_len: int | None = 4096,
+                 attention: str = "sparse", epochs: int = 5, batch_size: int | None = None,
+                 optimizer: str = "adamw", lr: float = 1e-3, weight_decay: float = 0.01,
+                 global_token: bool | None = None, reorder: str = "metis", parts: int = 8,
+                 block: int = 16, placement: str = "random", threshold: float | str = "auto",
+                 switch_freq: int = 5, hamiltonian: str = "dirac", enforce_hamiltonian: bool = False,
+                 dense_budget: int | None = None, patience: int | None = None,
+                 evaluation: str = "sequences", eval_every: int = 1, seed: int = 0,
+                 max_steps: int | None = None, device: str | torch.device = "cpu",
+                 checkpoint: str | os.PathLike | None = None,
+                 metrics_log: str | os.PathLike | None = None, quiet: bool = False,
+                 loader_options: dict[str, Any] | None = None,
+                 on_epoch: Callable[[dict[str, Any]], None] | None = None):
+        if not getattr(model, "sequence_model", False):
+            raise ValueError(f"'model' must be a graph transformer (graphormer, gt); got "
+                             f"{type(model).__name__}: train GNNs with graphpipe.train.Trainer")
+        if attention not in SEQUENCE_ATTENTIONS:
+            raise ValueError(f"'attention' must be one of {', '.join(SEQUENCE_ATTENTIONS)} "
+                             f"(got {attention!r})")
+        if optimizer not in OPTIMIZERS:
+            raise ValueError(f"unknown optimizer {optimizer!r}; known: {', '.join(OPTIMIZERS)}")
+        if evaluation not in ("sequences", "none"):
+            raise ValueError(f"'evaluation' must be 'sequences' or 'none' (got {evaluation!r})")
+        if hamiltonian not in HAMILTONIAN_TESTS:
+            raise ValueError(f"'hamiltonian' must be one of {', '.join(HAMILTONIAN_TESTS)} "
+                             f"(got {hamiltonian!r})")
+        _check_int("epochs", epochs, 0)
+        _check_int("eval_every", eval_every, 1)
+        _check_int("patience", patience, 1, allow_none=True)
+        _check_int("max_steps", max_steps, 1, allow_none=True)
+        _check_int("seed", seed, 0)
+        _check_int("switch_freq", switch_freq, 0)
+        _check_int("dense_budget", dense_budget, 1, allow_none=True)
+        if not (isinstance(lr, (int, float)) and lr > 0 and math.isfinite(lr)):
+            raise ValueError(f"'lr' must be a positive number (got {lr!r})")
+        if not (isinstance(weight_decay, (int, float)) and weight_decay >= 0):
+            raise ValueError(f"'weight_decay' must be >= 0 (got {weight_decay!r})")
+        if threshold != "auto" and (isinstance(threshold, bool)
+                                    or not isinstance(threshold, (int, float)) or threshold < 0):
+            raise ValueError(f"'threshold' must be 'auto' or a non-negative multiplier of β_G "
+                             f"(got {threshold!r})")
+        for arg, target in (("checkpoint", checkpoint), ("metrics_log", metrics_log)):
+            if target is not None and Path(target).is_dir():
+                raise ValueError(f"'{arg}' must be a file path, not a directory (got {str(target)!r})")
+        if global_token is None:
+            global_token = bool(getattr(model, "uses_global_token", False))
+        if global_token and not getattr(model, "uses_global_token", False):
+            raise ValueError(f"'global_token': {type(model).__name__} has no global token "
+                             "(pass global_token=False)")
+
+        self.store = self._open_store(store)
+        self.graph_level = self.store.has_array("graph/ptr")
+        if evaluation != "none":
+            check_eval_splits(self.store)
+        self.device = torch.device(device)
+        self.model = model.to(self.device)
+        self.attention, self.epochs, self.seq_len = attention, int(epochs), seq_len
+        self.optimizer_name, self.lr, self.weight_decay = optimizer, float(lr), float(weight_decay)
+        self.patience, self.evaluation, self.eval_every = patience, evaluation, int(eval_every)
+        self.seed, self.max_steps, self.quiet = int(seed), max_steps, bool(quiet)
+        self.checkpoint = Path(checkpoint) if checkpoint is not None else None
+        self.metrics_log = Path(metrics_log) if metrics_log is not None else None
+        self.on_epoch = on_epoch
+        self.dense_budget = dense_budget
+        self.settings = {"seq_len": seq_len, "attention": attention, "batch_size": batch_size,
+                         "global_token": bool(global_token), "reorder": reorder, "parts": int(parts),
+                         "block": int(block), "placement": placement, "switch_freq": int(switch_freq),
+                         "seed": self.seed}
+        self.tuner = ThresholdTuner() if (attention == "cluster-sparse" and threshold == "auto") else None
+        self._loader_args = {
+            "batch_size": batch_size, "global_token": bool(global_token), "reorder": reorder,
+            "parts": parts, "block": block, "placement": placement, "seed": self.seed,
+            "max_dist": int(getattr(model, "max_dist", 16)), "device": self.device,
+            **(loader_options or {})}
+        threshold_value = self.tuner if self.tuner is not None else (
+            5.0 if threshold == "auto" else float(threshold))
+        self.loader = ClusterLoader(
+            self.store, seq_len, input_nodes="train",
+            pattern="cluster-sparse" if attention == "cluster-sparse" else "sparse",
+            threshold=threshold_value, **self._loader_args)
+        if self.loader.feature_dim != getattr(model, "in_dim", self.loader.feature_dim):
+            raise ValueError(f"the model has in_dim={model.in_dim} but the store has "
+                             f"{self.loader.feature_dim} features")
+        self.num_classes = self._num_classes()
+        if getattr(model, "out_dim", self.num_classes) != self.num_classes:
+            raise ValueError(f"the model has out_dim={model.out_dim} but the store has "
+                             f"{self.num_classes} classes")
+        if getattr(model, "level", "node") != ("graph" if self.graph_level else "node"):
+            raise ValueError(f"the model has level={model.level!r} but the store is "
+                             f"{'graph' if self.graph_level else 'node'}-level")
+        self.scheduler = None
+        if attention == "interleaved":
+            enforce = ("self_loops", "reachable") + (("hamiltonian",) if enforce_hamiltonian else ())
+            search = StructureSearch(int(model.num_layers), hamiltonian=hamiltonian, seed=self.seed)
+            self.scheduler = InterleaveScheduler(int(switch_freq), search=search, enforce=enforce)
+        self.optimizer = make_optimizer(self.model, optimizer, self.lr, self.weight_decay)
+        self._eval_loaders: dict[str, ClusterLoader] = {}
+        self._fallback_noted = False
+
+    # ---------------------------------------------------------------------------- setup
+    @staticmethod
+    def _open_store(store: Any) -> Any:
+        from graphpipe.store import GraphStore
+
+        if isinstance(store, (str, os.PathLike)) and Path(store).is_dir():
+            opened = GraphStore.open(store)
+            if not opened.has_array("graph/ptr"):
+                return open_training_store(opened)
+            store = opened
+        if isinstance(store, GraphStore) and store.has_array("graph/ptr"):
+            if not store.has_array("graph/label"):
+                raise ValueError(f"store {str(store.path)!r} is graph-level but has no 'graph/label'")
+            if "train" not in store.split_names:
+                raise ValueError(f"store {str(store.path)!r} has no 'train' split "
+                                 f"(splits: {store.split_names})")
+            if not store.has_features:
+                raise ValueError(f"store {str(store.path)!r} has no node features ('node/feat')")
+            return store
+        return open_training_store(store)
+
+    def _num_classes(self) -> int:
+        if self.graph_level:
+            labels = np.asarray(self.store.array("graph/label")).reshape(-1)
+            return int(labels.max()) + 1 if labels.size else 1
+        meta = self.store.manifest.get("labels") or {}
+        return int(meta.get("num_classes") or int(np.asarray(self.store.labels).max()) + 1)
+
+    def _budget(self) -> int:
+        if self.dense_budget is not None:
+            return int(self.dense_budget)
+        if self.device.type == "cuda":
+            free, _total = torch.cuda.mem_get_info(self.device)
+            return int(free // 2)
+        return _CPU_DENSE_BUDGET
+
+    def dense_fits(self, batch: Any) -> tuple[bool, int]:
+        """Whether a dense step of ``batch`` fits the budget, and its estimated bytes."""
+        need = dense_attention_bytes(batch.batch_size, batch.seq_len, self.model.heads,
+                                     self.model.num_layers, device_type=self.device.type,
+                                     with_bias=bool(getattr(self.model, "has_bias", False)))
+        return need <= self._budget(), need
+
+    def _full_mode(self, batch: Any, epoch: int, iteration: int, reason: str) -> tuple[str, str]:
+        fits, need = self.dense_fits(batch)
+        if fits:
+            return "dense", reason
+        notice = (f"dense attention needs ~{need / 2**20:.0f} MiB at S={batch.seq_len} "
+                  f"(B={batch.batch_size}), over the {self._budget() / 2**20:.0f} MiB budget: "
+                  "sparse attention instead")
+        if not self._fallback_noted:
+            log.warning("epoch %d iteration %d: %s", epoch, iteration, notice)
+            self._fallback_noted = True
+        return "fallback", f"{reason}; {notice}"
+
+    def _step_mode(self, batch: Any, epoch: int, iteration: int) -> tuple[str, str]:
+        """``(mode, reason)``: mode ``sparse``, ``cluster-sparse``, ``dense`` or ``fallback``
+        (full wanted, sparse run)."""
+        if self.attention in ("sparse", "cluster-sparse"):
+            return self.attention, "configured"
+        if self.attention == "dense":
+            return self._full_mode(batch, epoch, iteration, "configured")
+        decision = self.scheduler.decide(iteration, batch)
+        reason = decision.reason + (f"; {decision.search.detail}" if decision.search else "")
+        if decision.mode == "full":
+            return self._full_mode(batch, epoch, iteration, reason)
+        return "sparse", reason
+
+    # ---------------------------------------------------------------------------- checkpoints
+    def _tuner_state(self) -> dict[str, Any] | None:
+        t = self.tuner
+        if t is None:
+            return None
+        return {"index": t.index, "smoothed": t.smoothed, "rates": list(t.rates),
+                "history": [asdict(d) for d in t.history]}
+
+    def _set_tuner_state(self, state: dict[str, Any] | None) -> None:
+        if self.tuner is None or state is None:
+            return
+        self.tuner.index = int(state["index"])
+        self.tuner.smoothed = state["smoothed"]
+        self.tuner.rates = [float(r) for r in state["rates"]]
+        self.tuner.history = [TunerDecision(**d) for d in state["history"]]
+        self.loader.set_threshold(self.tuner)
+
+    def _checkpoint_state(self, epoch: int, history: list[dict[str, Any]],
+                          best: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "model_config": getattr(self.model, "config", None) or None,
+            "model_class": type(self.model).__name__,
+            "model_state": {k: v.detach().cpu() for k, v in self.model.state_dict().items()},
+            "optimizer": {"name": self.optimizer_name, "lr": self.lr,
+                          "weight_decay": self.weight_decay},
+            "optimizer_state": self.optimizer.state_dict(),
+            "epoch": epoch,
+            "history": history,
+            "best": dict(best),
+            "rng": rng_state(),
+            "loader": {"seed": self.loader.seed, "epoch": epoch},
+            "tuner": self._tuner_state(),
+            "train": {"kind": "sequence", **self.settings, "store": self.store.name,
+                      "num_nodes": self.store.num_nodes},
+        }
+
+    def check_resume(self, path: str | os.PathLike) -> dict[str, Any]:
+        """Load the checkpoint at ``path`` and check it belongs to this model and setting;
+        returns its state. Raises :class:`CheckpointError` otherwise."""
+        path = Path(path)
+        state = load_checkpoint(path)
+        check_checkpoint_model(state, self.model, path)
+        train = state.get("train", {})
+        if train.get("kind") != "sequence":
+            raise CheckpointError(f"checkpoint {str(path)!r} was not written by a graph-transformer run")
+        if train.get("num_nodes") not in (None, self.store.num_nodes):
+            raise CheckpointError(f"checkpoint {str(path)!r} was trained on a store of "
+                                  f"{train.get('num_nodes')} nodes; this store has {self.store.num_nodes}")
+        for key, value in self.settings.items():
+            if key in train and train[key] != value:
+                raise CheckpointError(f"checkpoint {str(path)!r} was trained with {key}={train[key]!r}; "
+                                      f"this run has {key}={value!r}")
+        check_checkpoint_optimizer(state, self.optimizer_name, path)
+        return state
+
+    # ---------------------------------------------------------------------------- training
+    def fit(self, resume: str | os.PathLike | None = None) -> TrainResult:
+        """Train for the remaining epochs (all of them, or those after ``resume``'s)."""
+        history: list[dict[str, Any]] = []
+        best = {"valid_acc": float("nan"), "epoch": -1, "test_acc": float("nan"), "bad_epochs": 0,
+                "stopped": False}
+        start = 0
+        if resume is not None:
+            path = Path(resume)
+            state = self.check_resume(path)
+            restore_model_optimizer(state, self.model, self.optimizer, path)
+            start = int(state["epoch"])
+            history = list(state.get("history", []))
+            best.update(state.get("best", {}))
+            self._set_tuner_state(state.get("tuner"))
+            self.loader.set_epoch(int(state["loader"]["epoch"]))
+            set_rng_state(state["rng"])
+        else:
+            seed_everything(self.seed)
+            self.loader.set_epoch(0)
+        with contextlib.ExitStack() as stack:
+            log_file = None
+            if self.metrics_log is not None:
+                self.metrics_log.parent.mkdir(parents=True, exist_ok=True)
+                log_file = stack.enter_context(open(self.metrics_log, "a" if resume is not None
+                                                    else "w", encoding="utf-8"))
+            epoch = start
+            while epoch < self.epochs and not best["stopped"]:
+                record = self._run_epoch(epoch)
+                if self.tuner is not None:
+                    self.tuner.step(record["loss"], max(record["seconds"], 1e-9))
+                    self.loader.set_threshold(self.tuner)
+                    record["tuner"] = {"index": self.tuner.index,
+                                       "action": self.tuner.history[-1].action}
+                do_eval = self.evaluation != "none" and (
+                    (epoch + 1) % self.eval_every == 0 or epoch + 1 == self.epochs)
+                if do_eval:
+                    t0 = time.perf_counter()
+                    accs = self.evaluate()
+                    record.update({f"{s}_acc": accs[s] for s in _SPLITS})
+                    record["eval_seconds"] = time.perf_counter() - t0
+                    if not best["valid_acc"] >= accs["valid"]:  # also when best is nan
+                        best.update(valid_acc=accs["valid"], epoch=epoch, test_acc=accs["test"],
+                                    bad_epochs=0)
+                    else:
+                        best["bad_epochs"] += 1
+                        if self.patience is not None and best["bad_epochs"] >= self.patience:
+                            best["stopped"] = True
+                record["best_valid_acc"] = best["valid_acc"]
+                history.append(record)
+                epoch += 1
+                if log_file is not None:
+                    log_file.write(json.dumps(record, default=_json_default) + "\n")
+                    log_file.flush()
+                if self.checkpoint is not None:
+                    save_checkpoint(self.checkpoint, self._checkpoint_state(epoch, history, best))
+                if not self.quiet:
+                    print(format_sequence_epoch(record), flush=True)
+                if self.on_epoch is not None:
+                    self.on_epoch(record)
+        return TrainResult(history=history, best_epoch=int(best["epoch"]),
+                           best_valid_acc=float(best["valid_acc"]), test_acc=float(best["test_acc"]),
+                           stopped_early=bool(best["stopped"]), epochs_completed=epoch)
+
+    def _loss(self, out: torch.Tensor, batch: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(loss, targets, predictions)`` over the labelled positions (graphs)."""
+        if self.graph_level:
+            target = batch.graph_y.to(out.device)
+            logits = out
+        else:
+            target = batch.y.reshape(-1).to(out.device)
+            logits = out.reshape(-1, out.shape[-1])
+        keep = target != -100
+        loss = F.cross_entropy(logits, target, ignore_index=-100)
+        return loss, target[keep], logits.detach()[keep].argmax(-1)
+
+    def _run_epoch(self, epoch: int) -> dict[str, Any]:
+        self.model.train()
+        total = len(self.loader) if self.max_steps is None else min(self.max_steps, len(self.loader))
+        if self.scheduler is not None:
+            self.scheduler.start_epoch(total)
+        bar = _Bar(total, f"epoch {epoch}", enabled=not self.quiet)
+        loss_sum, correct, seen, steps = 0.0, 0, 0, 0
+        trace: list[str] = []
+        t0 = time.perf_counter()
+        try:
+            for iteration, batch in enumerate(self.loader):
+                if iteration >= total:
+                    break
+                mode, reason = self._step_mode(batch, epoch, iteration)
+                log.info("epoch %d iteration %d: %s attention (%s)", epoch, iteration,
+                         "sparse (full fell back)" if mode == "fallback" else mode, reason)
+                trace.append(_LETTER[mode])
+                run_mode = "sparse" if mode == "fallback" else mode
+                out = self.model(batch, attention=run_mode)
+                loss, target, pred = self._loss(out, batch)
+                steps += 1
+                if target.numel() == 0:      # nothing labelled in this sequence
+                    continue
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                self.optimizer.step()
+                n = int(target.numel())
+                loss_sum += float(loss.detach()) * n
+                correct += int((pred == target).sum())
+                seen += n
+                bar.advance(loss_sum / seen)
+        finally:
+            bar.close()
+        seconds = time.perf_counter() - t0
+        trace_str = "".join(trace)
+        counts = {name: trace_str.count(letter) for name, letter in _LETTER.items()}
+        return {"epoch": epoch, "loss": loss_sum / max(seen, 1), "batch_acc": correct / max(seen, 1),
+                "train_acc": None, "valid_acc": None, "test_acc": None, "steps": steps,
+                "labelled": seen, "seconds": seconds, "eval_seconds": 0.0,
+                "attention": {"mode": self.attention, "trace": trace_str, **counts}}
+
+    # ---------------------------------------------------------------------------- evaluation
+    def _eval_loader(self, split: str) -> ClusterLoader:
+        if split not in self._eval_loaders:
+            args = {k: v for k, v in self._loader_args.items()}
+            self._eval_loaders[split] = ClusterLoader(self.store, self.seq_len, input_nodes=split,
+                                                      pattern="sparse", shuffle=False, **args)
+        return self._eval_loaders[split]
+
+    @torch.no_grad()
+    def evaluate(self) -> dict[str, float]:
+        """Accuracy on the ``valid`` and ``test`` sequences (OGB Evaluator)."""
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            out = {}
+            for split in _SPLITS:
+                targets, preds = [], []
+                for batch in self._eval_loader(split):
+                    mode = "sparse"
+                    if self.attention == "dense" and self.dense_fits(batch)[0]:
+                        mode = "dense"
+                    _loss, target, pred = self._loss(self.model(batch, attention=mode), batch)
+                    targets.append(target.cpu())
+                    preds.append(pred.cpu())
+                y = torch.cat(targets) if targets else torch.zeros(0, dtype=torch.int64)
+                p = torch.cat(preds) if preds else torch.zeros(0, dtype=torch.int64)
+                out[split] = accuracy(y, p)
+            return out
+        finally:
+            self.model.train(was_training)
+
+
+def format_sequence_epoch(record: dict[str, Any]) -> str:
+    """One human-readable line for a graph-transformer epoch's metrics record."""
+    a = record["attention"]
+    modes = "  ".join(f"{name} {a[name]}" for name in ("sparse", "cluster-sparse", "dense", "fallback")
+                      if a.get(name))
+    tuner = f"  tuner index {record['tuner']['index']}" if record.get("tuner") else ""
+    return (f"epoch {record['epoch']:>3}  loss {record['loss']:.4f}  batch {record['batch_acc']:.4f}  "
+            f"valid {_fmt(record['valid_acc'])}  test {_fmt(record['test_acc'])}  "
+            f"time {record['seconds']:.2f}s (+{record['eval_seconds']:.2f}s eval)  "
+            f"sequences {record['steps']}  attention {modes or '-'}{tuner}")
