@@ -6,8 +6,9 @@ views: ``chunks[c]`` holds rows ``c*chunk_rows ... c*chunk_rows + len(chunks[c])
 maps of the store's chunk files, or one in-memory array).
 
 * :func:`gather_rows` copies ``X[ids]`` into a contiguous array straight from the
-  chunk views: rows are grouped by chunk (counting sort) and copied in parallel
-  blocks (Numba ``prange``) when the copy is large enough to pay for the threads.
+  chunk views (rows grouped by chunk with a counting sort when the store has many
+  chunks), with a software prefetch a few rows ahead, shared with helper threads
+  (:mod:`graphpipe.ops.worksharing`) when the copy is large enough to pay for them.
 * :func:`positions_in` finds where each of ``queries`` sits inside ``keys``
   (``-1`` when absent) with an open-addressing hash table sized by ``len(keys)``,
   never by the number of nodes: the membership test of the Match step
@@ -28,6 +29,9 @@ import numba
 import numpy as np
 from numba import types
 from numba.typed import List
+
+from graphpipe.ops.sampling import _prefetch
+from graphpipe.ops.worksharing import run_ranges
 
 __all__ = [
     "SOURCE_CACHE",
@@ -126,20 +130,35 @@ def _check_ids(ids: np.ndarray, num_rows: int, name: str) -> np.ndarray:
     return ids
 
 
-# -- row gather --------------------------------------------------------------------------------
-PARALLEL_MIN_BYTES = 32 << 20
-"""Copies smaller than this run in the calling thread: on a busy machine a parallel region
-waits for its slowest thread to be scheduled, which costs more than it saves on small copies."""
-PARALLEL_MIN_QUERIES = 1 << 18
-"""Hash probes below this count run in the calling thread."""
+# -- row gather ---------------------------------------------------------------------------------
+PARALLEL_MIN_BYTES = 1 << 20
+"""Copies smaller than this run in the calling thread alone; larger ones are shared with
+helper threads (:func:`graphpipe.ops.worksharing.run_ranges`: the caller keeps working
+through the pieces, so a busy machine never leaves it waiting on a descheduled thread)."""
+PARALLEL_MIN_QUERIES = 1 << 15
+"""Hash probes below this count run in the calling thread alone."""
+PREFETCH_DISTANCE = 16
+"""Rows ahead whose store reads are announced with a software prefetch: a random row of
+a large feature matrix is a DRAM miss, and the prefetch overlaps it with the copy of the
+rows before it."""
 
 
-def _blocks(work: int, min_work: int) -> int:
-    """Parallel blocks for ``work`` units (1 = serial)."""
+def _threads(work: int, min_work: int) -> int:
+    """Threads to share ``work`` units among (1 = the caller alone)."""
     threads = numba.get_num_threads()
     if threads <= 1 or work < min_work:
         return 1
-    return threads * 4
+    return threads
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _prefetch_row(src, r, dim):
+    """Announce the read of row ``r`` of the 2D C-contiguous ``src`` (its first, middle and
+    last cache lines: the hardware prefetcher follows the rest)."""
+    base = r * dim
+    _prefetch(src, base)
+    _prefetch(src, base + dim // 2)
+    _prefetch(src, base + dim - 1)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -160,12 +179,17 @@ def _group_by_chunk(ids, positions, chunk_rows, num_chunks):
 
 
 @numba.njit(cache=True, nogil=True)
-def _copy_chunk_rows(chunks, chunk_rows, ids, order, lo, hi, out):
+def _copy_chunk_rows(chunks, chunk_rows, ids, order, out, lo, hi):
     """``out[i] = X[ids[i]]`` for ``i`` in ``order[lo:hi]`` (grouped by chunk)."""
     dim = out.shape[1]
     current = -1
     src = chunks[0]
     for j in range(lo, hi):
+        ahead = j + PREFETCH_DISTANCE
+        if ahead < hi:
+            g = ids[order[ahead]]
+            c = g // chunk_rows
+            _prefetch_row(chunks[c], g - c * chunk_rows, dim)
         i = order[j]
         gid = ids[i]
         c = gid // chunk_rows
@@ -177,25 +201,15 @@ def _copy_chunk_rows(chunks, chunk_rows, ids, order, lo, hi, out):
             out[i, d] = src[r, d]
 
 
-@numba.njit(cache=True, nogil=True, parallel=True)
-def _copy_chunk_rows_parallel(chunks, chunk_rows, ids, order, out, num_blocks):
-    n = order.shape[0]
-    for b in numba.prange(num_blocks):
-        _copy_chunk_rows(chunks, chunk_rows, ids, order, b * n // num_blocks, (b + 1) * n // num_blocks,
-                         out)
-
-
 def _copy_from_store(chunks: FeatureChunks, ids: np.ndarray, positions: np.ndarray,
                      out: np.ndarray) -> None:
     """``out[positions] = X[ids[positions]]`` from the chunk views, grouped by chunk."""
     if positions.shape[0] == 0:
         return
     order = _group_by_chunk(ids, positions, chunks.chunk_rows, len(chunks))
-    blocks = _blocks(positions.shape[0] * out.shape[1] * out.itemsize, PARALLEL_MIN_BYTES)
-    if blocks == 1:
-        _copy_chunk_rows(chunks.packed, chunks.chunk_rows, ids, order, 0, order.shape[0], out)
-    else:
-        _copy_chunk_rows_parallel(chunks.packed, chunks.chunk_rows, ids, order, out, blocks)
+    threads = _threads(positions.shape[0] * out.shape[1] * out.itemsize, PARALLEL_MIN_BYTES)
+    run_ranges(_copy_chunk_rows, order.shape[0], chunks.packed, chunks.chunk_rows, ids, order, out,
+               threads=threads)
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -224,6 +238,11 @@ def _fused_range(ids, cache_pos, cache_rows, prev_pos, prev_rows, chunks, chunk_
     """Rows ``lo..hi-1`` in row order, each from the cache, the previous batch or its chunk."""
     dim = out.shape[1]
     for i in range(lo, hi):
+        ahead = i + PREFETCH_DISTANCE
+        if ahead < hi and cache_pos[ahead] < 0 and prev_pos[ahead] < 0:
+            g = ids[ahead]
+            c = g // chunk_rows
+            _prefetch_row(chunks[c], g - c * chunk_rows, dim)
         if _reuse_row(i, cache_pos, cache_rows, prev_pos, prev_rows, out, source):
             continue
         gid = ids[i]
@@ -235,34 +254,19 @@ def _fused_range(ids, cache_pos, cache_rows, prev_pos, prev_rows, chunks, chunk_
         source[i] = 2
 
 
-@numba.njit(cache=True, nogil=True, parallel=True)
-def _fused_parallel(ids, cache_pos, cache_rows, prev_pos, prev_rows, chunks, chunk_rows, out, source,
-                    num_blocks):
-    n = out.shape[0]
-    for b in numba.prange(num_blocks):
-        _fused_range(ids, cache_pos, cache_rows, prev_pos, prev_rows, chunks, chunk_rows, out, source,
-                     b * n // num_blocks, (b + 1) * n // num_blocks)
-
-
 def _assemble(chunks: FeatureChunks, ids: np.ndarray, cache_pos: np.ndarray, cache_rows: np.ndarray,
               prev_pos: np.ndarray, prev_rows: np.ndarray, out: np.ndarray, source: np.ndarray) -> None:
     k = ids.shape[0]
     if k == 0:
         return
-    blocks = _blocks(k * out.shape[1] * out.itemsize, PARALLEL_MIN_BYTES)
+    threads = _threads(k * out.shape[1] * out.itemsize, PARALLEL_MIN_BYTES)
     if chunks.is_tuple:  # one pass in row order (chunk lookup is a cheap switch)
-        if blocks == 1:
-            _fused_range(ids, cache_pos, cache_rows, prev_pos, prev_rows, chunks.packed,
-                         chunks.chunk_rows, out, source, 0, k)
-        else:
-            _fused_parallel(ids, cache_pos, cache_rows, prev_pos, prev_rows, chunks.packed,
-                            chunks.chunk_rows, out, source, blocks)
+        run_ranges(_fused_range, k, ids, cache_pos, cache_rows, prev_pos, prev_rows, chunks.packed,
+                   chunks.chunk_rows, out, source, threads=threads)
         return
     # many chunks: reused rows first, then the store rows grouped by chunk
-    if blocks == 1:
-        _reuse_range(cache_pos, cache_rows, prev_pos, prev_rows, out, source, 0, k)
-    else:
-        _reuse_parallel(cache_pos, cache_rows, prev_pos, prev_rows, out, source, blocks)
+    run_ranges(_reuse_range, k, cache_pos, cache_rows, prev_pos, prev_rows, out, source,
+               threads=threads)
     _copy_from_store(chunks, ids, np.flatnonzero(source == SOURCE_STORE), out)
 
 
@@ -341,14 +345,6 @@ def _probe_range(table_keys, table_pos, bits, queries, out, lo, hi):
         out[i] = found
 
 
-@numba.njit(cache=True, nogil=True, parallel=True)
-def _probe_parallel(table_keys, table_pos, bits, queries, out, num_blocks):
-    n = queries.shape[0]
-    for b in numba.prange(num_blocks):
-        _probe_range(table_keys, table_pos, bits, queries, out, b * n // num_blocks,
-                     (b + 1) * n // num_blocks)
-
-
 class PositionTable:
     """Open-addressing hash table from IDs to their positions in ``keys``: built once
     (``O(P)``), probed in parallel many times.
@@ -383,11 +379,8 @@ class PositionTable:
         if self._keys is None:
             out.fill(-1)
         elif queries.size:
-            blocks = _blocks(queries.shape[0], PARALLEL_MIN_QUERIES)
-            if blocks == 1:
-                _probe_range(self._keys, self._pos, self.bits, queries, out, 0, queries.shape[0])
-            else:
-                _probe_parallel(self._keys, self._pos, self.bits, queries, out, blocks)
+            run_ranges(_probe_range, queries.shape[0], self._keys, self._pos, self.bits, queries, out,
+                       threads=_threads(queries.shape[0], PARALLEL_MIN_QUERIES))
         return out
 
 
@@ -422,14 +415,6 @@ def _reuse_range(cache_pos, cache_rows, prev_pos, prev_rows, out, source, lo, hi
     for i in range(lo, hi):
         if not _reuse_row(i, cache_pos, cache_rows, prev_pos, prev_rows, out, source):
             source[i] = 2
-
-
-@numba.njit(cache=True, nogil=True, parallel=True)
-def _reuse_parallel(cache_pos, cache_rows, prev_pos, prev_rows, out, source, num_blocks):
-    n = out.shape[0]
-    for b in numba.prange(num_blocks):
-        _reuse_range(cache_pos, cache_rows, prev_pos, prev_rows, out, source, b * n // num_blocks,
-                     (b + 1) * n // num_blocks)
 
 
 def assemble_rows(ids: np.ndarray, *, chunks: Sequence[np.ndarray] | np.ndarray | FeatureChunks,
