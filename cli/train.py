@@ -23,7 +23,7 @@ _TRANSFORMER_COMMON = {"lr": 0.001, "weight_decay": 0.01, "optimizer": "adamw", 
                        "evaluation": "sequences"}
 _TRANSFORMER_ONLY = ("seq_len", "attention", "parts", "block", "switch_freq", "reorder",
                      "global_token", "placement", "threshold", "hamiltonian_test",
-                     "enforce_hamiltonian", "dense_budget_mb")
+                     "enforce", "dense_budget_mb")
 _GNN_ONLY = ("fanouts", "feature_bits", "eval_batch_size")
 
 
@@ -105,8 +105,10 @@ def _parse_fanouts(text: str | None, layers: int) -> list[int]:
 @click.option("--hamiltonian-test", type=click.Choice(["dirac", "random-graph", "none"]),
               default="dirac", show_default=True,
               help="Transformers, interleaved: the structure search's Dirac-type test.")
-@click.option("--enforce-hamiltonian", is_flag=True,
-              help="Transformers, interleaved: a failed Hamiltonicity test forces full attention.")
+@click.option("--enforce", default="self_loops,reachable", show_default=True,
+              help="Transformers, interleaved: structure-search conditions whose failure forces "
+                   "full attention (comma-separated from self_loops, reachable, hamiltonian; "
+                   "'none': the schedule only).")
 @click.option("--dense-budget-mb", type=click.IntRange(1), default=None,
               help="Transformers: memory a dense step may take (default: half the free GPU "
                    "memory, 2048 on the CPU); over it, sparse with a notice.")
@@ -227,7 +229,7 @@ def _train_transformer(store: str, model_name: str, options: dict[str, Any],
         "parts": transformer["parts"], "block": transformer["block"],
         "placement": transformer["placement"], "threshold": threshold,
         "switch_freq": transformer["switch_freq"], "hamiltonian": transformer["hamiltonian_test"],
-        "enforce_hamiltonian": transformer["enforce_hamiltonian"],
+        "enforce": _parse_enforce(transformer["enforce"]),
         "dense_budget": None if budget is None else int(budget) << 20, "patience": patience,
         "evaluation": options["evaluation"], "seed": seed, "max_steps": max_steps,
         "device": device, "checkpoint": checkpoint, "metrics_log": metrics_log, "quiet": quiet,
@@ -256,6 +258,18 @@ def _train_transformer(store: str, model_name: str, options: dict[str, Any],
         if checkpoint:
             click.echo(f"checkpoint {checkpoint} (epoch {result.epochs_completed})")
     click.echo(f"test acc {result.test_acc:.4f}")
+
+
+def _parse_enforce(text: str) -> tuple[str, ...]:
+    from graphpipe.train.interleave import CONDITIONS
+
+    if text.strip() == "none":
+        return ()
+    names = tuple(t.strip() for t in text.split(",") if t.strip())
+    bad = [n for n in names if n not in CONDITIONS]
+    if bad:
+        fail(f"'--enforce' entries must be from {', '.join(CONDITIONS)} or 'none' (got {text!r})")
+    return names
 
 
 def _store_shape(store: str) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from graphpipe.train.sequence_attention import (
     dense_attention_bytes,
     dense_context,
     make_context,
+    score_bias,
     sparse_context,
 )
 
@@ -112,12 +113,13 @@ def test_cluster_sparse_buckets(node_store: Path) -> None:
     torch.manual_seed(1)
     q, k, v = (torch.randn(s, 4, 8, dtype=torch.float64) for _ in range(3))
     table = torch.randn(MAX_DIST + 2, 4, dtype=torch.float64)
-    out = attend(q, k, v, ctx, table)
+    out = attend(q, k, v, ctx, score_bias(ctx, table, q.dtype))
     allowed = torch.zeros(1, s, s, dtype=torch.bool)
     allowed[0, torch.from_numpy(m_rows), ctx.indices] = True
     buckets = torch.full((1, s, s), MAX_DIST, dtype=torch.int64)
     buckets[0, torch.from_numpy(m_rows), ctx.indices] = ctx.buckets
-    ref = attend(q, k, v, type(ctx)("dense", 1, s, buckets=buckets, allowed=allowed), table)
+    dense = type(ctx)("dense", 1, s, buckets=buckets, allowed=allowed)
+    ref = attend(q, k, v, dense, score_bias(dense, table, q.dtype))
     torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-10)
 
 

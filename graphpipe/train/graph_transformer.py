@@ -43,6 +43,7 @@ from graphpipe.train.sequence_attention import (
     AttentionContext,
     attend,
     make_context,
+    score_bias,
 )
 
 __all__ = ["GT", "GraphormerSlim", "SequenceModel"]
@@ -66,10 +67,11 @@ class SelfAttention(nn.Module):
         self.out = nn.Linear(hidden, hidden)
 
     def forward(self, h: torch.Tensor, ctx: AttentionContext,
-                bias_table: torch.Tensor | None = None) -> torch.Tensor:
+                bias: torch.Tensor | None = None) -> torch.Tensor:
+        """``bias``: the step's :func:`score_bias` (shared by all layers)."""
         n = h.shape[0]
         q, k, v = self.qkv(h).view(n, 3, self.heads, self.head_dim).unbind(1)
-        o = attend(q.contiguous(), k.contiguous(), v.contiguous(), ctx, bias_table)
+        o = attend(q.contiguous(), k.contiguous(), v.contiguous(), ctx, bias)
         return self.out(o.reshape(n, -1))
 
 
@@ -184,8 +186,9 @@ class GraphormerSlim(SequenceModel):
             h = torch.cat([self.token.expand(b, 1, -1), h[:, 1:]], 1)
         h = F.dropout(h, self.input_dropout, self.training).reshape(b * s, -1)
         table = self.spatial.weight if self.spatial is not None else None
+        bias = score_bias(ctx, table, h.dtype)
         for norm1, attn, norm2, ffn in zip(self.attn_norms, self.attns, self.ffn_norms, self.ffns):
-            h = h + F.dropout(attn(norm1(h), ctx, table), self.dropout, self.training)
+            h = h + F.dropout(attn(norm1(h), ctx, bias), self.dropout, self.training)
             h = h + F.dropout(ffn(norm2(h)), self.dropout, self.training)
         h = self.final_norm(h).view(b, s, -1)
         if self.level == "node":
@@ -225,8 +228,9 @@ class GT(SequenceModel):
         ctx = context if context is not None else self.context(batch, attention)
         b, s = batch.x.shape[:2]
         h = self.input(batch.x.to(self.input.weight.dtype)).reshape(b * s, -1)
+        bias = score_bias(ctx, None, h.dtype)
         for attn, norm1, ffn, norm2 in zip(self.attns, self.attn_norms, self.ffns, self.ffn_norms):
-            h = norm1(h + F.dropout(attn(h, ctx), self.dropout, self.training))
+            h = norm1(h + F.dropout(attn(h, ctx, bias), self.dropout, self.training))
             h = norm2(h + F.dropout(ffn(h), self.dropout, self.training))
         h = h.view(b, s, -1)
         if self.level == "node":

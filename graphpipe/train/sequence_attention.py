@@ -50,6 +50,7 @@ __all__ = [
     "dense_context",
     "kind_buckets",
     "make_context",
+    "score_bias",
     "sparse_context",
 ]
 
@@ -192,14 +193,40 @@ def make_context(batch: Any, mode: str, *, max_dist: int = 8, with_bias: bool = 
     raise ValueError(f"'attention' must be one of {', '.join(ATTENTION_MODES)} (got {mode!r})")
 
 
+def score_bias(ctx: AttentionContext, bias_table: torch.Tensor | None,
+               dtype: torch.dtype = torch.float32) -> torch.Tensor | None:
+    """The additive score bias of one step, computed once and shared by every layer.
+
+    Args:
+        ctx: from :func:`make_context`.
+        bias_table: float ``(max_dist + 2, H)`` per-bucket, per-head bias, or None.
+        dtype: the attention's dtype.
+
+    Returns:
+        sparse modes: ``(nnz, H)`` per entry (None without a table, or on the block
+        kernel); dense: the ``(B, H, S, S)`` mask (bias, ``-inf`` where not allowed), or
+        ``(B, 1, S, S)`` without a table.
+    """
+    use_table = bias_table is not None and ctx.buckets is not None
+    if ctx.mode != "dense":
+        if not use_table or ctx.csp is not None:
+            return None
+        return bias_table.to(dtype)[ctx.buckets]
+    neg = torch.zeros(ctx.allowed.shape, dtype=dtype, device=ctx.allowed.device)
+    neg.masked_fill_(~ctx.allowed, -math.inf)
+    if not use_table:
+        return neg[:, None]
+    return bias_table.to(dtype)[ctx.buckets].permute(0, 3, 1, 2) + neg[:, None]
+
+
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ctx: AttentionContext,
-           bias_table: torch.Tensor | None = None) -> torch.Tensor:
+           bias: torch.Tensor | None = None) -> torch.Tensor:
     """Multi-head attention of the flattened batch.
 
     Args:
         q, k, v: float ``(B·S, H, D)``.
         ctx: from :func:`make_context`.
-        bias_table: float ``(max_dist + 2, H)`` per-bucket, per-head score bias, or None.
+        bias: from :func:`score_bias` (dense mode: required, it carries the mask).
 
     Returns:
         ``(B·S, H, D)``; scale ``1/sqrt(D)``.
@@ -207,21 +234,15 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ctx: AttentionCont
     n, heads, dim = q.shape
     if n != ctx.batch_size * ctx.seq_len:
         raise ValueError(f"'q' must have B·S = {ctx.batch_size * ctx.seq_len} rows (got {n})")
-    use_bias = bias_table is not None and ctx.buckets is not None
     if ctx.mode == "dense":
+        if bias is None:
+            bias = score_bias(ctx, None, q.dtype)
         b, s = ctx.batch_size, ctx.seq_len
         qd, kd, vd = (t.view(b, s, heads, dim).transpose(1, 2) for t in (q, k, v))
-        neg = torch.zeros(ctx.allowed.shape, dtype=q.dtype, device=q.device)
-        neg.masked_fill_(~ctx.allowed, -math.inf)
-        if use_bias:
-            mask = bias_table.to(q.dtype)[ctx.buckets].permute(0, 3, 1, 2) + neg[:, None]
-        else:
-            mask = neg[:, None]
-        out = F.scaled_dot_product_attention(qd, kd, vd, attn_mask=mask)
+        out = F.scaled_dot_product_attention(qd, kd, vd, attn_mask=bias)
         return out.transpose(1, 2).reshape(n, heads, dim)
     if ctx.csp is not None:
         return cluster_sparse_attention(q, k, v, ctx.csp)
-    bias = bias_table.to(q.dtype)[ctx.buckets] if use_bias else None
     return sparse_attention(q, k, v, ctx.indptr, ctx.indices, bias=bias)
 
 

@@ -67,7 +67,12 @@ from graphpipe.train.checkpoint import (
     save_checkpoint,
     set_rng_state,
 )
-from graphpipe.train.interleave import HAMILTONIAN_TESTS, InterleaveScheduler, StructureSearch
+from graphpipe.train.interleave import (
+    CONDITIONS,
+    HAMILTONIAN_TESTS,
+    InterleaveScheduler,
+    StructureSearch,
+)
 from graphpipe.train.sequence_attention import dense_attention_bytes
 from graphpipe.train.trainer import (
     OPTIMIZERS,
@@ -117,8 +122,9 @@ class SequenceTrainer:
         switch_freq: full iterations per epoch (``"interleaved"``).
         hamiltonian: the structure search's Dirac-type test (``"dirac"``,
             ``"random-graph"``, ``"none"``).
-        enforce_hamiltonian: a failed Hamiltonicity test forces full attention (the
-            paper's rule; by default only self-loops and reachability do).
+        enforce: structure-search conditions whose failure forces full attention
+            (``"self_loops"``, ``"reachable"``, ``"hamiltonian"``; all three is the
+            paper's rule, none is the artifact's schedule-only ``hybrid`` mode).
         dense_budget: bytes a dense step may take (None: the default above).
         patience, eval_every, evaluation (``"sequences"`` or ``"none"``), seed,
         max_steps, device, checkpoint, metrics_log, quiet, on_epoch: as
@@ -131,7 +137,8 @@ class SequenceTrainer:
                  optimizer: str = "adamw", lr: float = 1e-3, weight_decay: float = 0.01,
                  global_token: bool | None = None, reorder: str = "metis", parts: int = 8,
                  block: int = 16, placement: str = "random", threshold: float | str = "auto",
-                 switch_freq: int = 5, hamiltonian: str = "dirac", enforce_hamiltonian: bool = False,
+                 switch_freq: int = 5, hamiltonian: str = "dirac",
+                 enforce: tuple[str, ...] = ("self_loops", "reachable"),
                  dense_budget: int | None = None, patience: int | None = None,
                  evaluation: str = "sequences", eval_every: int = 1, seed: int = 0,
                  max_steps: int | None = None, device: str | torch.device = "cpu",
@@ -152,6 +159,10 @@ class SequenceTrainer:
         if hamiltonian not in HAMILTONIAN_TESTS:
             raise ValueError(f"'hamiltonian' must be one of {', '.join(HAMILTONIAN_TESTS)} "
                              f"(got {hamiltonian!r})")
+        enforce = tuple(enforce)
+        bad = [c for c in enforce if c not in CONDITIONS]
+        if bad:
+            raise ValueError(f"'enforce' entries must be in {', '.join(CONDITIONS)} (got {bad})")
         _check_int("epochs", epochs, 0)
         _check_int("eval_every", eval_every, 1)
         _check_int("patience", patience, 1, allow_none=True)
@@ -218,7 +229,6 @@ class SequenceTrainer:
                              f"{'graph' if self.graph_level else 'node'}-level")
         self.scheduler = None
         if attention == "interleaved":
-            enforce = ("self_loops", "reachable") + (("hamiltonian",) if enforce_hamiltonian else ())
             search = StructureSearch(int(model.num_layers), hamiltonian=hamiltonian, seed=self.seed)
             self.scheduler = InterleaveScheduler(int(switch_freq), search=search, enforce=enforce)
         self.optimizer = make_optimizer(self.model, optimizer, self.lr, self.weight_decay)
