@@ -24,9 +24,10 @@ import pytest
 
 from graphpipe.ingest.edgelist import read_edge_list
 from graphpipe.ingest.pipeline import ingest
-from graphpipe.loaders import NeighborLoader
+from graphpipe.loaders import LocalSampler, NeighborLoader
 from graphpipe.ops.sampling import SampleOutput, sample_neighbors
-from graphpipe.service import Client, RemoteSampler
+from graphpipe.service import Client, RemoteSampler, protocol
+from graphpipe.service.tuning import tune_allocator
 from graphpipe.store import GraphStore, StoreWriter
 
 NUM_NODES = 3000
@@ -229,6 +230,107 @@ def test_remote_sampler_needs_fanouts(server):
     assert len(sampler.sample_from_nodes([np.array([1, 2])], [0])[0].blocks) == 2
     with pytest.raises(ValueError, match="differ"):
         sampler.bind_fanouts([3])
+
+
+# -- pipelined streams --------------------------------------------------------------------------
+def _windows(sizes: list[int], seed: int) -> list[tuple[list[np.ndarray], list[int]]]:
+    rng = np.random.default_rng(seed)
+    out, key = [], 100
+    for size in sizes:
+        batches = [rng.choice(NUM_NODES, int(rng.integers(1, 120)), replace=False) for _ in range(size)]
+        out.append((batches, list(range(key, key + size))))
+        key += size
+    return out
+
+
+@pytest.mark.parametrize("depth", [1, 2, 3])
+def test_sample_stream_yields_what_sample_batches_returns(client, int_store, depth):
+    windows = _windows([3, 1, 0, 4, 2, 1, 5], seed=depth)
+    stream = client.sample_stream(iter(windows), [5, 3], depth=depth, features=True)
+    got = list(stream)
+    assert len(got) == len(windows)
+    for results, (batches, keys) in zip(got, windows):
+        assert len(results) == len(batches)
+        for res, seeds, key in zip(results, batches, keys):
+            want = sample_neighbors(int_store.indptr, int_store.indices, seeds, [5, 3], seed=key)
+            assert_same_output(res.output, want)
+            assert res.output.n_id.flags.writeable
+            np.testing.assert_array_equal(res.x, int_store.features(want.n_id))
+    assert client.health()["status"] == "ready"
+
+
+def test_remote_sampler_stream_yields_the_local_samplers_windows(server, int_store):
+    windows = _windows([4, 4, 4, 2], seed=11)
+    local = LocalSampler(int_store.indptr, int_store.indices, [4, 4], num_threads=2)
+    sampler = RemoteSampler(server.url, fanouts=[4, 4])
+    got = list(sampler.sample_stream(windows, depth=2))
+    assert len(got) == len(windows)
+    for outputs, (batches, keys) in zip(got, windows):
+        for a, b in zip(outputs, local.sample_from_nodes(batches, keys), strict=True):
+            assert_same_output(a, b)
+    # the stream and the one-call path agree
+    for a, b in zip(got[0], sampler.sample_from_nodes(*windows[0]), strict=True):
+        assert_same_output(a, b)
+
+
+def test_sample_stream_closed_early_and_errors(server, client, int_store):
+    windows = _windows([2] * 20, seed=5)
+    stream = client.sample_stream(windows, [3, 3], depth=3)
+    first = next(stream)
+    stream.close()  # windows still in flight are cancelled
+    want = sample_neighbors(int_store.indptr, int_store.indices, windows[0][0][0], [3, 3], seed=windows[0][1][0])
+    assert_same_output(first[0].output, want)
+    bad = [*windows[:2], ([np.array([1, NUM_NODES])], [0]), *windows[2:4]]
+    answered = 0
+    with pytest.raises(ValueError, match=r"must be dense node IDs in \[0, 3000\) \(got 3000\)"):
+        for _results in client.sample_stream(bad, [3, 3], depth=2):
+            answered += 1
+    assert answered == 2
+    with pytest.raises(ValueError, match="'depth' must be a positive integer"):
+        next(client.sample_stream(windows, [3, 3], depth=0))
+    with pytest.raises(ValueError, match="one key per batch"):
+        list(client.sample_stream([([np.array([1])], [0, 1])], [3, 3]))
+    assert client.health()["status"] == "ready"
+    assert len(client.sample_batches(*windows[0], [3, 3])) == 2
+
+
+def test_decode_sample_rows_of_a_multi_row_batch(int_store):
+    """Another writer may send several rows per response batch (and slices of them)."""
+    seeds = [np.array([5, 1, 2]), np.array([7]), np.array([9, 10, 11, 12])]
+    wants = [sample_neighbors(int_store.indptr, int_store.indices, s, [4, 2], seed=i) for i, s in enumerate(seeds)]
+    schema = protocol.sample_response_schema(2)
+    table = pa.Table.from_batches([protocol.encode_sample_output(w, schema) for w in wants])
+    batch = table.combine_chunks().to_batches()[0]
+    assert batch.num_rows == 3
+    for (got, x, y), want in zip(protocol.decode_sample_rows(batch), wants, strict=True):
+        assert_same_output(got, want)
+        assert x is None and y is None
+    got, _, _ = protocol.decode_sample_row(batch, 2, copy=True)
+    assert_same_output(got, wants[2])
+
+
+def test_tune_allocator_is_applied_once():
+    assert tune_allocator() in (True, False)
+    assert tune_allocator() == tune_allocator()
+
+
+# -- response cap -------------------------------------------------------------------------------
+def test_response_cap_refuses_with_the_limit(int_store, tmp_path):
+    srv = start_server(int_store, tmp_path / "server.log", "--max-response-bytes", "20000")
+    try:
+        with Client(srv.url) as c:
+            assert c.info()["server"]["max_response_bytes"] == 20000
+            small = c.sample(np.array([1, 2]), [2])  # a few hundred bytes
+            assert small.output.batch_size == 2
+            with pytest.raises(ValueError, match=r"sample response of batch 1 .* would be \d+ bytes; this "
+                                                 r"server's limit is --max-response-bytes 20000 per response batch"):
+                c.sample_batches([np.array([1]), np.arange(500)], [0, 1], [10, 10])
+            with pytest.raises(ValueError, match="--max-response-bytes 20000"):
+                c.features(np.arange(1000))  # 1000 rows x 8 float32
+            assert c.features(np.arange(10)).shape == (10, DIM)
+            assert c.health()["status"] == "ready"
+    finally:
+        assert srv.stop() == 0
 
 
 # -- ID map, features, info ---------------------------------------------------------------------

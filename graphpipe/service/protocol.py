@@ -21,6 +21,7 @@ __all__ = [
     "DATA_OPS",
     "PROTOCOL_VERSION",
     "decode_sample_row",
+    "decode_sample_rows",
     "encode_command",
     "encode_sample_output",
     "fixed_rows",
@@ -125,12 +126,25 @@ def sample_response_schema(num_layers: int, *, id_type: pa.DataType | None = Non
 
 
 # -- arrays -----------------------------------------------------------------------------------
+_ONE_ROW_OFFSETS: dict[int, pa.Buffer] = {}
+
+
+def _primitive(values: np.ndarray) -> pa.Array:
+    """A primitive Arrow array over a contiguous 1-D numpy array (no copy, no checks)."""
+    return pa.Array.from_buffers(pa.from_numpy_dtype(values.dtype), len(values),
+                                 [None, pa.py_buffer(values)])
+
+
 def _one_list(values: np.ndarray | pa.Array) -> pa.Array:
-    """A one-row list array holding ``values`` (zero-copy for contiguous numpy)."""
+    """A one-row list array holding ``values`` (zero-copy for contiguous numpy; built from
+    buffers, without the validation ``ListArray.from_arrays`` does)."""
     if not isinstance(values, pa.Array):
-        values = pa.array(np.ascontiguousarray(values))
-    offsets = pa.array(np.array([0, len(values)], dtype=np.int32))
-    return pa.ListArray.from_arrays(offsets, values)
+        values = np.ascontiguousarray(values)
+        values = _primitive(values) if values.ndim == 1 and values.dtype.kind in "iuf" \
+            else pa.array(values)
+    n = len(values)
+    offsets = pa.py_buffer(np.array([0, n], dtype=np.int32))
+    return pa.Array.from_buffers(pa.list_(values.type), 1, [None, offsets], children=[values])
 
 
 def fixed_rows(rows: np.ndarray) -> pa.Array:
@@ -224,42 +238,67 @@ def encode_sample_output(out: SampleOutput, schema: pa.Schema, *, x: np.ndarray 
     return pa.RecordBatch.from_arrays(cols, schema=schema)
 
 
-def _list_values(column: pa.Array, row: int, copy: bool, ints: bool = False) -> np.ndarray:
-    values = column[row].values
+def _column_rows(column: pa.Array | pa.ChunkedArray, copy: bool, ints: bool = False) -> list[np.ndarray]:
+    """The numpy value array of every row of a list column: views (no copy) of one array
+    over the column's received values buffer, or fresh arrays with ``copy``. int32 IDs
+    from another server are widened to int64 (``ints``)."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    n = len(column)
+    buffers = column.buffers()
+    offsets = np.frombuffer(buffers[1], dtype=np.int64 if pa.types.is_large_list(column.type) else np.int32,
+                            count=n + 1, offset=column.offset * (8 if pa.types.is_large_list(column.type) else 4))
+    values = column.values
     if pa.types.is_fixed_size_list(values.type):
-        return rows_of_fixed(values, copy=copy)
-    if ints and values.type != pa.int64():  # int32 IDs from another server: widen
-        return values.to_numpy(zero_copy_only=False).astype(np.int64)
-    arr = received_numpy(values)
-    return np.array(arr, copy=True) if copy else arr
+        flat = rows_of_fixed(values)
+    elif ints and values.type != pa.int64():
+        flat = values.to_numpy(zero_copy_only=False).astype(np.int64)
+    else:
+        flat = received_numpy(values)
+    bounds = offsets.tolist()
+    rows = [flat[bounds[r]:bounds[r + 1]] for r in range(n)]
+    return [np.array(r, copy=True) for r in rows] if copy else rows
+
+
+def decode_sample_rows(batch: pa.RecordBatch, *, copy: bool = False
+                       ) -> list[tuple[SampleOutput, np.ndarray | None, np.ndarray | None]]:
+    """``(SampleOutput, x or None, y or None)`` of every row of a ``sample`` response.
+
+    The arrays are writable int64 numpy arrays over the received Arrow buffers (no copy;
+    the batch must be one this process received and holds alone; rows do not overlap);
+    with ``copy`` fresh arrays. int32 ID columns are widened to int64. Each column is
+    converted once for all rows (no per-row Arrow scalars).
+    """
+    names = batch.schema.names
+    col = {name: batch.column(i) for i, name in enumerate(names)}
+    num_layers = sum(1 for n in names if n.endswith("_num_dst"))
+
+    def ints(name: str) -> list[np.ndarray]:
+        return _column_rows(col[name], copy, ints=True)
+
+    def scalars(name: str) -> list[int]:
+        return col[name].to_numpy(zero_copy_only=False).tolist()
+
+    n_id, nodes, edges = ints("n_id"), ints("num_sampled_nodes"), ints("num_sampled_edges")
+    batch_size = scalars("batch_size")
+    layers = [(ints(f"block{layer}_indptr"), ints(f"block{layer}_indices"), ints(f"block{layer}_edge_ids"),
+               scalars(f"block{layer}_num_dst"), scalars(f"block{layer}_num_src"))
+              for layer in range(num_layers)]
+    xs = _column_rows(col["x"], copy) if "x" in col else [None] * batch.num_rows
+    ys = _column_rows(col["y"], copy) if "y" in col else [None] * batch.num_rows
+    out = []
+    for row in range(batch.num_rows):
+        blocks = [SampledBlock(indptr=ip[row], indices=ix[row], num_dst=nd[row], num_src=ns[row],
+                               edge_ids=eid[row])
+                  for ip, ix, eid, nd, ns in layers]
+        sample = SampleOutput(n_id=n_id[row], blocks=blocks, batch_size=batch_size[row],
+                              num_sampled_nodes=nodes[row].tolist(), num_sampled_edges=edges[row].tolist())
+        out.append((sample, xs[row], ys[row]))
+    return out
 
 
 def decode_sample_row(batch: pa.RecordBatch, row: int = 0, *, copy: bool = False
                       ) -> tuple[SampleOutput, np.ndarray | None, np.ndarray | None]:
-    """``(SampleOutput, x or None, y or None)`` of row ``row`` of a ``sample`` response.
-
-    The arrays are writable int64 numpy arrays over the received Arrow buffers (no copy;
-    the batch must be one this process received and holds alone); with ``copy`` fresh
-    arrays. int32 ID columns are widened to int64.
-    """
-    names = batch.schema.names
-    col = {name: batch.column(i) for i, name in enumerate(names)}
-
-    def ints(name: str) -> np.ndarray:
-        return _list_values(col[name], row, copy, ints=True)
-
-    def scalar(name: str) -> int:
-        return int(col[name][row].as_py())
-
-    num_layers = sum(1 for n in names if n.endswith("_num_dst"))
-    blocks = [SampledBlock(indptr=ints(f"block{layer}_indptr"), indices=ints(f"block{layer}_indices"),
-                           num_dst=scalar(f"block{layer}_num_dst"),
-                           num_src=scalar(f"block{layer}_num_src"),
-                           edge_ids=ints(f"block{layer}_edge_ids"))
-              for layer in range(num_layers)]
-    out = SampleOutput(n_id=ints("n_id"), blocks=blocks, batch_size=scalar("batch_size"),
-                       num_sampled_nodes=[int(v) for v in ints("num_sampled_nodes")],
-                       num_sampled_edges=[int(v) for v in ints("num_sampled_edges")])
-    x = _list_values(col["x"], row, copy) if "x" in col else None
-    y = _list_values(col["y"], row, copy) if "y" in col else None
-    return out, x, y
+    """``(SampleOutput, x or None, y or None)`` of row ``row`` of a ``sample`` response
+    (see :func:`decode_sample_rows`)."""
+    return decode_sample_rows(batch.slice(row, 1), copy=copy)[0]

@@ -35,6 +35,7 @@ log = logging.getLogger("graphpipe.service")
 
 DEFAULT_MAX_SEEDS = 1 << 18
 DEFAULT_MAX_ROWS = 1 << 22
+DEFAULT_MAX_RESPONSE_BYTES = 1 << 30
 MAX_LAYERS = 16
 
 
@@ -75,17 +76,24 @@ class SamplingServer(fl.FlightServerBase):
         max_seeds: most seeds in one request record batch of ``sample``.
         max_rows: most IDs in one request record batch of ``lookup``, ``reverse_lookup``
             and ``features``.
+        max_response_bytes: most bytes (Arrow buffers) in one response record batch: one
+            sampled batch of ``sample`` (with its feature rows), one batch of ``features``;
+            a larger one fails the call (INVALID_ARGUMENT naming the size and the limit)
+            instead of being sent.
     """
 
     def __init__(self, store: GraphStore | str | os.PathLike, location: str = "grpc://127.0.0.1:0", *,
                  token: str | None = None, threads: int | None = None,
-                 max_seeds: int = DEFAULT_MAX_SEEDS, max_rows: int = DEFAULT_MAX_ROWS):
+                 max_seeds: int = DEFAULT_MAX_SEEDS, max_rows: int = DEFAULT_MAX_ROWS,
+                 max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES):
         self.store = store if isinstance(store, GraphStore) else GraphStore.open(store)
         threads = (os.cpu_count() or 1) if threads is None else threads
-        for name, value in (("threads", threads), ("max_seeds", max_seeds), ("max_rows", max_rows)):
+        for name, value in (("threads", threads), ("max_seeds", max_seeds), ("max_rows", max_rows),
+                            ("max_response_bytes", max_response_bytes)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
                 raise ValueError(f"'{name}' must be a positive integer (got {value!r})")
         self.threads, self.max_seeds, self.max_rows = int(threads), int(max_seeds), int(max_rows)
+        self.max_response_bytes = int(max_response_bytes)
         self.indptr = np.ascontiguousarray(self.store.indptr, dtype=np.int64)
         self.indices = np.asarray(self.store.indices)
         self.num_nodes = self.store.num_nodes
@@ -170,7 +178,8 @@ class SamplingServer(fl.FlightServerBase):
         """The manifest plus a ``server`` section (protocol version, limits, threads)."""
         return {**self.store.manifest,
                 "server": {"protocol_version": protocol.PROTOCOL_VERSION, "max_seeds": self.max_seeds,
-                           "max_rows": self.max_rows, "threads": self.threads,
+                           "max_rows": self.max_rows, "max_response_bytes": self.max_response_bytes,
+                           "threads": self.threads,
                            "operations": list(protocol.DATA_OPS), "actions": list(protocol.ACTIONS),
                            "id_map_type": self._id_map.external_type,
                            "sample_id_type": str(self._id_type)}}
@@ -208,20 +217,32 @@ class SamplingServer(fl.FlightServerBase):
             if len(seed_batches) == 1:  # no hand-off to the pool for a single batch
                 writer.write_batch(self._sample_one(seed_batches[0], keys[0], *args))
                 continue
-            jobs = [self._pool.submit(self._sample_one, seeds, key, *args)
-                    for seeds, key in zip(seed_batches, keys)]
+            jobs = [self._pool.submit(self._sample_one, seeds, key, *args, row)
+                    for row, (seeds, key) in enumerate(zip(seed_batches, keys))]
             _write_in_order(jobs, writer)
         return total
 
     def _sample_one(self, seeds: np.ndarray, key: int, schema: pa.Schema, fanouts: list[int],
-                    replace: bool, want_x: bool, want_y: bool) -> pa.RecordBatch:
+                    replace: bool, want_x: bool, want_y: bool, row: int = 0) -> pa.RecordBatch:
         """Sample one seed batch (at most ``threads`` at a time over all calls) and encode it
-        as a one-row response record batch."""
+        as a one-row response record batch (at most ``max_response_bytes``)."""
         with self._slots:
             out = sample_neighbors(self.indptr, self.indices, seeds, fanouts, replace=replace, seed=key)
+            nbytes = out.n_id.nbytes + sum(b.indptr.nbytes + b.indices.nbytes + b.edge_ids.nbytes
+                                           for b in out.blocks)
+            if want_x and self._feature is not None:
+                dtype, dim = self._feature
+                nbytes += len(out.n_id) * np.dtype(dtype).itemsize * (dim or 1)
+            self._check_response(nbytes, f"sample response of batch {row} ({len(seeds)} seeds)",
+                                 "use fewer seeds per batch or smaller fanouts")
             x = self.store.features(out.n_id) if want_x else None
             y = np.take(self.store.labels, seeds, axis=0) if want_y else None
             return protocol.encode_sample_output(out, schema, x=x, y=y)
+
+    def _check_response(self, nbytes: int, what: str, hint: str) -> None:
+        if nbytes > self.max_response_bytes:
+            raise ValueError(f"{what} would be {nbytes} bytes; this server's limit is "
+                             f"--max-response-bytes {self.max_response_bytes} per response batch; {hint}")
 
     def _seed_batches(self, batch: pa.RecordBatch) -> tuple[list[np.ndarray], list[int]]:
         seeds_col, keys_col = batch.column(0), batch.column(1)
@@ -307,6 +328,11 @@ class SamplingServer(fl.FlightServerBase):
         for batch in _request_batches(reader, protocol.node_id_schema(), "features"):
             ids = self._node_ids(batch, "features")
             total += len(ids)
+            row_bytes = np.dtype(self._feature[0]).itemsize * (self._feature[1] or 1)
+            if want_y:
+                row_bytes += np.dtype(self._label[0]).itemsize * (self._label[1] or 1)
+            self._check_response(len(ids) * row_bytes, f"features response of {len(ids)} rows",
+                                 "ask for fewer rows per request batch")
             cols = [protocol.fixed_rows(self.store.features(ids))]
             if want_y:
                 cols.append(protocol.fixed_rows(np.take(self.store.labels, ids, axis=0)))
