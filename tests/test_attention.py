@@ -224,3 +224,104 @@ def test_bad_input_names_the_argument(kwargs, match):
     q, k, v, ip, ix = (args.pop(n) for n in ("q", "k", "v", "indptr", "indices"))
     with pytest.raises(ValueError, match=match):
         sparse_attention(q, k, v, ip, ix, **args)
+
+
+def global_token_pattern(n: int, density: float, *, seed: int):
+    """Position 0 attends to and is attended by every position (a global token), plus
+    random entries and self-loops: row 0 and key 0 have ``n`` entries."""
+    indptr, indices = random_pattern(n, n, density, seed=seed)
+    mask = torch.zeros(n, n, dtype=torch.bool)
+    rows = torch.repeat_interleave(torch.arange(n), indptr[1:] - indptr[:-1])
+    mask[rows, indices] = True
+    mask[0, :] = True
+    mask[:, 0] = True
+    rng = np.random.default_rng(seed)
+    cols = [torch.from_numpy(rng.permutation(np.flatnonzero(mask[i].numpy()))) for i in range(n)]
+    new_ptr = torch.zeros(n + 1, dtype=torch.int64)
+    torch.cumsum(torch.tensor([len(c) for c in cols]), 0, out=new_ptr[1:])
+    return new_ptr, torch.cat(cols).to(torch.int64)
+
+
+@pytest.mark.parametrize("split", [3, 16, 10_000])
+@pytest.mark.parametrize("compat", [None, "torchgt"])
+def test_split_rows_and_keys_match_reference(split, compat):
+    """Rows and keys longer than ``split`` entries (the global token's, and with split=3
+    most rows) are cut into segments run in parallel and merged: same result, same
+    gradients as the dense reference (float64), whatever the split."""
+    n = 70
+    indptr, indices = global_token_pattern(n, 0.08, seed=21)
+    assert int(indptr[1] - indptr[0]) == n
+    q, k, v = qkv(n, n, 3, 5, seed=22, spread=2.5 if compat else 1.0)
+    bias = torch.randn(indices.shape[0], 3, dtype=torch.float64)
+    bias[int(indptr[5]):int(indptr[6])] = -torch.inf     # a row with no live entry
+    grad = torch.randn(n, 3, 5, dtype=torch.float64)
+    leaves = [t.clone().requires_grad_() for t in (q, k, v, bias)]
+    out, lse = sparse_attention(*leaves[:3], indptr, indices, bias=leaves[3], compat=compat,
+                                backend="cpu", return_lse=True, split=split)
+    got = torch.autograd.grad(out, leaves, grad)
+    ref_leaves = [t.clone().requires_grad_() for t in (q, k, v, bias)]
+    ref, ref_lse = reference_sparse_attention(*ref_leaves[:3], indptr, indices,
+                                              bias=ref_leaves[3], compat=compat)
+    want = torch.autograd.grad(ref, ref_leaves, grad)
+    torch.testing.assert_close(out, ref, rtol=0, atol=1e-10)
+    torch.testing.assert_close(lse, ref_lse, rtol=0, atol=1e-10)
+    for name, a, b in zip("qkvb", got, want):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-10, msg=f"gradient of {name}")
+
+
+def test_gradcheck_cpu_with_split_rows():
+    indptr, indices = global_token_pattern(9, 0.3, seed=23)
+    q, k, v = qkv(9, 9, 2, 3, seed=24, spread=1.5)
+    bias = torch.randn(indices.shape[0], 2, dtype=torch.float64)
+    inputs = [t.clone().requires_grad_() for t in (q, k, v, bias)]
+
+    def fn(q_, k_, v_, b_):
+        return sparse_attention(q_, k_, v_, indptr, indices, bias=b_, backend="cpu", split=2)
+
+    assert torch.autograd.gradcheck(fn, inputs, eps=1e-6, atol=1e-7)
+
+
+def test_float32_long_global_token_row_matches_reference():
+    """A 3000-entry global-token row and column in float32 (split into segments by the
+    default plan) against the float64 reference."""
+    n = 3000
+    rng = np.random.default_rng(25)
+    nbr = (np.arange(n)[:, None] + rng.integers(1, 40, (n, 4))) % n
+    rows = [np.arange(n)] + [np.unique(np.concatenate([[0, i], nbr[i]])) for i in range(1, n)]
+    indptr = torch.from_numpy(np.concatenate([[0], np.cumsum([len(r) for r in rows])]))
+    indices = torch.from_numpy(np.concatenate(rows).astype(np.int64))
+    q, k, v = qkv(n, n, 2, 8, dtype=torch.float32, seed=26)
+    grad = torch.randn(n, 2, 8)
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    out = sparse_attention(*leaves, indptr, indices, backend="cpu", split=256)
+    got = torch.autograd.grad(out, leaves, grad)
+    ref_leaves = [t.double().requires_grad_() for t in (q, k, v)]
+    ref, _ = reference_sparse_attention(*ref_leaves, indptr, indices)
+    want = torch.autograd.grad(ref, ref_leaves, grad.double())
+    torch.testing.assert_close(out.double(), ref, rtol=1e-5, atol=1e-5)
+    for name, a, b in zip("qkv", got, want):
+        torch.testing.assert_close(a.double(), b, rtol=1e-4, atol=1e-4, msg=f"gradient of {name}")
+
+
+@pytest.mark.parametrize("target", [1, 4, 50])
+def test_work_plan_covers_every_row_once(target):
+    from graphpipe.ops.attention_cpu import build_plan
+
+    indptr, _ = global_token_pattern(40, 0.2, seed=27)
+    ip = indptr.numpy()
+    chunk_ptr, seg_row, seg_start, seg_end, long_rows, long_ptr = build_plan(ip, target)
+    assert chunk_ptr[0] == 0 and chunk_ptr[-1] == 40 and np.all(np.diff(chunk_ptr) > 0)
+    deg = np.diff(ip)
+    np.testing.assert_array_equal(long_rows, np.flatnonzero(deg > target))
+    for r, i in enumerate(long_rows):
+        segs = range(long_ptr[r], long_ptr[r + 1])
+        assert all(seg_row[g] == i for g in segs)
+        assert seg_start[segs[0]] == ip[i] and seg_end[segs[-1]] == ip[i + 1]
+        assert all(seg_end[g] == seg_start[g + 1] for g in segs[:-1])
+        assert all(0 < seg_end[g] - seg_start[g] <= target for g in segs)
+
+
+def test_bad_split_option():
+    q = torch.zeros(2, 1, 2)
+    with pytest.raises(ValueError, match="'split'"):
+        sparse_attention(q, q, q, torch.tensor([0, 1, 2]), torch.tensor([0, 1]), split=0)

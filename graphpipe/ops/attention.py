@@ -36,8 +36,11 @@ benchmark baseline), ``"reference"`` (dense masked, float64, O(S²): the oracle)
 The cpu and triton paths run as one :class:`torch.autograd.Function`: the forward
 pass keeps ``O(S·H)`` extra (the row log-sum-exp); the backward pass computes dQ by
 rows and dK/dV by keys through a by-key (CSC) copy of the pattern, built once per
-pattern and cached on its :class:`AttentionPattern` (no atomics, deterministic), with
-``O(nnz·H)`` scratch. Memory is never ``O(S²)``.
+pattern and cached on its :class:`AttentionPattern` (no atomics, deterministic). The
+CPU kernels recompute scores in the backward pass (no ``(nnz, H)`` scratch unless the
+bias gradient is wanted), balance work by entries and split rows/keys longer than
+``split`` entries (a global token's) across threads (:mod:`.attention_cpu`). Memory is
+never ``O(S²)``.
 """
 
 from __future__ import annotations
@@ -96,6 +99,7 @@ class AttentionPattern:
         self.num_keys = int(num_keys)
         self.nnz = int(indices.shape[0])
         self._transposed: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
+        self._plans: dict[tuple[str, int], tuple[np.ndarray, ...]] = {}
         if validate:
             self._validate()
 
@@ -137,6 +141,17 @@ class AttentionPattern:
                              out=ti[1:])
                 self._transposed = (ti, rows[te].contiguous(), te)
         return self._transposed
+
+    def cpu_plan(self, by: Literal["rows", "keys"], target: int | None = None
+                 ) -> tuple[np.ndarray, ...]:
+        """The CPU kernels' work plan (:func:`.attention_cpu.build_plan`) over the rows
+        (``by="rows"``) or over the by-key copy (``by="keys"``); built once."""
+        target = _cpu.TARGET if target is None else int(target)
+        key = (by, target)
+        if key not in self._plans:
+            ptr = self.indptr if by == "rows" else self.transposed()[0]
+            self._plans[key] = _cpu.build_plan(ptr.numpy(), target)
+        return self._plans[key]
 
     def query_of_entry(self) -> torch.Tensor:
         """int64 ``(nnz,)``: the query (row) of every entry."""
@@ -305,24 +320,64 @@ def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
+def _np_scalar(x: float, dtype: torch.dtype):
+    return np.float64(x) if dtype == torch.float64 else np.float32(x)
+
+
+def _cpu_view(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``t`` detached in ``dtype``, C-contiguous (a copy only when needed)."""
+    return t.detach().to(dtype).contiguous()
+
+
+def _cpu_forward(pattern: AttentionPattern, qc, kc, vc, bc, scale, compat, clamp, eps,
+                 target: int | None = None):
+    cdtype = qc.dtype
+    out = torch.empty(qc.shape, dtype=cdtype)
+    lse = torch.empty(qc.shape[:2], dtype=cdtype)
+    b_np = bc.numpy() if bc is not None else np.empty((0, qc.shape[1]), dtype=qc.numpy().dtype)
+    plan = pattern.cpu_plan("rows", target)
+    _cpu.forward(pattern.indptr.numpy(), pattern.indices.numpy(), qc.numpy(), kc.numpy(),
+                 vc.numpy(), b_np, bc is not None, _np_scalar(scale, cdtype), compat,
+                 _np_scalar(clamp, cdtype), math.log(eps), out.numpy(), lse.numpy(), *plan,
+                 _cpu.TARGET if target is None else int(target))
+    return out, lse
+
+
+def _cpu_backward(pattern: AttentionPattern, qc, kc, vc, bc, scale, compat, clamp, out, lse, g,
+                  want_ds: bool, target: int | None = None):
+    cdtype = qc.dtype
+    heads = qc.shape[1]
+    t_indptr, t_query, t_eid = pattern.transposed()
+    dq = torch.empty_like(qc)
+    dk = torch.empty_like(kc)
+    dv = torch.empty_like(vc)
+    delta = torch.empty(qc.shape[:2], dtype=cdtype)
+    ds_buf = torch.empty((pattern.nnz if want_ds else 0, heads), dtype=cdtype)
+    b_np = bc.numpy() if bc is not None else np.empty((0, heads), dtype=qc.numpy().dtype)
+    _cpu.backward(pattern.indptr.numpy(), pattern.indices.numpy(), t_indptr.numpy(),
+                  t_query.numpy(), t_eid.numpy(), qc.numpy(), kc.numpy(), vc.numpy(), b_np,
+                  bc is not None, _np_scalar(scale, cdtype), compat, _np_scalar(clamp, cdtype),
+                  lse.numpy(), out.numpy(), g.numpy(), dq.numpy(), dk.numpy(), dv.numpy(),
+                  delta.numpy(), ds_buf.numpy(), want_ds, *pattern.cpu_plan("rows", target),
+                  *pattern.cpu_plan("keys", target),
+                  _cpu.TARGET if target is None else int(target))
+    return dq, dk, dv, (ds_buf if want_ds else None)
+
+
 class _SparseAttentionFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, bias, pattern: AttentionPattern, scale: float, compat: bool,
                 clamp: float, eps: float, backend: str, options: dict):
         cdtype = _compute_dtype(q.dtype)
-        qc, kc, vc = (t.detach().to(cdtype).contiguous() for t in (q, k, v))
-        bc = bias.detach().to(cdtype).contiguous() if bias is not None else None
+        qc, kc, vc = (_cpu_view(t, cdtype) for t in (q, k, v))
+        bc = _cpu_view(bias, cdtype) if bias is not None else None
         if backend == "cpu":
-            out = torch.empty(qc.shape, dtype=cdtype)
-            lse = torch.empty(qc.shape[:2], dtype=cdtype)
-            b_np = bc.numpy() if bc is not None else np.empty((0, qc.shape[1]), dtype=qc.numpy().dtype)
-            _cpu.forward(pattern.indptr.numpy(), pattern.indices.numpy(), qc.numpy(), kc.numpy(),
-                         vc.numpy(), b_np, bc is not None, scale, compat, clamp,
-                         math.log(eps), out.numpy(), lse.numpy())
+            out, lse = _cpu_forward(pattern, qc, kc, vc, bc, scale, compat, clamp, eps,
+                                    options.get("split"))
         else:
             from . import attention_triton as _tr
             out, lse = _tr.forward(pattern.indptr, pattern.indices, qc, kc, vc, bc, scale,
-                                   compat, clamp, eps, **options)
+                                   compat, clamp, eps, **_triton_only(options))
         ctx.pattern, ctx.scale, ctx.compat, ctx.clamp = pattern, scale, compat, clamp
         ctx.backend, ctx.options = backend, options
         ctx.dtypes = (q.dtype, k.dtype, v.dtype, bias.dtype if bias is not None else None)
@@ -335,33 +390,27 @@ class _SparseAttentionFunction(torch.autograd.Function):
         qc, kc, vc, bc, out, lse = ctx.saved_tensors
         pattern: AttentionPattern = ctx.pattern
         g = grad_out.detach().to(qc.dtype).contiguous()
-        delta = (g * out).sum(-1).contiguous()                    # (S_q, H)
-        t_indptr, t_query, t_eid = pattern.transposed()
+        want_ds = bc is not None and bool(ctx.needs_input_grad[3])
         if ctx.backend == "cpu":
-            heads = qc.shape[1]
-            dq = torch.empty_like(qc)
-            dk = torch.empty_like(kc)
-            dv = torch.empty_like(vc)
-            p_buf = torch.empty(pattern.nnz, heads, dtype=qc.dtype)
-            ds_buf = torch.empty_like(p_buf)
-            dsr_buf = torch.empty_like(p_buf) if ctx.compat else ds_buf
-            b_np = bc.numpy() if bc is not None else np.empty((0, heads), dtype=qc.numpy().dtype)
-            _cpu.backward_rows(pattern.indptr.numpy(), pattern.indices.numpy(), qc.numpy(),
-                               kc.numpy(), vc.numpy(), b_np, bc is not None, ctx.scale,
-                               ctx.compat, ctx.clamp, lse.numpy(), delta.numpy(), g.numpy(),
-                               dq.numpy(), p_buf.numpy(), ds_buf.numpy(), dsr_buf.numpy())
-            _cpu.backward_cols(t_indptr.numpy(), t_query.numpy(), t_eid.numpy(), qc.numpy(),
-                               g.numpy(), p_buf.numpy(), dsr_buf.numpy(), ctx.scale,
-                               dk.numpy(), dv.numpy())
+            dq, dk, dv, ds_buf = _cpu_backward(pattern, qc, kc, vc, bc, ctx.scale, ctx.compat,
+                                               ctx.clamp, out, lse, g, want_ds,
+                                               ctx.options.get("split"))
         else:
             from . import attention_triton as _tr
+            delta = (g * out).sum(-1).contiguous()                    # (S_q, H)
+            t_indptr, t_query, t_eid = pattern.transposed()
             dq, dk, dv, ds_buf = _tr.backward(pattern.indptr, pattern.indices, t_indptr,
                                               t_query, t_eid, qc, kc, vc, bc, lse, delta, g,
-                                              ctx.scale, ctx.compat, ctx.clamp, **ctx.options)
+                                              ctx.scale, ctx.compat, ctx.clamp,
+                                              **_triton_only(ctx.options))
         dq_t, dk_t, dv_t, db_t = ctx.dtypes
-        grad_bias = ds_buf.to(db_t) if (bc is not None and ctx.needs_input_grad[3]) else None
+        grad_bias = ds_buf.to(db_t) if want_ds else None
         return (dq.to(dq_t), dk.to(dk_t), dv.to(dv_t), grad_bias,
                 None, None, None, None, None, None, None)
+
+
+def _triton_only(options: dict) -> dict:
+    return {k: v for k, v in options.items() if k in _TRITON_OPTIONS}
 
 
 # =========================================================================== public
@@ -373,6 +422,7 @@ def _check_float(name: str, t: object, dim: int) -> None:
 
 
 _TRITON_OPTIONS = ("block_m", "block_n")
+_OPTIONS = (*_TRITON_OPTIONS, "split")
 
 
 def sparse_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
@@ -398,7 +448,10 @@ def sparse_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
         pattern: optional prebuilt :class:`AttentionPattern` of ``(indptr, indices)``;
             by default one is looked up in a small identity-keyed cache.
         return_lse: also return the row log-sum-exp ``(S_q, H)``.
-        **triton_options: ``block_m`` (rows per program), ``block_n`` (entries per step).
+        **triton_options: ``block_m`` (rows per program), ``block_n`` (entries per step)
+            for the triton backend; ``split`` for the cpu backend: entries per unit of
+            parallel work (default :data:`.attention_cpu.TARGET`); a row or key with more
+            entries is split across threads.
 
     Returns:
         ``out (S_q, H, D)`` in q's dtype (and ``lse`` when asked; float32/float64).
@@ -414,8 +467,11 @@ def sparse_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     if backend not in _BACKENDS:
         raise ValueError(f"'backend' must be one of {_BACKENDS} (got {backend!r})")
     for name in triton_options:
-        if name not in _TRITON_OPTIONS:
-            raise ValueError(f"unknown option {name!r}; expected one of {_TRITON_OPTIONS}")
+        if name not in _OPTIONS:
+            raise ValueError(f"unknown option {name!r}; expected one of {_OPTIONS}")
+    if "split" in triton_options and (not isinstance(triton_options["split"], int)
+                                      or triton_options["split"] < 1):
+        raise ValueError(f"'split' must be a positive int (got {triton_options['split']!r})")
     if pattern is None:
         pattern = get_pattern(indptr, indices, k.shape[0])
     elif not isinstance(pattern, AttentionPattern) or pattern.indptr is not indptr \
