@@ -180,3 +180,28 @@ def test_bad_trainer_arguments(store: Path) -> None:
         Trainer(_model(), store, fanouts=[5, 5])
     with pytest.raises(ValueError, match="out_dim"):
         SequenceTrainer(build_model("gt", DIM, 16, CLASSES + 1, 1, heads=2), store, seq_len=64)
+
+
+def test_graph_level_store(tmp_path: Path) -> None:
+    from graphpipe.ingest.generate_graph_level import (
+        community_count_graphs,
+        write_graph_level_store,
+    )
+
+    store = tmp_path / "graphs"
+    write_graph_level_store(community_count_graphs(60, min_nodes=9, max_nodes=24, num_classes=3,
+                                                   feature_dim=DIM, seed=0), store)
+    torch.manual_seed(0)
+    model = build_model("graphormer", DIM, 32, 3, 2, heads=4, level="graph")
+    trainer = SequenceTrainer(model, store, seq_len=None, batch_size=8, attention="interleaved",
+                              switch_freq=1, epochs=2, lr=0.003, parts=2, quiet=True)
+    result = trainer.fit()
+    assert trainer.graph_level and len(trainer.loader) == 5          # 36 training graphs
+    assert [r["attention"]["dense"] for r in result.history] == [1, 1]
+    assert 0.0 <= result.test_acc <= 1.0
+    with pytest.raises(ValueError, match="level='node'"):
+        SequenceTrainer(build_model("graphormer", DIM, 32, 3, 2, heads=4), store, seq_len=None)
+    result = _cli([str(store), "--model", "gt", "--batch-size", "8", "--epochs", "1", "--hidden",
+                   "16", "--layers", "1", "--heads", "2", "--parts", "2", "--attention", "dense"])
+    assert result.exit_code == 0, result.output
+    assert "(graph-level)" in result.output and result.output.strip().splitlines()[-1].startswith("test acc")
