@@ -11,7 +11,11 @@ Measured in the same run:
 - 1 client vs the in-process sampler, one batch per call (``sample_neighbors``, 1
   thread) and a window of 8 batches per call (``LocalSampler``, 2 threads; the
   service samples a window's batches in parallel too), best of ``--rounds``
-  interleaved rounds;
+  interleaved rounds. The client either calls ``Client.sample_batches`` once per
+  window (what ``RemoteSampler.sample_from_nodes`` does) or iterates
+  ``Client.sample_stream`` (``RemoteSampler.sample_stream``: 2 windows in flight).
+  The in-process sampler runs in its own process too, with the default allocator and
+  with ``tune_allocator()`` (what the service's server and clients apply);
 - 1, 2, 4 and 8 concurrent clients, both call sizes: batches/s, p50/p99 latency;
 - a soak: 4 clients for ``--soak`` seconds, errors counted, server RSS sampled every
   second (psutil).
@@ -55,14 +59,27 @@ def percentiles(lat_s: list[float]) -> dict:
 
 
 # -- client worker (a separate process) -----------------------------------------------------------
-def worker(url: str, store_path: str, worker_id: int, seconds: float, per_call: int) -> dict:
-    """Warm up, print ``ready``, wait for a line on stdin, then send sample calls of
-    ``per_call`` batches for ``seconds``; the JSON result goes to stdout."""
+def worker(url: str, store_path: str, worker_id: int, seconds: float, per_call: int, mode: str = "call") -> dict:
+    """Warm up, print ``ready``, wait for a line on stdin, then sample windows of
+    ``per_call`` batches for ``seconds``; the JSON result goes to stdout.
+
+    ``mode`` ``call``: one ``Client.sample_batches`` call per window, back to back
+    (``RemoteSampler.sample_from_nodes``); latency per call. ``stream``: iterate
+    ``Client.sample_stream`` (2 windows in flight); latency from sending a window's
+    request to receiving its results.
+    """
+    from collections import deque
+
     from graphpipe.service import Client
     from graphpipe.store import GraphStore
 
     batches = seed_batches(GraphStore.open(store_path), 64, 1000 + worker_id)
     latencies, errors, first_error, done = [], 0, None, 0
+
+    def window(i: int) -> tuple[list[np.ndarray], list[int]]:
+        start = (i * per_call) % (len(batches) - per_call + 1)
+        return batches[start:start + per_call], list(range(i * per_call, (i + 1) * per_call))
+
     with Client(url) as client:
         client.sample(batches[0], FANOUTS, seed=0)  # connect, warm up
         print("ready", flush=True)
@@ -70,29 +87,45 @@ def worker(url: str, store_path: str, worker_id: int, seconds: float, per_call: 
         cpu_start = time.process_time()
         t_start = time.perf_counter()
         t_end = t_start + seconds
-        i = 0
-        while time.perf_counter() < t_end:
-            start = (i * per_call) % (len(batches) - per_call + 1)
-            t0 = time.perf_counter()
+        if mode == "stream":
+            sent: deque[float] = deque()
+
+            def windows():
+                i = 0
+                while time.perf_counter() < t_end:
+                    sent.append(time.perf_counter())  # pulled right before its request is sent
+                    yield window(i)
+                    i += 1
+
             try:
-                client.sample_batches(batches[start:start + per_call],
-                                      list(range(i * per_call, (i + 1) * per_call)), FANOUTS)
-                done += per_call
+                for results in client.sample_stream(windows(), FANOUTS, depth=2):
+                    latencies.append(time.perf_counter() - sent.popleft())
+                    done += len(results)
             except Exception as exc:  # noqa: BLE001 - counted and reported
                 errors += 1
-                first_error = first_error or f"{type(exc).__name__}: {exc}"
-            latencies.append(time.perf_counter() - t0)
-            i += 1
+                first_error = f"{type(exc).__name__}: {exc}"
+        else:
+            i = 0
+            while time.perf_counter() < t_end:
+                t0 = time.perf_counter()
+                try:
+                    client.sample_batches(*window(i), FANOUTS)
+                    done += per_call
+                except Exception as exc:  # noqa: BLE001 - counted and reported
+                    errors += 1
+                    first_error = first_error or f"{type(exc).__name__}: {exc}"
+                latencies.append(time.perf_counter() - t0)
+                i += 1
     return {"latencies": latencies, "batches": done, "elapsed": time.perf_counter() - t_start,
             "cpu_s": time.process_time() - cpu_start, "errors": errors, "first_error": first_error}
 
 
 def run_clients(url: str, store_path: str, count: int, seconds: float, per_call: int, server,
-                on_tick=None) -> dict:
+                on_tick=None, mode: str = "call") -> dict:
     """``count`` client processes started together (after each has warmed up); ``server``
     is the server's psutil.Process (its CPU time is counted)."""
     procs = [subprocess.Popen([sys.executable, __file__, "--worker", url, store_path, str(w), str(seconds),
-                               str(per_call)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                               str(per_call), mode], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
              for w in range(count)]
     for p in procs:
         if p.stdout.readline().strip() != "ready":
@@ -116,7 +149,7 @@ def run_clients(url: str, store_path: str, count: int, seconds: float, per_call:
     latencies = [x for r in results for x in r["latencies"]]
     batches = sum(r["batches"] for r in results)
     elapsed = max(r["elapsed"] for r in results)  # the last call ends after `seconds`
-    return {"clients": count, "per_call": per_call, "calls": len(latencies), "batches": batches,
+    return {"clients": count, "per_call": per_call, "mode": mode, "calls": len(latencies), "batches": batches,
             "seconds": elapsed, "batches_per_s": batches / elapsed, **percentiles(latencies),
             "cpu_ms_per_batch": 1e3 * (server_cpu + sum(r["cpu_s"] for r in results)) / max(1, batches),
             "server_cpu_ms_per_batch": 1e3 * server_cpu / max(1, batches),
@@ -142,6 +175,7 @@ def in_process(store, batches: list[np.ndarray], seconds: float, per_call: int) 
                                       list(range(first_key, first_key + per_call)))
 
     call(0, 0)  # warm-up
+    call(per_call, per_call)
     latencies, i = [], 0
     cpu_start = time.process_time()
     t_end = time.perf_counter() + seconds
@@ -154,6 +188,13 @@ def in_process(store, batches: list[np.ndarray], seconds: float, per_call: int) 
     return {"clients": 0, "per_call": per_call, "calls": i, "batches": i * per_call,
             "seconds": sum(latencies), "batches_per_s": i * per_call / sum(latencies), **percentiles(latencies),
             "cpu_ms_per_batch": 1e3 * (time.process_time() - cpu_start) / (i * per_call), "errors": 0}
+
+
+def in_process_subprocess(store_path: str, seconds: float, per_call: int, tuned: bool) -> dict:
+    """:func:`in_process` in a fresh process (``tuned``: after ``tune_allocator()``)."""
+    out = subprocess.run([sys.executable, __file__, "--in-process", store_path, str(seconds), str(per_call),
+                          "1" if tuned else "0"], check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 # -- server -----------------------------------------------------------------------------------------
@@ -186,7 +227,6 @@ def main() -> None:
 
     store, _ = bench_store()
     store_path = str(store.path)
-    batches = seed_batches(store, 64, 0)
     load_before = os.getloadavg()
     report: dict = {"graph": {"nodes": store.num_nodes, "edges": store.num_edges, "scale": 21},
                     "batch_size": BATCH, "fanouts": FANOUTS, "window": WINDOW}
@@ -197,10 +237,14 @@ def main() -> None:
         # 1 client vs in-process: interleaved rounds, best of each (the machine is shared)
         report["one_client"] = {}
         for per_call in (1, WINDOW):
-            runs: dict[str, list[dict]] = {"in_process": [], "service": []}
+            runs: dict[str, list[dict]] = {"in_process": [], "service": [], "service_stream": [],
+                                           "in_process_tuned": []}
             for _ in range(args.rounds):
-                runs["in_process"].append(in_process(store, batches, args.seconds, per_call))
+                runs["in_process"].append(in_process_subprocess(store_path, args.seconds, per_call, False))
                 runs["service"].append(run_clients(url, store_path, 1, args.seconds, per_call, server))
+                runs["service_stream"].append(run_clients(url, store_path, 1, args.seconds, per_call, server,
+                                                          mode="stream"))
+                runs["in_process_tuned"].append(in_process_subprocess(store_path, args.seconds, per_call, True))
                 print(f"per call {per_call}:", {k: (round(v[-1]["batches_per_s"], 1),
                                                     round(v[-1]["cpu_ms_per_batch"], 2)) for k, v in runs.items()},
                       flush=True)
@@ -260,12 +304,17 @@ def write_markdown(report: dict, args: argparse.Namespace) -> None:
         (f"Graph: R-MAT scale 21 ({report['graph']['nodes']:,} nodes, {report['graph']['edges']:,} edges; "
          "the store of benchmarks/loader.py). Batches of 1024 seeds from the train split, fanouts "
          "[15, 10, 5], a fresh random key per batch. Server: `graphpipe serve --threads 2` (one info log "
-         "line per call). Each client is its own process calling `Client.sample_batches` back to back "
-         f"for {args.seconds:g} s with 1 batch per call or a window of {WINDOW} per call (what "
-         "`RemoteSampler` sends for a loader window); latency is per call as the client sees it, "
-         "decoded into writable int64 SampleOutputs. In-process: the same calls to "
-         "`sample_neighbors` (1 batch, 1 thread) or `LocalSampler.sample_from_nodes` (window, 2 "
-         "threads) in one process. Only sampled subgraphs travel (no feature rows). CPU ms per batch: "
+         "line per call; it calls `tune_allocator()`). Each client is its own process sampling windows of "
+         f"1 batch or {WINDOW} batches (what `RemoteSampler` sends for a loader window) for "
+         f"{args.seconds:g} s, decoded into writable int64 SampleOutputs: `sample_batches` = one "
+         "`Client.sample_batches` call per window back to back (`RemoteSampler.sample_from_nodes`), "
+         "latency per call; `sample_stream` = iterating `Client.sample_stream` "
+         "(`RemoteSampler.sample_stream`, 2 windows in flight on one client), latency from sending "
+         "a window to receiving it. The concurrent-client and soak rows use `sample_batches`. "
+         "In-process: the same windows through `sample_neighbors` (1 batch, 1 thread) or "
+         "`LocalSampler.sample_from_nodes` (window, 2 threads) in a process of its own, with glibc's "
+         "default allocator (the baseline of the target) and after `tune_allocator()` (for "
+         "reference). Only sampled subgraphs travel (no feature rows). CPU ms per batch: "
          "process CPU time (user + system, all threads) of the server and the clients, or of the "
          "in-process sampler, over the batches: a figure less sensitive to the other jobs on the machine."),
         "",
@@ -276,20 +325,28 @@ def write_markdown(report: dict, args: argparse.Namespace) -> None:
         "| mode | batches per call | batches/s | p50 ms per call | p99 ms per call | CPU ms per batch | errors |",
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
+    names = {"in_process": "in-process", "service": "service, 1 client, sample_batches",
+             "service_stream": "service, 1 client, sample_stream", "in_process_tuned": "in-process, tuned malloc"}
     for per_call, pair in report["one_client"].items():
-        lines.append(row("in-process", pair["in_process"]))
-        lines.append(row("service, 1 client", pair["service"]))
+        lines += [row(names[key], pair[key]) for key in names if key in pair]
     lines.append("")
     for per_call, pair in report["one_client"].items():
-        ratio = pair["service"]["batches_per_s"] / pair["in_process"]["batches_per_s"]
-        cpu = pair["in_process"]["cpu_ms_per_batch"] / pair["service"]["cpu_ms_per_batch"]
-        paired = [f"{100 * b / a:.0f}%" for a, b in zip(pair["in_process"]["all_batches_per_s"],
-                                                        pair["service"]["all_batches_per_s"])]
-        lines.append(f"- {per_call} batch(es) per call: service at 1 client = {100 * ratio:.0f}% of in-process "
-                     f"batches/s, best against best (target >= 80%); round by round (the two measured "
-                     f"back to back): {', '.join(paired)}; {100 * cpu:.0f}% of its batches per CPU-second "
-                     f"(client + server CPU; server alone {pair['service']['server_cpu_ms_per_batch']:.1f} ms "
-                     "per batch).")
+        for key in ("service", "service_stream"):
+            if key not in pair:
+                continue
+            ratio = pair[key]["batches_per_s"] / pair["in_process"]["batches_per_s"]
+            cpu = pair["in_process"]["cpu_ms_per_batch"] / pair[key]["cpu_ms_per_batch"]
+            paired = [f"{100 * b / a:.0f}%" for a, b in zip(pair["in_process"]["all_batches_per_s"],
+                                                            pair[key]["all_batches_per_s"])]
+            tuned = ""
+            if "in_process_tuned" in pair:
+                tuned = (f"; {100 * pair[key]['batches_per_s'] / pair['in_process_tuned']['batches_per_s']:.0f}% "
+                         "of the in-process sampler with the tuned allocator")
+            lines.append(f"- {per_call} batch(es) per window, {names[key]}: {100 * ratio:.0f}% of in-process "
+                         f"batches/s, best against best (target >= 80%); round by round (measured "
+                         f"back to back): {', '.join(paired)}{tuned}; {100 * cpu:.0f}% of its batches per "
+                         f"CPU-second (client + server CPU; server alone "
+                         f"{pair[key]['server_cpu_ms_per_batch']:.1f} ms per batch).")
     lines += [
         "",
         "## Concurrent clients",
@@ -325,8 +382,18 @@ def write_markdown(report: dict, args: argparse.Namespace) -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
-        url, store_path, wid, seconds, per_call = sys.argv[2:7]
-        result = worker(url, store_path, int(wid), float(seconds), int(per_call))
+        url, store_path, wid, seconds, per_call, mode = sys.argv[2:8]
+        result = worker(url, store_path, int(wid), float(seconds), int(per_call), mode)
         print(json.dumps(result))
+    elif len(sys.argv) > 1 and sys.argv[1] == "--in-process":
+        from graphpipe.store import GraphStore
+
+        store_path, seconds, per_call, tuned = sys.argv[2:6]
+        if tuned == "1":
+            from graphpipe.service.tuning import tune_allocator
+
+            tune_allocator()
+        opened = GraphStore.open(store_path)
+        print(json.dumps(in_process(opened, seed_batches(opened, 64, 0), float(seconds), int(per_call))))
     else:
         main()
