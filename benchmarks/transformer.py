@@ -6,22 +6,35 @@ Pattern (TorchGT's topology-induced pattern): the graph's edges (a community gra
 average degree ~10, symmetric), a self-loop per node and a global token at position 0
 attending to and attended by every node; node ``v`` sits at position ``v + 1``.
 
-Contenders, each in a fresh process (peak RSS per run):
+Contenders, each in a fresh process (peak RSS per process):
 
 - ``graphpipe``: :func:`graphpipe.ops.attention.sparse_attention` (Numba CPU path);
 - ``gather_scatter``: the same attention with plain torch ``index_select`` / ``index_add``
   in TorchGT's public form (clamp 5, exp, scatter-add, ``+1e-6``) — what TorchGT's code does;
 - ``dense``: ``scaled_dot_product_attention`` with the boolean S×S mask (GP-Raw).
 
-A contender is not run at a length where its peak RSS, extrapolated from its previous
-length (dense ∝ S², sparse ones ∝ nnz; conservative: the whole process's peak is scaled),
-would exceed ``--budget-gb`` (the machine is
-shared; an out-of-memory kill would hit other jobs); the table says so. Then, at
-``--reorder-size`` nodes: graphpipe's step with and without METIS cluster reordering,
-and the cluster-sparse kernel (threshold 5β_G, d_b 16) on the reordered pattern.
+Timing: ``--rounds`` rounds, each running every contender once in turn (interleaved, so
+a change in machine load hits all of them alike), each process doing one warm-up step
+and ``--repeats`` timed steps; the table gives the best step over all rounds, the
+median, and the 1-minute load average when the size started. A contender is not run at
+a length where its peak RSS, extrapolated from its previous length (dense ∝ S², sparse
+ones ∝ nnz; conservative: the whole process's peak is scaled), would exceed
+``--budget-gb`` (the machine is shared; an out-of-memory kill would hit other jobs); the
+table says so. Then, at ``--reorder-size`` nodes: graphpipe's step with and without
+METIS cluster reordering (``--parts``), and the cluster-sparse kernel (threshold
+5·β_G, d_b 16) on each reordered pattern, interleaved the same way.
 
-    .venv/bin/python benchmarks/transformer.py [--sizes 4096,16384,65536,262144,1048576]
-        [--repeats 3] [--budget-gb 12] [--reorder-size 262144] [--parts 8,64,512]
+Default invocation (the whole table; about 10-15 minutes on an idle 2-core machine,
+first run longer: it generates and caches the graphs and METIS partitions)::
+
+    .venv/bin/python benchmarks/transformer.py
+
+Options: ``--sizes 4096,16384,65536,262144,1048576`` (nodes), ``--repeats 3``,
+``--rounds 2``, ``--budget-gb 10``, ``--reorder-size 262144`` (0 skips),
+``--parts 8,64,512``, ``--methods graphpipe,gather_scatter,dense``,
+``--omp-wait-policy passive`` (sets ``OMP_WAIT_POLICY`` in every contender's process;
+by default the environment is left alone: torch's and Numba's OpenMP pools then spin
+after their parallel regions, which costs every contender on a busy machine).
 
 Not part of the test run.
 """
@@ -194,7 +207,7 @@ def run_steps(state, repeats: int) -> dict:
     return {k: v for k, v in state.items() if k != "step"} | {"times": times}
 
 
-def measure_job(method: str, path: Path, repeats: int) -> dict:
+def measure_job(method: str, path: Path, repeats: int, env: dict | None = None) -> dict:
     sys.path.insert(0, str(Path(__file__).parent))
     from _measure import measure
 
@@ -202,37 +215,76 @@ def measure_job(method: str, path: Path, repeats: int) -> dict:
     setup = (f"import sys; sys.path.insert(0, {here!r}); from transformer import prepare, "
              f"run_steps; state = prepare({method!r}, {str(path)!r})")
     work = f"result = run_steps(state, {repeats})"
-    return measure(setup, work, timeout=3600)
+    return measure(setup, work, timeout=3600, env=env)
+
+
+def loadavg() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def interleaved(jobs: list[tuple[str, str, Path]], rounds: int, repeats: int, env: dict | None
+                ) -> dict[str, dict]:
+    """Run ``(key, method, path)`` jobs ``rounds`` times in turn; per key: all step times,
+    the largest peak RSS and the last result (``error`` if a run failed)."""
+    out: dict[str, dict] = {}
+    for _ in range(rounds):
+        for key, method, path in jobs:
+            slot = out.setdefault(key, {"times": [], "peak_rss": 0.0})
+            if "error" in slot:
+                continue
+            try:
+                r = measure_job(method, path, repeats, env)
+            except RuntimeError as exc:
+                slot["error"] = str(exc).strip().splitlines()[-1][:120]
+                continue
+            slot["times"] += r["result"]["times"]
+            slot["peak_rss"] = max(slot["peak_rss"], r["peak_rss"])
+            slot["result"] = r["result"]
+    return out
+
+
+def _best_median(times: list[float]) -> tuple[float, float]:
+    ordered = sorted(times)
+    return ordered[0], ordered[len(ordered) // 2]
 
 
 # --------------------------------------------------------------------------- main
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="4096,16384,65536,262144,1048576")
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--budget-gb", type=float, default=12.0)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--budget-gb", type=float, default=10.0)
     ap.add_argument("--reorder-size", type=int, default=262144)
     ap.add_argument("--parts", default="8,64,512")
     ap.add_argument("--methods", default="graphpipe,gather_scatter,dense")
+    ap.add_argument("--omp-wait-policy", choices=["default", "passive", "active"],
+                    default="default")
     args = ap.parse_args()
     sys.path.insert(0, str(Path(__file__).parent))
     from _measure import machine_note
 
-    print(f"# machine: {machine_note()}; torch threads {os.cpu_count()}")
+    env = None if args.omp_wait_policy == "default" else {
+        "OMP_WAIT_POLICY": args.omp_wait_policy.upper()}
+    print(f"# machine: {machine_note()}; loadavg {loadavg()}; OMP_WAIT_POLICY "
+          f"{os.environ.get('OMP_WAIT_POLICY', 'unset') if env is None else env['OMP_WAIT_POLICY']}"
+          f"; {args.rounds} rounds x {args.repeats} steps")
     budget = args.budget_gb * 1e9
     sizes = [int(s) for s in args.sizes.split(",") if s]
     methods = [m for m in args.methods.split(",") if m]
     last: dict[str, tuple[int, int, float]] = {}    # method -> (S, nnz, peak RSS bytes)
     rows = []
-    print("\n| nodes S | seq (S+1) | nnz | method | step s (best of n) | peak RSS GB | note |")
-    print("| ---: | ---: | ---: | --- | ---: | ---: | --- |")
+    print("\n| nodes S | seq (S+1) | nnz | method | step s best | median | peak RSS GB | "
+          "load (1/5/15 min) | note |")
+    print("| ---: | ---: | ---: | --- | ---: | ---: | ---: | --- | --- |")
     for n in sizes:
         path = pattern_file(n)
         with np.load(path) as d:
             nnz = int(d["indices"].shape[0])
-        best = {}
+        load = loadavg()
+        jobs, skipped = [], {}
         for method in methods:
             prev = last.get(method)
             if prev is not None:
@@ -240,53 +292,74 @@ def main() -> None:
                 factor = ((n + 1) / (ps + 1)) ** 2 if method == "dense" else nnz / pnnz
                 predicted = pbytes * factor
                 if predicted > budget:
-                    note = (f"not run: predicted peak {predicted / 1e9:.1f} GB "
-                            f"(x{factor:.1f} of {pbytes / 1e9:.2f} GB at S={ps}) > budget "
-                            f"{args.budget_gb:g} GB")
-                    print(f"| {n} | {n + 1} | {nnz} | {method} | - | - | {note} |", flush=True)
+                    skipped[method] = (f"not run: predicted peak {predicted / 1e9:.1f} GB "
+                                       f"(x{factor:.1f} of {pbytes / 1e9:.2f} GB at S={ps}) > "
+                                       f"budget {args.budget_gb:g} GB")
                     last[method] = (n, nnz, predicted)
                     continue
-            try:
-                r = measure_job(method, path, args.repeats)
-            except RuntimeError as exc:
-                tail = str(exc).strip().splitlines()[-1][:120]
-                print(f"| {n} | {n + 1} | {nnz} | {method} | - | - | failed: {tail} |", flush=True)
+            jobs.append((method, method, path))
+        res = interleaved(jobs, args.rounds, args.repeats, env)
+        best = {m: _best_median(r["times"])[0] for m, r in res.items() if r["times"]}
+        for method in methods:
+            if method in skipped:
+                print(f"| {n} | {n + 1} | {nnz} | {method} | - | - | - | {load} | "
+                      f"{skipped[method]} |", flush=True)
                 continue
-            t = min(r["result"]["times"])
-            best[method] = t
+            r = res[method]
+            if not r["times"]:
+                print(f"| {n} | {n + 1} | {nnz} | {method} | - | - | - | {load} | "
+                      f"failed: {r.get('error')} |", flush=True)
+                continue
+            t, med = _best_median(r["times"])
             last[method] = (n, nnz, r["peak_rss"])
             note = ""
             if method != "graphpipe" and "graphpipe" in best:
                 note = f"graphpipe {t / best['graphpipe']:.1f}x faster"
-            print(f"| {n} | {n + 1} | {nnz} | {method} | {t:.3f} | {r['peak_rss'] / 1e9:.2f} | "
-                  f"{note} |", flush=True)
-            rows.append(dict(S=n, method=method, **r))
+            if "error" in r:
+                note += f" (a later run failed: {r['error']})"
+            print(f"| {n} | {n + 1} | {nnz} | {method} | {t:.3f} | {med:.3f} | "
+                  f"{r['peak_rss'] / 1e9:.2f} | {load} | {note} |", flush=True)
+            rows.append({"S": n, "method": method, "best": t, "median": med,
+                         "peak_rss": r["peak_rss"], "load": load})
     n = args.reorder_size
     if n:
         print(f"\n## METIS reordering at S = {n} nodes (graphpipe sparse kernel; cluster-sparse "
-              f"with threshold 5·β_G, d_b = 16)\n")
-        print("| order | METIS s | edge cut | step s (best of n) | peak RSS GB | note |")
-        print("| --- | ---: | ---: | ---: | ---: | --- |")
-        r = measure_job("graphpipe", pattern_file(n), args.repeats)
-        base = min(r["result"]["times"])
-        print(f"| original (random w.r.t. communities) | - | - | {base:.3f} | "
-              f"{r['peak_rss'] / 1e9:.2f} | |", flush=True)
-        for k in [int(p) for p in args.parts.split(",") if p]:
-            path = pattern_file(n, k)
-            with np.load(path) as d:
-                metis_s, cut = float(d["metis_seconds"]), int(d["edge_cut"])
-            r = measure_job("graphpipe", path, args.repeats)
-            t = min(r["result"]["times"])
-            print(f"| METIS k={k} | {metis_s:.1f} | {cut} | {t:.3f} | {r['peak_rss'] / 1e9:.2f} | "
-                  f"{base / t:.2f}x vs original |", flush=True)
-            r = measure_job("cluster_sparse", path, args.repeats)
-            t2 = min(r["result"]["times"])
-            res = r["result"]
-            print(f"| METIS k={k}, cluster-sparse | | | {t2:.3f} | {r['peak_rss'] / 1e9:.2f} | "
-                  f"{res['transferred']} cluster blocks → {res['blocks']} sub-blocks; mask nnz "
-                  f"{res['nnz_mask']} vs {res['nnz']}; transform {res['transform_seconds']:.1f} s |",
-                  flush=True)
-    print(f"\n# done: {machine_note()}")
+              f"with threshold 5·β_G, d_b = 16); loadavg {loadavg()}\n")
+        parts = [int(p) for p in args.parts.split(",") if p]
+        info = {}
+        for k in parts:
+            with np.load(pattern_file(n, k)) as d:
+                info[k] = (float(d["metis_seconds"]), int(d["edge_cut"]))
+        jobs = [("original", "graphpipe", pattern_file(n))]
+        for k in parts:
+            jobs += [(f"k={k}", "graphpipe", pattern_file(n, k)),
+                     (f"k={k} cs", "cluster_sparse", pattern_file(n, k))]
+        res = interleaved(jobs, args.rounds, args.repeats, env)
+        print("| order | METIS s | edge cut | step s best | median | peak RSS GB | note |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: | --- |")
+        base = _best_median(res["original"]["times"])[0] if res["original"]["times"] else None
+        for key, method, _path in jobs:
+            r = res[key]
+            if not r["times"]:
+                print(f"| {key} | | | - | - | - | failed: {r.get('error')} |", flush=True)
+                continue
+            t, med = _best_median(r["times"])
+            if key == "original":
+                label, metis, note = "original (random w.r.t. communities)", "| - | -", ""
+            else:
+                k = int(key.split()[0][2:])
+                rel = f"{base / t:.2f}x vs original" if base else ""
+                if method == "graphpipe":
+                    label, metis, note = f"METIS k={k}", f"| {info[k][0]:.1f} | {info[k][1]}", rel
+                else:
+                    x = r["result"]
+                    label, metis = f"METIS k={k}, cluster-sparse", "| |"
+                    note = (f"{rel}; {x['transferred']} cluster blocks → {x['blocks']} "
+                            f"sub-blocks; mask nnz {x['nnz_mask']} vs {x['nnz']}; transform "
+                            f"{x['transform_seconds']:.1f} s")
+            print(f"| {label} {metis} | {t:.3f} | {med:.3f} | {r['peak_rss'] / 1e9:.2f} | "
+                  f"{note} |", flush=True)
+    print(f"\n# done: {machine_note()}; loadavg {loadavg()}")
     (CACHE / "last_run.json").write_text(json.dumps(rows, default=str))
 
 
