@@ -27,6 +27,7 @@ from graphpipe.ingest.pipeline import ingest
 from graphpipe.loaders import LocalSampler, NeighborLoader
 from graphpipe.ops.sampling import SampleOutput, sample_neighbors
 from graphpipe.service import Client, RemoteSampler, protocol
+from graphpipe.service.idindex import StringIdIndex
 from graphpipe.service.tuning import tune_allocator
 from graphpipe.store import GraphStore, StoreWriter
 
@@ -368,6 +369,19 @@ def test_lookup_round_trip_string_ids(string_store, tmp_path):
                 c.reverse_lookup([len(external)])
     finally:
         assert srv.stop() == 0
+
+
+@pytest.mark.parametrize("max_bytes", [1 << 20, 0])  # 0: no sorted copy, index_in per call
+def test_string_id_index_matches_index_in(max_bytes):
+    external = pa.array(["b", "a", "dup", "ünï-cödé", "dup", "", "longer-id-12345"])
+    index = StringIdIndex(external, max_bytes=max_bytes)
+    assert index.indexed == bool(max_bytes)
+    query = pa.array(["dup", "a", "nope", "ünï-cödé", "", "longer-id-12345-and-more", "b", "a\0"])
+    np.testing.assert_array_equal(index.to_dense(query), [2, 1, -1, 3, 5, -1, 0, -1])
+    np.testing.assert_array_equal(index.to_dense(query.cast(pa.large_string())), index.to_dense(query))
+    assert index.to_dense(pa.array([], pa.string())).tolist() == []
+    assert not StringIdIndex(pa.array(["x\0", "y"])).indexed  # NUL-terminated IDs: index_in
+    assert StringIdIndex(pa.array(["x\0", "y"])).to_dense(pa.array(["y", "x", "x\0"])).tolist() == [1, -1, 0]
 
 
 def test_features(client, int_store):

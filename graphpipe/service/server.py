@@ -27,6 +27,7 @@ import pyarrow.flight as fl
 
 from graphpipe.ops.sampling import sample_neighbors
 from graphpipe.service import protocol
+from graphpipe.service.idindex import StringIdIndex
 from graphpipe.store import GraphStore
 
 __all__ = ["BearerTokenMiddlewareFactory", "SamplingServer", "serve_until_signalled"]
@@ -109,6 +110,8 @@ class SamplingServer(fl.FlightServerBase):
             labels = self.store.labels
             self._label = (labels.dtype, int(labels.shape[1]) if labels.ndim > 1 else None)
         self._id_map = self.store.id_map
+        self._string_index: StringIdIndex | None = None  # built on the first string lookup
+        self._index_lock = threading.Lock()
         self._id_type = protocol.id_type_for(self.num_nodes, self.indices.shape[0])
         if self.num_nodes:  # load the compiled sampling kernels before the first call
             sample_neighbors(self.indptr, self.indices, np.zeros(1, np.int64), [1])
@@ -286,8 +289,10 @@ class SamplingServer(fl.FlightServerBase):
             total += self._check_rows(len(column), "lookup")
             if column.null_count:
                 raise ValueError("'external_id' must not contain nulls")
-            values = column if pa.types.is_string(column.type) else column.to_numpy()
-            dense = self._id_map.to_dense(values, strict=False)
+            if pa.types.is_string(column.type):
+                dense = self._string_ids().to_dense(column)
+            else:
+                dense = self._id_map.to_dense(column.to_numpy(), strict=False)
             unknown = np.flatnonzero(dense < 0)
             first = [column[int(i)].as_py() for i in unknown[:5]]
             if strict and unknown.size:
@@ -296,6 +301,13 @@ class SamplingServer(fl.FlightServerBase):
             writer.write_with_metadata(pa.record_batch([pa.array(dense)], schema=out_schema),
                                        pa.py_buffer(meta))
         return total
+
+    def _string_ids(self) -> StringIdIndex:
+        """The sorted index of the string ID map (built once, on first use)."""
+        with self._index_lock:
+            if self._string_index is None:
+                self._string_index = StringIdIndex(self._id_map.external_ids)
+            return self._string_index
 
     def _reverse_lookup(self, params: dict[str, Any], reader: fl.MetadataRecordBatchReader,
                         writer: fl.MetadataRecordBatchWriter) -> int:
