@@ -478,9 +478,9 @@ class SequenceTrainer:
     # ---------------------------------------------------------------------------- evaluation
     def _eval_loader(self, split: str) -> ClusterLoader:
         if split not in self._eval_loaders:
-            args = {k: v for k, v in self._loader_args.items()}
             self._eval_loaders[split] = ClusterLoader(self.store, self.seq_len, input_nodes=split,
-                                                      pattern="sparse", shuffle=False, **args)
+                                                      pattern="sparse", shuffle=False,
+                                                      **self._loader_args)
         return self._eval_loaders[split]
 
     @torch.no_grad()
