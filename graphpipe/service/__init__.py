@@ -14,8 +14,13 @@ otherwise it fails with status UNAUTHENTICATED.
 Data operations use **DoExchange**. The FlightDescriptor is a *command* whose bytes
 are UTF-8 JSON ``{"op": NAME, ...parameters}``. The client writes request record
 batches (the schema below, exactly), then closes its side; the server answers in
-request order, streaming. Unknown parameters, wrong schemas, nulls, out-of-range or
-duplicate IDs, bad fanouts and requests over the limits fail the call with status
+request order, streaming: each request batch is answered as soon as it is read, so a
+client may also keep the stream open and send its next request after reading the
+previous answer (:meth:`Client.sample_stream` holds a few such streams to keep
+windows in flight). Unknown parameters, wrong schemas, nulls, out-of-range or
+duplicate IDs, bad fanouts and requests over the limits (``--max-seeds``,
+``--max-rows``, and ``--max-response-bytes`` for a response record batch: one sampled
+batch with its feature rows, or one ``features`` batch) fail the call with status
 INVALID_ARGUMENT and a message naming the field, the value and the limit; the server
 keeps serving.
 
@@ -56,8 +61,9 @@ neighbours), ``replace`` (bool, default false), ``features`` (bool, default fals
 per request row.
 
 Metadata operations use **DoAction** with an empty body; the result is one UTF-8 JSON
-body: ``info`` → the store's manifest plus ``server`` (protocol version, limits,
-threads, ``id_map_type``); ``health`` → ``{"status": "ready", "in_flight": N}``.
+body: ``info`` → the store's manifest plus ``server`` (protocol version, limits
+``max_seeds``, ``max_rows``, ``max_response_bytes``, threads, ``id_map_type``);
+``health`` → ``{"status": "ready", "in_flight": N}``.
 
 The server logs one line per call (peer, operation, request size, milliseconds) at
 info level; SIGTERM stops accepting calls, drains those in flight and exits 0.

@@ -195,7 +195,8 @@ class Client:
         of ``depth`` DoExchange streams held open for the generator's life (sent once the
         window ``depth`` places before it was received), so one caller keeps the server's
         workers busy. ``windows`` is consumed lazily, ``depth`` windows ahead of what was
-        yielded. Closing the generator early cancels the windows in flight.
+        yielded. Closing the generator early cancels the windows in flight. The client's
+        ``timeout`` bounds each stream's whole life (the generator's), not one window.
         """
         if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
             raise ValueError(f"'depth' must be a positive integer (got {depth!r})")
