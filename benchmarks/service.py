@@ -239,7 +239,9 @@ def main() -> None:
         for per_call in (1, WINDOW):
             runs: dict[str, list[dict]] = {"in_process": [], "service": [], "service_stream": [],
                                            "in_process_tuned": []}
+            loads = []
             for _ in range(args.rounds):
+                loads.append(round(os.getloadavg()[0], 2))
                 runs["in_process"].append(in_process_subprocess(store_path, args.seconds, per_call, False))
                 runs["service"].append(run_clients(url, store_path, 1, args.seconds, per_call, server))
                 runs["service_stream"].append(run_clients(url, store_path, 1, args.seconds, per_call, server,
@@ -253,6 +255,7 @@ def main() -> None:
                       "all_batches_per_s": [round(run["batches_per_s"], 1) for run in r],
                       "all_cpu_ms_per_batch": [round(run["cpu_ms_per_batch"], 2) for run in r]}
                 for key, r in runs.items()}
+            report["one_client"][per_call]["load_average_by_round"] = loads
         report["clients"] = []
         for per_call in (1, WINDOW):
             for count in (2, 4, 8):
@@ -338,6 +341,8 @@ def write_markdown(report: dict, args: argparse.Namespace) -> None:
             cpu = pair["in_process"]["cpu_ms_per_batch"] / pair[key]["cpu_ms_per_batch"]
             paired = [f"{100 * b / a:.0f}%" for a, b in zip(pair["in_process"]["all_batches_per_s"],
                                                             pair[key]["all_batches_per_s"])]
+            if "load_average_by_round" in pair:
+                paired = [f"{p} (load {load})" for p, load in zip(paired, pair["load_average_by_round"])]
             tuned = ""
             if "in_process_tuned" in pair:
                 tuned = (f"; {100 * pair[key]['batches_per_s'] / pair['in_process_tuned']['batches_per_s']:.0f}% "
