@@ -17,7 +17,9 @@ from graphpipe.train.layers import (
     add_self_loops,
     csc_from_edge_index,
 )
-from graphpipe.train.models import MODELS, build_model
+from graphpipe.train.models import MODELS, SEQUENCE_MODELS, build_model
+
+GNN_MODELS = [name for name in MODELS if name not in SEQUENCE_MODELS]
 
 TOL = {"atol": 1e-5, "rtol": 1e-5}
 
@@ -200,13 +202,13 @@ def test_layer_input_errors() -> None:
 
 
 def test_build_model_registry() -> None:
-    with pytest.raises(ValueError, match="unknown model 'sagex'; known models: gat, gcn, gin, mlp, sage"):
+    with pytest.raises(ValueError, match="unknown model 'sagex'; known models: gat, gcn, gin, graphormer, gt, mlp, sage"):
         build_model("sagex", 4, 8, 2, 2)
     with pytest.raises(ValueError, match="'hidden' must be a multiple of heads=3"):
         build_model("gat", 4, 8, 2, 2, heads=3)
     with pytest.raises(ValueError, match="'num_layers' must be a positive integer"):
         build_model("sage", 4, 8, 2, 0)
-    for name in MODELS:
+    for name in GNN_MODELS:
         model = build_model(name, 6, 8, 3, 2, dropout=0.1)
         assert model.config["name"] == name and model.config["dropout"] == 0.1
 
@@ -226,7 +228,7 @@ def test_models_run_on_loader_batches() -> None:
     loader = NeighborLoader((indptr, ei[0][order].astype(np.int64), x, y), [4, 3], 64,
                             input_nodes=None, seed=0, prefetch=0)
     batch = next(iter(loader))
-    for name in MODELS:
+    for name in GNN_MODELS:
         model = build_model(name, 6, 8, 3, 2)
         out = model(batch)
         assert out.shape == (batch.batch_size, 3)
