@@ -161,7 +161,7 @@ def command(store: str, model_name: str, hidden: int | None, layers: int | None,
     if model_name != "mlp" and len(fanout_list) != layers:
         fail(f"'--fanouts' must have one entry per layer: --layers {layers} but --fanouts "
              f"{','.join(map(str, fanout_list))} has {len(fanout_list)}")
-    opened = GraphStore.open(store)
+    opened = GraphStore.open(store, in_memory="auto")
     if not opened.has_labels:
         fail(f"store {store!r} has no labels ('node/label'): nothing to train on")
     if "train" not in opened.split_names:

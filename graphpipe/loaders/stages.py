@@ -146,7 +146,7 @@ def resolve_graph_data(store_or_arrays: Any) -> GraphData:
     if isinstance(store_or_arrays, (str, os.PathLike)):
         if not Path(store_or_arrays).is_dir():
             raise ValueError(f"'store_or_arrays' is not a store directory (got {str(store_or_arrays)!r})")
-        store_or_arrays = GraphStore.open(store_or_arrays)
+        store_or_arrays = GraphStore.open(store_or_arrays, in_memory="auto")
     if isinstance(store_or_arrays, GraphStore):
         store = store_or_arrays
         chunks, chunk_rows = store.feature_chunks() if store.has_features else (None, 1)
@@ -416,6 +416,7 @@ class GatherStage:
         self._resident_token = -1
         self._next_token = 0
         self._pool: list[np.ndarray] = []
+        self._table_storage: np.ndarray | None = None  # reused by the previous batch's ID table
 
     _POOL_SIZE = 6
 
@@ -453,7 +454,10 @@ class GatherStage:
     def _prev_positions(self, n_id: np.ndarray) -> np.ndarray | None:
         if self._resident_ids is None:
             return None
-        return PositionTable(self._resident_ids).lookup(n_id)
+        need = PositionTable.table_length(self._resident_ids.shape[0])
+        if self._table_storage is None or self._table_storage.shape[0] < need:
+            self._table_storage = np.empty(need, dtype=np.int64)
+        return PositionTable(self._resident_ids, self._table_storage).lookup(n_id)
 
     def __call__(self, out: SampleOutput, key: int | None = None) -> PreparedBatch:
         t0 = time.perf_counter()

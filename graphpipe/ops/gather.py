@@ -98,6 +98,9 @@ class FeatureChunks:
                                  f"must have chunk_rows={self.chunk_rows}")
         self.dim = int(width[0])
         self.num_rows = (len(views) - 1) * self.chunk_rows + views[-1].shape[0]
+        self.single: np.ndarray | None = views[0] if len(views) == 1 else None
+        """The whole matrix when it is one view (an in-memory ``X``): the kernels index it
+        directly instead of dispatching on the chunk of every row."""
         bucket = next((b for b in TUPLE_BUCKETS if len(views) <= b), None)
         self.is_tuple = bucket is not None
         if self.is_tuple:
@@ -137,7 +140,7 @@ helper threads (:func:`graphpipe.ops.worksharing.run_ranges`: the caller keeps w
 through the pieces, so a busy machine never leaves it waiting on a descheduled thread)."""
 PARALLEL_MIN_QUERIES = 1 << 15
 """Hash probes below this count run in the calling thread alone."""
-PREFETCH_DISTANCE = 16
+PREFETCH_DISTANCE = 32
 """Rows ahead whose store reads are announced with a software prefetch: a random row of
 a large feature matrix is a DRAM miss, and the prefetch overlaps it with the copy of the
 rows before it."""
@@ -153,11 +156,13 @@ def _threads(work: int, min_work: int) -> int:
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def _prefetch_row(src, r, dim):
-    """Announce the read of row ``r`` of the 2D C-contiguous ``src`` (its first, middle and
-    last cache lines: the hardware prefetcher follows the rest)."""
+    """Announce the read of row ``r`` of the 2D C-contiguous ``src``: every 64-byte cache
+    line of it (a row of a few hundred bytes is several lines, and waiting on the hardware
+    prefetcher to follow the first one leaves most of them as DRAM misses)."""
     base = r * dim
-    _prefetch(src, base)
-    _prefetch(src, base + dim // 2)
+    step = max(1, 64 // src.itemsize)
+    for off in range(0, dim, step):
+        _prefetch(src, base + off)
     _prefetch(src, base + dim - 1)
 
 
@@ -254,12 +259,77 @@ def _fused_range(ids, cache_pos, cache_rows, prev_pos, prev_rows, chunks, chunk_
         source[i] = 2
 
 
+@numba.njit(cache=True, nogil=True)
+def _split_by_source(cache_pos, prev_pos, source):
+    """Positions of the rows served by the cache, by the previous batch and by the store
+    (int64 arrays, ascending), with ``source[i]`` set to each row's source."""
+    k = cache_pos.shape[0]
+    counts = np.zeros(3, dtype=np.int64)
+    for i in range(k):
+        s = 0 if cache_pos[i] >= 0 else (1 if prev_pos[i] >= 0 else 2)
+        source[i] = s
+        counts[s] += 1
+    cached = np.empty(counts[0], dtype=np.int64)
+    reused = np.empty(counts[1], dtype=np.int64)
+    stored = np.empty(counts[2], dtype=np.int64)
+    a = b = c = 0
+    for i in range(k):
+        s = source[i]
+        if s == 0:
+            cached[a] = i
+            a += 1
+        elif s == 1:
+            reused[b] = i
+            b += 1
+        else:
+            stored[c] = i
+            c += 1
+    return cached, reused, stored
+
+
+@numba.njit(cache=True, nogil=True)
+def _copy_rows_range(src, src_rows, dst_rows, out, lo, hi):
+    """``out[dst_rows[j]] = src[src_rows[j]]`` for ``j`` in ``lo..hi-1``."""
+    dim = out.shape[1]
+    for j in range(lo, hi):
+        ahead = j + PREFETCH_DISTANCE
+        if ahead < hi:
+            _prefetch_row(src, src_rows[ahead], dim)
+        r = src_rows[j]
+        t = dst_rows[j]
+        for d in range(dim):
+            out[t, d] = src[r, d]
+
+
+@numba.njit(cache=True, nogil=True)
+def _copy_range_single(x, ids, out, lo, hi):
+    """``out[i] = x[ids[i]]`` for ``i`` in ``lo..hi-1`` (every row from the store)."""
+    dim = out.shape[1]
+    for i in range(lo, hi):
+        ahead = i + PREFETCH_DISTANCE
+        if ahead < hi:
+            _prefetch_row(x, ids[ahead], dim)
+        g = ids[i]
+        for d in range(dim):
+            out[i, d] = x[g, d]
+
+
 def _assemble(chunks: FeatureChunks, ids: np.ndarray, cache_pos: np.ndarray, cache_rows: np.ndarray,
               prev_pos: np.ndarray, prev_rows: np.ndarray, out: np.ndarray, source: np.ndarray) -> None:
     k = ids.shape[0]
     if k == 0:
         return
     threads = _threads(k * out.shape[1] * out.itemsize, PARALLEL_MIN_BYTES)
+    if chunks.single is not None:  # one simple gather per source (no per-row branching)
+        cached, reused, stored = _split_by_source(cache_pos, prev_pos, source)
+        for src, src_rows, dst_rows in ((cache_rows, cache_pos[cached], cached),
+                                        (prev_rows, prev_pos[reused], reused),
+                                        (chunks.single, ids[stored], stored)):
+            if dst_rows.shape[0]:
+                run_ranges(_copy_rows_range, dst_rows.shape[0], src, src_rows, dst_rows, out,
+                           threads=_threads(dst_rows.shape[0] * out.shape[1] * out.itemsize,
+                                            PARALLEL_MIN_BYTES))
+        return
     if chunks.is_tuple:  # one pass in row order (chunk lookup is a cheap switch)
         run_ranges(_fused_range, k, ids, cache_pos, cache_rows, prev_pos, prev_rows, chunks.packed,
                    chunks.chunk_rows, out, source, threads=threads)
@@ -289,6 +359,10 @@ def gather_rows(chunks: Sequence[np.ndarray] | np.ndarray | FeatureChunks, chunk
     elif out.shape != (k, prepared.dim) or out.dtype != prepared.dtype or not out.flags.c_contiguous:
         raise ValueError(f"'out' must be C-contiguous {(k, prepared.dim)} of {prepared.dtype} "
                          f"(got {out.shape}, {out.dtype})")
+    if prepared.single is not None and k:
+        threads = _threads(k * out.shape[1] * out.itemsize, PARALLEL_MIN_BYTES)
+        run_ranges(_copy_range_single, k, prepared.single, ids, out, threads=threads)
+        return out
     none = np.full(k, -1, dtype=np.int64)
     empty = np.zeros((0, prepared.dim), dtype=prepared.dtype)
     _assemble(prepared, ids, none, empty, none, empty, out, np.empty(k, dtype=np.int8))
@@ -305,29 +379,30 @@ _HASH_MULT = np.uint64(0x9E3779B97F4A7C15)
 
 
 @numba.njit(cache=True, nogil=True)
-def _build_table(keys, bits):
+def _build_table(keys, bits, table):
+    """Fill ``table`` (int64 ``(2 << bits,)``: slot ``s`` holds its key at ``2s`` and the
+    key's position at ``2s + 1``, so a probe touches one cache line) with ``keys``."""
     size = 1 << bits
     mask = size - 1
-    table_keys = np.full(size, -1, dtype=np.int64)
-    table_pos = np.empty(size, dtype=np.int64)
+    for s in range(size):
+        table[2 * s] = -1
     shift = np.uint64(64 - bits)
     for p in range(keys.shape[0]):
         key = keys[p]
         slot = np.int64((np.uint64(key) * _HASH_MULT) >> shift)
         while True:
-            k = table_keys[slot]
+            k = table[2 * slot]
             if k == -1:
-                table_keys[slot] = key
-                table_pos[slot] = p
+                table[2 * slot] = key
+                table[2 * slot + 1] = p
                 break
             if k == key:  # duplicate key: keep the first position
                 break
             slot = (slot + 1) & mask
-    return table_keys, table_pos
 
 
 @numba.njit(cache=True, nogil=True)
-def _probe_range(table_keys, table_pos, bits, queries, out, lo, hi):
+def _probe_range(table, bits, queries, out, lo, hi):
     mask = (1 << bits) - 1
     shift = np.uint64(64 - bits)
     for i in range(lo, hi):
@@ -335,11 +410,11 @@ def _probe_range(table_keys, table_pos, bits, queries, out, lo, hi):
         slot = np.int64((np.uint64(key) * _HASH_MULT) >> shift)
         found = -1
         while True:
-            k = table_keys[slot]
+            k = table[2 * slot]
             if k == -1:
                 break
             if k == key:
-                found = table_pos[slot]
+                found = table[2 * slot + 1]
                 break
             slot = (slot + 1) & mask
         out[i] = found
@@ -351,9 +426,13 @@ class PositionTable:
 
     Args:
         keys: int ``(P,)`` non-negative global IDs; with repeats, the first position counts.
+        storage: optional int64 array to build the table in when it is large enough
+            (a loader passes the same one batch after batch, so the table's memory is not
+            allocated, and faulted in, anew each time); the table is valid until the
+            storage is reused.
     """
 
-    def __init__(self, keys: np.ndarray):
+    def __init__(self, keys: np.ndarray, storage: np.ndarray | None = None):
         keys = np.asarray(keys)
         if keys.ndim != 1 or (keys.size and keys.dtype.kind not in "iu"):
             raise ValueError(f"'keys' must be a one-dimensional integer array "
@@ -363,10 +442,19 @@ class PositionTable:
             raise ValueError(f"'keys' must be non-negative IDs (got min {int(keys.min())})")
         self.size = int(keys.shape[0])
         self.bits = max(4, int(2 * max(1, self.size) - 1).bit_length())
+        self._table = None
         if self.size:
-            self._keys, self._pos = _build_table(keys, self.bits)
-        else:
-            self._keys = self._pos = None
+            need = self.table_length(self.size)
+            if storage is not None and storage.dtype == np.int64 and storage.shape[0] >= need:
+                self._table = storage[:need]
+            else:
+                self._table = np.empty(need, dtype=np.int64)
+            _build_table(keys, self.bits, self._table)
+
+    @staticmethod
+    def table_length(size: int) -> int:
+        """int64 entries the table of ``size`` keys takes (what ``storage`` must hold)."""
+        return 2 << max(4, int(2 * max(1, size) - 1).bit_length())
 
     def lookup(self, queries: np.ndarray) -> np.ndarray:
         """int64 ``(Q,)``: position of each query in ``keys``, -1 when absent."""
@@ -376,10 +464,10 @@ class PositionTable:
                              f"(got dtype {queries.dtype}, ndim {queries.ndim})")
         queries = np.ascontiguousarray(queries, dtype=np.int64)
         out = np.empty(queries.shape[0], dtype=np.int64)
-        if self._keys is None:
+        if self._table is None:
             out.fill(-1)
         elif queries.size:
-            run_ranges(_probe_range, queries.shape[0], self._keys, self._pos, self.bits, queries, out,
+            run_ranges(_probe_range, queries.shape[0], self._table, self.bits, queries, out,
                        threads=_threads(queries.shape[0], PARALLEL_MIN_QUERIES))
         return out
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
 from pathlib import Path
@@ -32,15 +33,45 @@ class GraphStore:
     (or ``graphpipe ingest``).
     """
 
-    def __init__(self, path: str | os.PathLike, manifest: dict[str, Any]):
+    def __init__(self, path: str | os.PathLike, manifest: dict[str, Any],
+                 in_memory: frozenset[str] | bool = False):
         self.path = Path(path)
         self.manifest = manifest
         self._cache: dict[str, np.ndarray] = {}
+        self._in_memory = in_memory
 
     @classmethod
-    def open(cls, path: str | os.PathLike) -> "GraphStore":
-        """Open the store at ``path``; refuses unknown manifest versions."""
-        return cls(path, read_manifest(path))
+    def open(cls, path: str | os.PathLike,
+             in_memory: bool | str | Iterable[str] = False) -> "GraphStore":
+        """Open the store at ``path``; refuses unknown manifest versions.
+
+        Args:
+            in_memory: where array bytes live once read.
+
+                * ``False`` (default): uncompressed arrays are zero-copy read-only memory
+                  maps of the chunk files; nothing is read until touched, and a store
+                  larger than memory works.
+                * ``True``: every array is read into process memory on first access
+                  (huge-page backed; no page faults or 4 KiB TLB misses on random rows).
+                * ``"auto"``: the arrays the loaders read (:data:`LOADER_ARRAYS`: CSC
+                  topology, features, labels) go into memory when together they take at
+                  most half of the memory available now; otherwise all stay memory maps.
+                * a collection of array keys (``{"node/feat"}``): those in memory.
+        """
+        manifest = read_manifest(path)
+        return cls(path, manifest, _resolve_in_memory(path, manifest, in_memory))
+
+    @property
+    def in_memory_arrays(self) -> list[str]:
+        """Keys of the arrays this store object reads into memory (not memory-mapped)."""
+        if self._in_memory is True:
+            return sorted(self.manifest["arrays"])
+        if self._in_memory is False:
+            return []
+        return sorted(k for k in self._in_memory if k in self.manifest["arrays"])
+
+    def _loads(self, key: str) -> bool:
+        return self._in_memory is True or (self._in_memory is not False and key in self._in_memory)
 
     # -- basic facts ---------------------------------------------------------------------------
     @property
@@ -63,7 +94,7 @@ class GraphStore:
         if key not in self.manifest["arrays"]:
             raise StoreError(f"{self.path}: no array {key!r} in this store")
         if key not in self._cache:
-            self._cache[key] = _arrays.read_array(self.path, key)
+            self._cache[key] = _arrays.read_array(self.path, key, in_memory=self._loads(key))
         return self._cache[key]
 
     # -- topology ------------------------------------------------------------------------------
@@ -113,12 +144,14 @@ class GraphStore:
 
     @cached_property
     def _feature_chunks(self) -> tuple[list[np.ndarray], int] | None:
+        if self._loads("node/feat"):
+            return None  # one in-memory array (feature_chunks reads it through array())
         return _arrays.open_chunk_views(self.path, "node/feat")
 
     def feature_chunks(self) -> tuple[list[np.ndarray], int]:
         """Feature rows as ``(views, chunk_rows)``: ``views[i]`` holds rows
         ``i*chunk_rows ...`` (zero-copy memory maps when uncompressed; one in-memory
-        array when compressed)."""
+        array when compressed or opened with ``node/feat`` in memory)."""
         if not self.has_features:
             raise StoreError(f"{self.path}: store has no node features ('node/feat')")
         chunks = self._feature_chunks
@@ -215,6 +248,39 @@ class GraphStore:
 
     def __repr__(self) -> str:
         return f"GraphStore({str(self.path)!r}, nodes={self.num_nodes}, edges={self.num_edges})"
+
+
+LOADER_ARRAYS = ("csc/indptr", "csc/indices", "node/feat", "node/label")
+"""The arrays a neighbour loader reads on every batch (what ``in_memory="auto"`` loads)."""
+AUTO_MEMORY_FRACTION = 0.5
+"""``in_memory="auto"`` loads when the loader arrays take at most this share of the
+memory available at open time."""
+
+
+def _resolve_in_memory(path: str | os.PathLike, manifest: dict[str, Any],
+                       in_memory: bool | str | Iterable[str]) -> frozenset[str] | bool:
+    if isinstance(in_memory, bool):
+        return in_memory
+    if isinstance(in_memory, str):
+        if in_memory != "auto":
+            raise ValueError(f"'in_memory' must be True, False, 'auto' or a collection of array keys "
+                             f"(got {in_memory!r})")
+        import psutil
+
+        keys = [k for k in LOADER_ARRAYS if k in manifest["arrays"]]
+        need = sum(_arrays.array_nbytes(path, k) for k in keys)
+        budget = AUTO_MEMORY_FRACTION * psutil.virtual_memory().available
+        return frozenset(keys) if need <= budget else False
+    try:
+        keys = frozenset(str(k) for k in in_memory)
+    except TypeError:
+        raise ValueError(f"'in_memory' must be True, False, 'auto' or a collection of array keys "
+                         f"(got {in_memory!r})") from None
+    unknown = sorted(keys - set(manifest["arrays"]))
+    if unknown:
+        raise ValueError(f"'in_memory' names arrays this store does not have: {unknown}; "
+                         f"it has {sorted(manifest['arrays'])}")
+    return keys
 
 
 def _parallel_take(source: np.ndarray, ids: np.ndarray, out: np.ndarray) -> None:

@@ -122,7 +122,7 @@ def open_training_store(store: Any) -> Any:
     if isinstance(store, (str, os.PathLike)):
         if not Path(store).is_dir():
             raise ValueError(f"'store' is not a store directory (got {str(store)!r})")
-        store = GraphStore.open(store)
+        store = GraphStore.open(store, in_memory="auto")
     if not isinstance(store, GraphStore):
         raise ValueError(  # noqa: TRY004 - the project reports bad arguments as ValueError
             f"'store' must be a GraphStore or a store path (got {type(store).__name__})")
