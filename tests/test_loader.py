@@ -421,3 +421,25 @@ def test_in_place_change_of_x_is_caught(store: GraphStore, prefetch: int) -> Non
         x = batch.x.clone()
         x.mul_(2.0)
         assert np.array_equal(batch.x.numpy(), store.features(batch.n_id.numpy()))
+
+
+@pytest.mark.parametrize("match_reorder,cache", [(True, None), ("match", "degree"), (False, None)])
+def test_store_path_loads_in_memory_and_yields_the_same_batches(store: GraphStore, match_reorder,
+                                                                cache) -> None:
+    """A loader given a store path opens it with in_memory="auto" (one in-memory feature array:
+    the single-array gather path); its batches equal those over the memory-mapped store."""
+    kwargs = dict(match_reorder=match_reorder, window=4, cache=cache, cache_rows=0.1, seed=5,
+                  prefetch=1)
+    from_path = NeighborLoader(store.path, FANOUTS, 128, **kwargs)
+    assert from_path.data.store.in_memory_arrays == ["csc/indices", "csc/indptr", "node/feat",
+                                                     "node/label"]
+    assert len(from_path.data.feature_chunks) == 1 and len(store.feature_chunks()[0]) > 1
+    mapped = NeighborLoader(store, FANOUTS, 128, **kwargs)
+    for _ in range(2):
+        a, b = _epoch(from_path), _epoch(mapped)
+        _same_batches(a, b)
+        for batch in a:
+            expected = store.features(batch.n_id.numpy())
+            assert np.array_equal(batch.x.numpy().view(np.uint32), expected.view(np.uint32))
+    assert from_path.stats.as_dict() | {"sample_s": 0, "gather_s": 0, "wait_s": 0, "reorder_s": 0} == \
+        mapped.stats.as_dict() | {"sample_s": 0, "gather_s": 0, "wait_s": 0, "reorder_s": 0}

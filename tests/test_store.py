@@ -206,3 +206,58 @@ def test_cli_info_and_validate(tmp_path):
     assert result.exit_code == 1
     result = runner.invoke(cli, ["info", str(tmp_path / "missing")])
     assert result.exit_code != 0 and "no such store" in result.output
+
+
+def _is_memory_map(arr: np.ndarray) -> bool:
+    base = arr
+    while base is not None:
+        if isinstance(base, (mmap.mmap, np.memmap)):
+            return True
+        base = getattr(base, "base", None)
+    return False
+
+
+@pytest.mark.parametrize("chunk_rows,compression", [(None, None), (8, None), (8, "zstd")])
+def test_in_memory_store_reads_the_same_bytes(tmp_path, chunk_rows, compression):
+    ref = _write_store(tmp_path / "s", feat_chunk_rows=chunk_rows, compression=compression)
+    mapped = GraphStore.open(tmp_path / "s")
+    loaded = GraphStore.open(tmp_path / "s", in_memory=True)
+    assert loaded.in_memory_arrays == sorted(loaded.manifest["arrays"])
+    assert mapped.in_memory_arrays == []
+    for key in ("csc/indptr", "csc/indices", "csc/edge_id", "node/label"):
+        a, b = mapped.array(key), loaded.array(key)
+        assert a.dtype == b.dtype and np.array_equal(a, b)
+        assert _is_memory_map(a) and not _is_memory_map(b)
+        assert not b.flags.writeable
+    views, rows = loaded.feature_chunks()
+    assert len(views) == 1 and rows == 50 and not _is_memory_map(views[0])
+    assert np.array_equal(views[0].view(np.uint32), ref["x"].view(np.uint32))
+    ids = np.random.default_rng(1).integers(0, 50, 5000)
+    assert np.array_equal(loaded.features(ids).view(np.uint32), ref["x"][ids].view(np.uint32))
+
+
+def test_in_memory_auto_and_named_keys(tmp_path, monkeypatch):
+    from graphpipe.store import reader
+
+    _write_store(tmp_path / "s")
+    auto = GraphStore.open(tmp_path / "s", in_memory="auto")
+    assert auto.in_memory_arrays == sorted(reader.LOADER_ARRAYS)
+    assert not _is_memory_map(auto.indices) and _is_memory_map(auto.edge_id)
+    monkeypatch.setattr(reader, "AUTO_MEMORY_FRACTION", 0.0)  # nothing fits: all memory maps
+    assert GraphStore.open(tmp_path / "s", in_memory="auto").in_memory_arrays == []
+    named = GraphStore.open(tmp_path / "s", in_memory={"node/feat"})
+    assert named.in_memory_arrays == ["node/feat"]
+    assert _is_memory_map(named.indices) and not _is_memory_map(named.feature_chunks()[0][0])
+    with pytest.raises(ValueError, match=r"'in_memory' names arrays this store does not have: \['node/x'\]"):
+        GraphStore.open(tmp_path / "s", in_memory=["node/x"])
+    with pytest.raises(ValueError, match="'in_memory' must be True, False, 'auto'"):
+        GraphStore.open(tmp_path / "s", in_memory="always")
+
+
+def test_in_memory_read_of_a_damaged_chunk_names_the_file(tmp_path):
+    _write_store(tmp_path / "s")
+    chunk = next((tmp_path / "s" / "csc" / "indices" / "c").rglob("*"))
+    with open(chunk, "r+b") as fh:
+        fh.truncate(fh.seek(0, os.SEEK_END) - 4)
+    with pytest.raises(StoreError, match=f"{chunk.name}.*expected 1200"):
+        GraphStore.open(tmp_path / "s", in_memory=True).indices  # noqa: B018 - the read raises

@@ -244,6 +244,7 @@ def load_array(root: str | os.PathLike, key: str) -> np.ndarray:
                     done += got
         except FileNotFoundError:
             raise StoreError(f"{path}: chunk file missing for array {key!r}") from None
+    out.setflags(write=False)  # like the memory maps: a store's arrays are read-only
     return out
 
 
