@@ -237,7 +237,7 @@ def write_results(results: dict[str, dict], store, batch_size: int) -> None:
         (f"R-MAT scale 21 / edge factor 16 ({store.num_nodes:,} nodes, {store.num_edges:,} edges, "
         f"self-loops removed), 100-dim float32 features, fanouts [15, 10, 5] (seed hop first), "
         f"batch {batch_size}, the same seed batches (train split) for every loader; one warm-up "
-        f"batch not timed. The machine is shared with other jobs and single passes vary by up to 4×, "
+        f"batch not timed. Single passes vary by up to 2× between rounds, "
         "so the loaders run in interleaved rounds (each meets the same spells of load) and the "
         "fastest round of each counts; the median of the rounds is shown too. "
         f"Machine: {platform.machine()}, {os.cpu_count()} cores (shared), "
@@ -273,14 +273,18 @@ def write_results(results: dict[str, dict], store, batch_size: int) -> None:
             lines += ["", (f"Speed-up of `{name}` ({what}) over the fastest peer: **{ratio:.2f}×** "
                            f"on fastest rounds (vs {fastest_peer}), **{ratio_median:.2f}×** on medians "
                            f"(vs {median_peer}); target ≥ 1.5×.")]
-    lines += ["", ("Caveat: the ranking depends on the load other jobs put on the 2 shared cores. "
-                   "With OMP_WAIT_POLICY=ACTIVE DGL's OpenMP sampler was bimodal under load (about "
-                   "0.012 s or 0.115 s per batch) and its 2-thread loaders measured 0.11-0.13 "
-                   "s/batch; PASSIVE removes most of that. In one quiet spell (ACTIVE) DGL's "
-                   "sample_blocks + index_select with 2 threads measured 0.0139 s/batch against "
-                   "graphpipe's 0.0174 (no reuse) and 0.0237 (defaults). graphpipe copies features "
-                   "in the calling thread below 32 MiB (`graphpipe.ops.gather.PARALLEL_MIN_BYTES`), "
-                   "which is what holds up under load.")]
+    lines += ["", ("Where the data lives: the peers hold the graph and the features in process "
+                   "memory (np.load; NumPy backs large arrays with transparent huge pages). The "
+                   "main graphpipe rows read a store opened with `in_memory=\"auto\"` (what a "
+                   "loader given a store path does): the same, read from the store's files. The "
+                   "\"memory-mapped store\" rows read through memory maps of the chunk files "
+                   "(`GraphStore.open(path)`): 4 KiB pages, so a random row costs a TLB miss, and "
+                   "a page fault the first time this process touches it. On a CPU, Match copies a "
+                   "reused row from the previous batch at the same cost as a gather from memory, so "
+                   "its bookkeeping (Reorder's overlap matrix, the ID table of the resident batch) "
+                   "is a net cost here; it pays where a store read costs more than a memory copy "
+                   "(a store on disk, a GPU behind PCIe). Single passes on this virtual machine "
+                   "vary by up to 2× from round to round, hence the interleaved rounds.")]
     gp = ok.get(best)
     if gp:
         lines += ["", (f"graphpipe stage times over the timed batches: sample {gp['sample_s']:.2f} s, "
