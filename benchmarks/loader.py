@@ -124,17 +124,28 @@ def run_pyg(store, batches: list[np.ndarray], feat_npy: Path) -> dict:
     return {"batches": count, "seconds": time.perf_counter() - t0, "edges": edges, "rows": rows}
 
 
-def run_dgl(cache_dir: Path, seeds_path: Path, feat_npy: Path, repeats: int, threads: int) -> dict:
+# glibc thresholds equal to graphpipe.allocator.tune_allocator()'s, for the peers' "tuned
+# malloc" rows (graphpipe's sampler applies them by default; the peers do not)
+TUNED_MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(256 << 20)}
+
+
+def run_dgl(cache_dir: Path, seeds_path: Path, feat_npy: Path, repeats: int, threads: int,
+            tuned_malloc: bool = False) -> dict:
     py = ROOT / ".venv-dgl" / "bin" / "python"
     if not py.exists():
         return {"error": f"{py} not found"}
+    env = {**os.environ, "DGLBACKEND": "pytorch", "OMP_NUM_THREADS": str(threads)}
+    if tuned_malloc:
+        env.update(TUNED_MALLOC_ENV)
     proc = subprocess.run([str(py), str(ROOT / "benchmarks" / "peers" / "dgl_loader.py"), str(cache_dir),
                            str(seeds_path), str(feat_npy), str(repeats), str(threads)],
-                          capture_output=True, text=True, check=False,
-                          env={**os.environ, "DGLBACKEND": "pytorch", "OMP_NUM_THREADS": str(threads)})
+                          capture_output=True, text=True, check=False, env=env)
     if proc.returncode != 0:
         return {"error": proc.stderr[-2000:]}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    results = json.loads(proc.stdout.strip().splitlines()[-1])
+    if tuned_malloc:
+        results = {name[:-1] + ", tuned malloc]": run for name, run in results.items()}
+    return results
 
 
 def main() -> None:
@@ -207,10 +218,11 @@ def main() -> None:
                        run_pyg(store, batches[: args.pyg_batches + 1], feat_npy))
             except Exception as exc:  # noqa: BLE001 - a failing peer must not hide graphpipe's figures
                 results["PyG NeighborLoader + torch-sparse"] = {"error": repr(exc)}
-        for threads in (2, 1):  # on a busy 2-core machine DGL's OpenMP regions stall; 1 thread is steadier
-            dgl = run_dgl(args.cache_dir, seeds_path, feat_npy, 1, threads)
+        # on a busy 2-core machine DGL's OpenMP regions stall; 1 thread is steadier
+        for threads, tuned in ((2, False), (1, False), (2, True)):
+            dgl = run_dgl(args.cache_dir, seeds_path, feat_npy, 1, threads, tuned)
             if "error" in dgl:
-                results[f"DGL / GraphBolt [{threads}]"] = dgl
+                results[f"DGL / GraphBolt [{threads}{', tuned' if tuned else ''}]"] = dgl
                 continue
             for name, run in dgl.items():
                 run.pop("all_seconds", None)

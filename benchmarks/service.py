@@ -395,7 +395,7 @@ if __name__ == "__main__":
 
         store_path, seconds, per_call, tuned = sys.argv[2:6]
         if tuned == "1":
-            from graphpipe.service.tuning import tune_allocator
+            from graphpipe.allocator import tune_allocator
 
             tune_allocator()
         opened = GraphStore.open(store_path)

@@ -42,7 +42,7 @@ def command(store: str, host: str, port: int, token_file: str | None, threads: i
             log_level: str) -> None:
     """Serve STORE (sample, lookup, reverse_lookup, features, info, health) over Arrow Flight."""
     from graphpipe.service.server import SamplingServer, serve_until_signalled
-    from graphpipe.service.tuning import tune_allocator
+    from graphpipe.allocator import tune_allocator
 
     tune_allocator()  # a dedicated process: reuse freed response memory (GRAPHPIPE_TUNE_MALLOC=0: off)
 

@@ -28,7 +28,6 @@ from graphpipe.loaders import LocalSampler, NeighborLoader
 from graphpipe.ops.sampling import SampleOutput, sample_neighbors
 from graphpipe.service import Client, RemoteSampler, protocol
 from graphpipe.service.idindex import StringIdIndex
-from graphpipe.service.tuning import tune_allocator
 from graphpipe.store import GraphStore, StoreWriter
 
 NUM_NODES = 3000
@@ -308,11 +307,6 @@ def test_decode_sample_rows_of_a_multi_row_batch(int_store):
         assert x is None and y is None
     got, _, _ = protocol.decode_sample_row(batch, 2, copy=True)
     assert_same_output(got, wants[2])
-
-
-def test_tune_allocator_is_applied_once():
-    assert tune_allocator() in (True, False)
-    assert tune_allocator() == tune_allocator()
 
 
 # -- response cap -------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from graphpipe.allocator import tune_allocator
 from graphpipe.ops.sampling import SampleOutput, sample_neighbors_batches
 
 __all__ = ["BaseSampler", "LocalSampler", "SampleOutput"]
@@ -53,10 +54,15 @@ class LocalSampler(BaseSampler):
         fanouts: neighbours per hop, seed hop first (``-1``: all).
         replace: sample with replacement.
         num_threads: worker threads per window (default: Numba's thread count).
+        tune_malloc: call :func:`graphpipe.allocator.tune_allocator` (glibc: keep freed
+            memory for reuse instead of faulting fresh pages in for every batch's arrays;
+            process-wide, once; ``GRAPHPIPE_TUNE_MALLOC=0`` turns it off).
     """
 
     def __init__(self, indptr: np.ndarray, indices: np.ndarray, fanouts: Sequence[int], *,
-                 replace: bool = False, num_threads: int | None = None):
+                 replace: bool = False, num_threads: int | None = None, tune_malloc: bool = True):
+        if tune_malloc:
+            tune_allocator()
         self.indptr = indptr
         self.indices = indices
         self.fanouts = [int(f) for f in fanouts]

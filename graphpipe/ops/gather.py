@@ -387,7 +387,11 @@ def _build_table(keys, bits, table):
     for s in range(size):
         table[2 * s] = -1
     shift = np.uint64(64 - bits)
-    for p in range(keys.shape[0]):
+    n = keys.shape[0]
+    for p in range(n):
+        if p + PREFETCH_DISTANCE < n:  # the home slot of a key further on: a cache miss
+            _prefetch(table, 2 * np.int64((np.uint64(keys[p + PREFETCH_DISTANCE]) * _HASH_MULT)
+                                          >> shift))
         key = keys[p]
         slot = np.int64((np.uint64(key) * _HASH_MULT) >> shift)
         while True:
@@ -406,6 +410,9 @@ def _probe_range(table, bits, queries, out, lo, hi):
     mask = (1 << bits) - 1
     shift = np.uint64(64 - bits)
     for i in range(lo, hi):
+        if i + PREFETCH_DISTANCE < hi:
+            _prefetch(table, 2 * np.int64((np.uint64(queries[i + PREFETCH_DISTANCE]) * _HASH_MULT)
+                                          >> shift))
         key = queries[i]
         slot = np.int64((np.uint64(key) * _HASH_MULT) >> shift)
         found = -1

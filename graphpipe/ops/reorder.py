@@ -29,6 +29,8 @@ from collections.abc import Sequence
 import numba
 import numpy as np
 
+from graphpipe.ops.sampling import _prefetch
+
 __all__ = [
     "OverlapWorkspace",
     "greedy_reorder",
@@ -101,6 +103,10 @@ def _pairwise_overlap(flat: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     return overlap
 
 
+_PREFETCH_AHEAD = 16
+"""Values ahead whose bitmap row is prefetched."""
+
+
 @numba.njit(cache=True, nogil=True)
 def _bitmap_overlap(flat: np.ndarray, offsets: np.ndarray,
                     member: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -111,10 +117,14 @@ def _bitmap_overlap(flat: np.ndarray, offsets: np.ndarray,
     n = offsets.shape[0] - 1
     overlap = np.zeros((n, n), dtype=np.int64)
     distinct = np.zeros(n, dtype=np.int64)
+    cols = member.shape[1]
+    total = flat.shape[0]
     for j in range(n):
         w = j // 8
         bit = np.uint8(1 << (j % 8))
         for k in range(offsets[j], offsets[j + 1]):
+            if k + _PREFETCH_AHEAD < total:  # a random row of a large bitmap: a cache miss
+                _prefetch(member, flat[k + _PREFETCH_AHEAD] * cols)
             v = flat[k]
             if member[v, w] & bit:
                 continue  # repeated inside set j
@@ -129,8 +139,8 @@ def _bitmap_overlap(flat: np.ndarray, offsets: np.ndarray,
                     m >>= 1
                     i += 1
             member[v, w] = member[v, w] | bit
-    for k in range(flat.shape[0]):
-        for ww in range(member.shape[1]):
+    for k in range(total):
+        for ww in range(cols):
             member[flat[k], ww] = 0
     return overlap, distinct
 

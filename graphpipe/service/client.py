@@ -23,7 +23,7 @@ import pyarrow.flight as fl
 from graphpipe.loaders.sampler import BaseSampler
 from graphpipe.ops.sampling import SampleOutput
 from graphpipe.service import protocol
-from graphpipe.service.tuning import tune_allocator
+from graphpipe.allocator import tune_allocator
 
 __all__ = ["Client", "LookupResult", "RemoteSampler", "SampleResult"]
 
@@ -94,7 +94,7 @@ class Client:
         url: ``grpc://host:port`` (what ``graphpipe serve`` prints).
         token: bearer token when the server was started with ``--token-file``.
         timeout: per-call timeout in seconds (None: no timeout).
-        tune_malloc: call :func:`graphpipe.service.tuning.tune_allocator` (glibc: keep
+        tune_malloc: call :func:`graphpipe.allocator.tune_allocator` (glibc: keep
             freed memory for reuse rather than faulting fresh pages in for every
             response; about 1.5 ms of CPU per sampled batch of the benchmark graph).
             Process-wide; ``GRAPHPIPE_TUNE_MALLOC=0`` also turns it off.

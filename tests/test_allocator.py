@@ -1,0 +1,43 @@
+"""glibc malloc tuning (graphpipe.allocator): applied once per process, by the loaders'
+sampler and the service, and switched off by GRAPHPIPE_TUNE_MALLOC=0."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+_PROBE = """
+import numpy as np
+import graphpipe.allocator as allocator
+from graphpipe.loaders import LocalSampler
+assert allocator._DONE is None  # nothing tuned at import
+LocalSampler(np.array([0, 1, 2]), np.array([1, 0]), [2], tune_malloc={tune})
+print(allocator._DONE)
+"""
+
+
+def _probe(tune: bool, env_switch: str | None = None) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    env.pop("GRAPHPIPE_TUNE_MALLOC", None)
+    if env_switch is not None:
+        env["GRAPHPIPE_TUNE_MALLOC"] = env_switch
+    proc = subprocess.run([sys.executable, "-c", _PROBE.format(tune=tune)], capture_output=True,
+                          text=True, env=env, check=True)
+    return proc.stdout.strip()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc mallopt is Linux-only")
+def test_local_sampler_tunes_malloc_unless_told_not_to() -> None:
+    assert _probe(True) == "True"
+    assert _probe(False) == "None"  # never called
+    assert _probe(True, env_switch="0") == "False"  # called, switched off
+
+
+def test_tune_allocator_is_applied_once() -> None:
+    from graphpipe.allocator import tune_allocator
+
+    assert tune_allocator() in (True, False)
+    assert tune_allocator() == tune_allocator()
