@@ -428,8 +428,8 @@ def test_store_path_loads_in_memory_and_yields_the_same_batches(store: GraphStor
                                                                 cache) -> None:
     """A loader given a store path opens it with in_memory="auto" (one in-memory feature array:
     the single-array gather path); its batches equal those over the memory-mapped store."""
-    kwargs = dict(match_reorder=match_reorder, window=4, cache=cache, cache_rows=0.1, seed=5,
-                  prefetch=1)
+    kwargs = {"match_reorder": match_reorder, "window": 4, "cache": cache, "cache_rows": 0.1,
+              "seed": 5, "prefetch": 1}
     from_path = NeighborLoader(store.path, FANOUTS, 128, **kwargs)
     assert from_path.data.store.in_memory_arrays == ["csc/indices", "csc/indptr", "node/feat",
                                                      "node/label"]
