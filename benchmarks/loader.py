@@ -257,8 +257,10 @@ def write_results(results: dict[str, dict], store, batch_size: int) -> None:
         f"Python {platform.python_version()}. Each loader counts its own sampled edges (DGL-style "
         "blocks re-sample every destination per hop; PyG samples only each hop's frontier)."),
         "",
-        ("`.venv/bin/python benchmarks/loader.py --write` (DGL/GraphBolt via "
-        "`.venv-dgl/bin/python benchmarks/peers/dgl_loader.py`)."),
+        (f"This run: `.venv/bin/python {' '.join(sys.argv)}` (DGL/GraphBolt via "
+         "`.venv-dgl/bin/python benchmarks/peers/dgl_loader.py`), finished "
+         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average "
+         f"{' '.join(f'{x:.2f}' for x in os.getloadavg())} (1/5/15 min) at the end."),
         "",
         ("| loader | batches | s/batch (fastest round) | s/batch (median) | batches/s "
         "| feature rows/batch | sampled edges/s |"),

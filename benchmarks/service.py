@@ -192,8 +192,11 @@ def in_process(store, batches: list[np.ndarray], seconds: float, per_call: int) 
 
 def in_process_subprocess(store_path: str, seconds: float, per_call: int, tuned: bool) -> dict:
     """:func:`in_process` in a fresh process (``tuned``: after ``tune_allocator()``)."""
+    env = dict(os.environ)
+    if not tuned:  # LocalSampler tunes malloc by default: switch it off for the reference row
+        env["GRAPHPIPE_TUNE_MALLOC"] = "0"
     out = subprocess.run([sys.executable, __file__, "--in-process", store_path, str(seconds), str(per_call),
-                          "1" if tuned else "0"], check=True, capture_output=True, text=True)
+                          "1" if tuned else "0"], check=True, capture_output=True, text=True, env=env)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -300,8 +303,9 @@ def write_markdown(report: dict, args: argparse.Namespace) -> None:
         (f"Command: `.venv/bin/python benchmarks/service.py --seconds {args.seconds:g} --rounds {args.rounds} "
          f"--soak {args.soak:g} --write`"),
         "",
-        (f"Machine: {platform.machine()}, {os.cpu_count()} cores shared with other jobs (load average "
-         f"{report['load_average_before_after'][0]} before, {report['load_average_before_after'][1]} after); "
+        (f"Machine: {platform.machine()}, {os.cpu_count()} cores (load average "
+         f"{report['load_average_before_after'][0]} before, {report['load_average_before_after'][1]} after, "
+         "the benchmark's own clients included); "
          f"server and clients on the same 2 cores. Python {platform.python_version()}."),
         "",
         (f"Graph: R-MAT scale 21 ({report['graph']['nodes']:,} nodes, {report['graph']['edges']:,} edges; "
@@ -315,9 +319,11 @@ def write_markdown(report: dict, args: argparse.Namespace) -> None:
          "(`RemoteSampler.sample_stream`, 2 windows in flight on one client), latency from sending "
          "a window to receiving it. The concurrent-client and soak rows use `sample_batches`. "
          "In-process: the same windows through `sample_neighbors` (1 batch, 1 thread) or "
-         "`LocalSampler.sample_from_nodes` (window, 2 threads) in a process of its own, with glibc's "
-         "default allocator (the baseline of the target) and after `tune_allocator()` (for "
-         "reference). Only sampled subgraphs travel (no feature rows). CPU ms per batch: "
+         "`LocalSampler.sample_from_nodes` (window, 2 threads) in a process of its own, after "
+         "`tune_allocator()` (what `LocalSampler`, hence every NeighborLoader, applies by default: "
+         "the baseline of the target) and with glibc's default allocator "
+         "(`GRAPHPIPE_TUNE_MALLOC=0`, for reference). Only sampled subgraphs travel (no feature "
+         "rows). CPU ms per batch: "
          "process CPU time (user + system, all threads) of the server and the clients, or of the "
          "in-process sampler, over the batches: a figure less sensitive to the other jobs on the machine."),
         "",
@@ -328,8 +334,10 @@ def write_markdown(report: dict, args: argparse.Namespace) -> None:
         "| mode | batches per call | batches/s | p50 ms per call | p99 ms per call | CPU ms per batch | errors |",
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
-    names = {"in_process": "in-process", "service": "service, 1 client, sample_batches",
-             "service_stream": "service, 1 client, sample_stream", "in_process_tuned": "in-process, tuned malloc"}
+    names = {"in_process_tuned": "in-process (tuned malloc: the default)",
+             "service": "service, 1 client, sample_batches",
+             "service_stream": "service, 1 client, sample_stream",
+             "in_process": "in-process, default glibc malloc (GRAPHPIPE_TUNE_MALLOC=0)"}
     for per_call, pair in report["one_client"].items():
         lines += [row(names[key], pair[key]) for key in names if key in pair]
     lines.append("")
@@ -337,19 +345,20 @@ def write_markdown(report: dict, args: argparse.Namespace) -> None:
         for key in ("service", "service_stream"):
             if key not in pair:
                 continue
-            ratio = pair[key]["batches_per_s"] / pair["in_process"]["batches_per_s"]
-            cpu = pair["in_process"]["cpu_ms_per_batch"] / pair[key]["cpu_ms_per_batch"]
-            paired = [f"{100 * b / a:.0f}%" for a, b in zip(pair["in_process"]["all_batches_per_s"],
+            base = pair["in_process_tuned"] if "in_process_tuned" in pair else pair["in_process"]
+            ratio = pair[key]["batches_per_s"] / base["batches_per_s"]
+            cpu = base["cpu_ms_per_batch"] / pair[key]["cpu_ms_per_batch"]
+            paired = [f"{100 * b / a:.0f}%" for a, b in zip(base["all_batches_per_s"],
                                                             pair[key]["all_batches_per_s"])]
             if "load_average_by_round" in pair:
                 paired = [f"{p} (load {load})" for p, load in zip(paired, pair["load_average_by_round"])]
-            tuned = ""
+            untuned = ""
             if "in_process_tuned" in pair:
-                tuned = (f"; {100 * pair[key]['batches_per_s'] / pair['in_process_tuned']['batches_per_s']:.0f}% "
-                         "of the in-process sampler with the tuned allocator")
+                untuned = (f"; {100 * pair[key]['batches_per_s'] / pair['in_process']['batches_per_s']:.0f}% "
+                           "of the in-process sampler with glibc's default allocator")
             lines.append(f"- {per_call} batch(es) per window, {names[key]}: {100 * ratio:.0f}% of in-process "
                          f"batches/s, best against best (target >= 80%); round by round (measured "
-                         f"back to back): {', '.join(paired)}{tuned}; {100 * cpu:.0f}% of its batches per "
+                         f"back to back): {', '.join(paired)}{untuned}; {100 * cpu:.0f}% of its batches per "
                          f"CPU-second (client + server CPU; server alone "
                          f"{pair[key]['server_cpu_ms_per_batch']:.1f} ms per batch).")
     lines += [
