@@ -301,19 +301,6 @@ def _copy_rows_range(src, src_rows, dst_rows, out, lo, hi):
             out[t, d] = src[r, d]
 
 
-@numba.njit(cache=True, nogil=True)
-def _copy_range_single(x, ids, out, lo, hi):
-    """``out[i] = x[ids[i]]`` for ``i`` in ``lo..hi-1`` (every row from the store)."""
-    dim = out.shape[1]
-    for i in range(lo, hi):
-        ahead = i + PREFETCH_DISTANCE
-        if ahead < hi:
-            _prefetch_row(x, ids[ahead], dim)
-        g = ids[i]
-        for d in range(dim):
-            out[i, d] = x[g, d]
-
-
 def _assemble(chunks: FeatureChunks, ids: np.ndarray, cache_pos: np.ndarray, cache_rows: np.ndarray,
               prev_pos: np.ndarray, prev_rows: np.ndarray, out: np.ndarray, source: np.ndarray) -> None:
     k = ids.shape[0]
@@ -360,8 +347,8 @@ def gather_rows(chunks: Sequence[np.ndarray] | np.ndarray | FeatureChunks, chunk
         raise ValueError(f"'out' must be C-contiguous {(k, prepared.dim)} of {prepared.dtype} "
                          f"(got {out.shape}, {out.dtype})")
     if prepared.single is not None and k:
-        threads = _threads(k * out.shape[1] * out.itemsize, PARALLEL_MIN_BYTES)
-        run_ranges(_copy_range_single, k, prepared.single, ids, out, threads=threads)
+        run_ranges(_copy_rows_range, k, prepared.single, ids, np.arange(k, dtype=np.int64), out,
+                   threads=_threads(k * out.shape[1] * out.itemsize, PARALLEL_MIN_BYTES))
         return out
     none = np.full(k, -1, dtype=np.int64)
     empty = np.zeros((0, prepared.dim), dtype=prepared.dtype)
