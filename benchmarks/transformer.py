@@ -29,7 +29,8 @@ first run longer: it generates and caches the graphs and METIS partitions)::
 
     .venv/bin/python benchmarks/transformer.py
 
-Options: ``--sizes 4096,16384,65536,262144,1048576`` (nodes), ``--repeats 3``,
+Options: ``--sizes 4096,16384,65536,262144,1048576`` (nodes), ``--repeats 3``, ``--warmup 0``
+(untimed steps per process on top of the first),
 ``--rounds 2``, ``--budget-gb 10``, ``--reorder-size 262144`` (0 skips),
 ``--parts 8,64,512``, ``--methods graphpipe,gather_scatter,dense``,
 ``--omp-wait-policy passive`` (sets ``OMP_WAIT_POLICY`` in every contender's process;
@@ -198,7 +199,9 @@ def prepare(method: str, path: str, threshold_mult: float = 5.0):
     return state
 
 
-def run_steps(state, repeats: int) -> dict:
+def run_steps(state, repeats: int, warmup: int = 0) -> dict:
+    for _ in range(warmup):  # untimed, on top of prepare()'s one warm-up step
+        state["step"]()
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
@@ -207,14 +210,15 @@ def run_steps(state, repeats: int) -> dict:
     return {k: v for k, v in state.items() if k != "step"} | {"times": times}
 
 
-def measure_job(method: str, path: Path, repeats: int, env: dict | None = None) -> dict:
+def measure_job(method: str, path: Path, repeats: int, env: dict | None = None,
+                warmup: int = 0) -> dict:
     sys.path.insert(0, str(Path(__file__).parent))
     from _measure import measure
 
     here = str(Path(__file__).parent)
     setup = (f"import sys; sys.path.insert(0, {here!r}); from transformer import prepare, "
              f"run_steps; state = prepare({method!r}, {str(path)!r})")
-    work = f"result = run_steps(state, {repeats})"
+    work = f"result = run_steps(state, {repeats}, {warmup})"
     return measure(setup, work, timeout=3600, env=env)
 
 
@@ -222,8 +226,8 @@ def loadavg() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def interleaved(jobs: list[tuple[str, str, Path]], rounds: int, repeats: int, env: dict | None
-                ) -> dict[str, dict]:
+def interleaved(jobs: list[tuple[str, str, Path]], rounds: int, repeats: int, env: dict | None,
+                warmup: int = 0) -> dict[str, dict]:
     """Run ``(key, method, path)`` jobs ``rounds`` times in turn; per key: all step times,
     the largest peak RSS and the last result (``error`` if a run failed)."""
     out: dict[str, dict] = {}
@@ -233,7 +237,7 @@ def interleaved(jobs: list[tuple[str, str, Path]], rounds: int, repeats: int, en
             if "error" in slot:
                 continue
             try:
-                r = measure_job(method, path, repeats, env)
+                r = measure_job(method, path, repeats, env, warmup)
             except RuntimeError as exc:
                 slot["error"] = str(exc).strip().splitlines()[-1][:120]
                 continue
@@ -255,6 +259,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="4096,16384,65536,262144,1048576")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=0,
+                    help="extra untimed steps per process after the first warm-up step")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--budget-gb", type=float, default=10.0)
     ap.add_argument("--reorder-size", type=int, default=262144)
@@ -270,7 +276,7 @@ def main() -> None:
         "OMP_WAIT_POLICY": args.omp_wait_policy.upper()}
     print(f"# machine: {machine_note()}; loadavg {loadavg()}; OMP_WAIT_POLICY "
           f"{os.environ.get('OMP_WAIT_POLICY', 'unset') if env is None else env['OMP_WAIT_POLICY']}"
-          f"; {args.rounds} rounds x {args.repeats} steps")
+          f"; {args.rounds} rounds x {args.repeats} steps after {1 + args.warmup} warm-up")
     budget = args.budget_gb * 1e9
     sizes = [int(s) for s in args.sizes.split(",") if s]
     methods = [m for m in args.methods.split(",") if m]
@@ -298,7 +304,7 @@ def main() -> None:
                     last[method] = (n, nnz, predicted)
                     continue
             jobs.append((method, method, path))
-        res = interleaved(jobs, args.rounds, args.repeats, env)
+        res = interleaved(jobs, args.rounds, args.repeats, env, args.warmup)
         best = {m: _best_median(r["times"])[0] for m, r in res.items() if r["times"]}
         for method in methods:
             if method in skipped:
@@ -334,7 +340,7 @@ def main() -> None:
         for k in parts:
             jobs += [(f"k={k}", "graphpipe", pattern_file(n, k)),
                      (f"k={k} cs", "cluster_sparse", pattern_file(n, k))]
-        res = interleaved(jobs, args.rounds, args.repeats, env)
+        res = interleaved(jobs, args.rounds, args.repeats, env, args.warmup)
         print("| order | METIS s | edge cut | step s best | median | peak RSS GB | note |")
         print("| --- | ---: | ---: | ---: | ---: | ---: | --- |")
         base = _best_median(res["original"]["times"])[0] if res["original"]["times"] else None
