@@ -34,7 +34,7 @@ class GraphStore:
     """
 
     def __init__(self, path: str | os.PathLike, manifest: dict[str, Any],
-                 in_memory: frozenset[str] | bool = False):
+                 in_memory: frozenset[str] = frozenset()):
         self.path = Path(path)
         self.manifest = manifest
         self._cache: dict[str, np.ndarray] = {}
@@ -64,14 +64,7 @@ class GraphStore:
     @property
     def in_memory_arrays(self) -> list[str]:
         """Keys of the arrays this store object reads into memory (not memory-mapped)."""
-        if self._in_memory is True:
-            return sorted(self.manifest["arrays"])
-        if self._in_memory is False:
-            return []
-        return sorted(k for k in self._in_memory if k in self.manifest["arrays"])
-
-    def _loads(self, key: str) -> bool:
-        return self._in_memory is True or (self._in_memory is not False and key in self._in_memory)
+        return sorted(self._in_memory)
 
     # -- basic facts ---------------------------------------------------------------------------
     @property
@@ -94,7 +87,7 @@ class GraphStore:
         if key not in self.manifest["arrays"]:
             raise StoreError(f"{self.path}: no array {key!r} in this store")
         if key not in self._cache:
-            self._cache[key] = _arrays.read_array(self.path, key, in_memory=self._loads(key))
+            self._cache[key] = _arrays.read_array(self.path, key, in_memory=key in self._in_memory)
         return self._cache[key]
 
     # -- topology ------------------------------------------------------------------------------
@@ -144,7 +137,7 @@ class GraphStore:
 
     @cached_property
     def _feature_chunks(self) -> tuple[list[np.ndarray], int] | None:
-        if self._loads("node/feat"):
+        if "node/feat" in self._in_memory:
             return None  # one in-memory array (feature_chunks reads it through array())
         return _arrays.open_chunk_views(self.path, "node/feat")
 
@@ -258,9 +251,10 @@ memory available at open time."""
 
 
 def _resolve_in_memory(path: str | os.PathLike, manifest: dict[str, Any],
-                       in_memory: bool | str | Iterable[str]) -> frozenset[str] | bool:
+                       in_memory: bool | str | Iterable[str]) -> frozenset[str]:
+    """The keys of the arrays to read into memory (see :meth:`GraphStore.open`)."""
     if isinstance(in_memory, bool):
-        return in_memory
+        return frozenset(manifest["arrays"]) if in_memory else frozenset()
     if isinstance(in_memory, str):
         if in_memory != "auto":
             raise ValueError(f"'in_memory' must be True, False, 'auto' or a collection of array keys "
@@ -270,7 +264,7 @@ def _resolve_in_memory(path: str | os.PathLike, manifest: dict[str, Any],
         keys = [k for k in LOADER_ARRAYS if k in manifest["arrays"]]
         need = sum(_arrays.array_nbytes(path, k) for k in keys)
         budget = AUTO_MEMORY_FRACTION * psutil.virtual_memory().available
-        return frozenset(keys) if need <= budget else False
+        return frozenset(keys) if need <= budget else frozenset()
     try:
         keys = frozenset(str(k) for k in in_memory)
     except TypeError:
