@@ -131,3 +131,30 @@ def test_assemble_degenerate_cases() -> None:
     assert (source == SOURCE_STORE).all() and np.array_equal(out, x[ids])
     with pytest.raises(ValueError, match="'prev_pos'"):
         assemble_rows(ids, chunks=[x], chunk_rows=20, prev_pos=np.zeros(3, np.int64), prev_rows=x)
+
+
+@pytest.mark.parametrize("dense", [True, False])
+def test_resident_index_matches_positions_in(monkeypatch, dense) -> None:
+    """ResidentIndex (dense map or hash table) answers like positions_in, across
+    replacements, and ignores later changes to the array it was given."""
+    from graphpipe.ops import gather
+
+    if not dense:
+        monkeypatch.setattr(gather, "DENSE_INDEX_MAX_BYTES", 0)
+    rng = np.random.default_rng(7)
+    n = 5000
+    index = gather.ResidentIndex(n)
+    assert (index.lookup(np.arange(10)) == -1).all()
+    previous = None
+    for _ in range(6):
+        ids = rng.choice(n, int(rng.integers(1, 900)), replace=False).astype(np.int64)
+        queries = rng.integers(0, n, 2000).astype(np.int64)
+        if previous is not None:
+            np.testing.assert_array_equal(index.lookup(queries), positions_in_reference(previous, queries))
+        index.replace(ids)
+        previous = ids.copy()
+        ids[:] = 0  # the caller reuses its array: the index must not notice
+    index.replace(None)
+    assert (index.lookup(np.arange(n)) == -1).all()
+    index.replace(np.array([3, 1], dtype=np.int64))
+    np.testing.assert_array_equal(index.lookup(np.arange(5)), [-1, 1, -1, 0, -1])

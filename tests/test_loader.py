@@ -443,3 +443,15 @@ def test_store_path_loads_in_memory_and_yields_the_same_batches(store: GraphStor
             assert np.array_equal(batch.x.numpy().view(np.uint32), expected.view(np.uint32))
     assert from_path.stats.as_dict() | {"sample_s": 0, "gather_s": 0, "wait_s": 0, "reorder_s": 0} == \
         mapped.stats.as_dict() | {"sample_s": 0, "gather_s": 0, "wait_s": 0, "reorder_s": 0}
+
+
+def test_in_place_change_of_n_id_does_not_mislead_match(store: GraphStore) -> None:
+    """Match finds reusable rows by the previous batch's IDs; the loader keeps its own copy,
+    so a caller rewriting batch.n_id in place cannot make it copy rows of the wrong nodes."""
+    loader = NeighborLoader(store, FANOUTS, 128, match_reorder=True, window=4, seed=11, prefetch=0)
+    for batch in loader:
+        n_id = batch.n_id.numpy()
+        expected = store.features(n_id)
+        assert np.array_equal(batch.x.numpy().view(np.uint32), expected.view(np.uint32))
+        batch.n_id[:] = batch.n_id.flip(0)  # scramble the IDs the caller holds
+    assert loader.stats.rows_reused > 0

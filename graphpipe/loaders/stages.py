@@ -51,6 +51,7 @@ from graphpipe.ops.gather import (
     SOURCE_STORE,
     FeatureChunks,
     PositionTable,
+    ResidentIndex,
     assemble_rows,
     gather_rows,
 )
@@ -411,12 +412,11 @@ class GatherStage:
         self.pin_memory = pin_memory
         self._chunks = data.prepared_chunks() if self.features else None
         self._stats = stats_ref
-        self._resident_ids: np.ndarray | None = None
+        self._resident = ResidentIndex(data.num_nodes)  # the previous batch's IDs, indexed
         self._resident_rows: np.ndarray | None = None
         self._resident_token = -1
         self._next_token = 0
         self._pool: list[np.ndarray] = []
-        self._table_storage: np.ndarray | None = None  # reused by the previous batch's ID table
 
     _POOL_SIZE = 6
 
@@ -447,17 +447,13 @@ class GatherStage:
 
     def reset(self) -> None:
         """Forget the resident batch (the next batch reads everything from cache/store)."""
-        self._resident_ids = self._resident_rows = None
+        self._resident.replace(None)
+        self._resident_rows = None
         self._resident_q = None
         self._resident_token = -1
 
     def _prev_positions(self, n_id: np.ndarray) -> np.ndarray | None:
-        if self._resident_ids is None:
-            return None
-        need = PositionTable.table_length(self._resident_ids.shape[0])
-        if self._table_storage is None or self._table_storage.shape[0] < need:
-            self._table_storage = np.empty(need, dtype=np.int64)
-        return PositionTable(self._resident_ids, self._table_storage).lookup(n_id)
+        return None if self._resident.ids is None else self._resident.lookup(n_id)
 
     def __call__(self, out: SampleOutput, key: int | None = None) -> PreparedBatch:
         t0 = time.perf_counter()
@@ -470,7 +466,7 @@ class GatherStage:
         prev_pos = self._prev_positions(n_id)
         if prev_pos is not None:
             hits = int(np.count_nonzero(prev_pos >= 0))
-            smaller = min(k, self._resident_ids.shape[0])
+            smaller = min(k, self._resident.ids.shape[0])
             stats.match_degree_sum += hits / smaller if smaller else 0.0
             stats.match_degree_count += 1
         x = plan = quantized = None
@@ -507,7 +503,7 @@ class GatherStage:
                 stats.feature_bytes_gathered += stored * (int(quantized.packed.shape[1]) + 8)
             else:
                 stats.feature_bytes_gathered += stored * dim * self._chunks.dtype.itemsize
-        self._resident_ids = n_id
+        self._resident.replace(n_id)
         prev_token, self._resident_token = self._resident_token, token
         if plan is not None:
             plan.prev_token = prev_token

@@ -39,6 +39,7 @@ __all__ = [
     "SOURCE_STORE",
     "FeatureChunks",
     "PositionTable",
+    "ResidentIndex",
     "assemble_rows",
     "assemble_rows_reference",
     "gather_rows",
@@ -463,6 +464,86 @@ class PositionTable:
         elif queries.size:
             run_ranges(_probe_range, queries.shape[0], self._table, self.bits, queries, out,
                        threads=_threads(queries.shape[0], PARALLEL_MIN_QUERIES))
+        return out
+
+
+DENSE_INDEX_MAX_BYTES = 256 << 20
+"""A :class:`ResidentIndex` keeps a dense int32 position per node (``4 × num_nodes``
+bytes) up to this size; above it, a hash table sized by the batch."""
+
+
+@numba.njit(cache=True, nogil=True)
+def _dense_replace(slot_of, old_ids, new_ids):
+    """Forget ``old_ids``' positions, then record ``new_ids[p] -> p`` (first one wins)."""
+    n = old_ids.shape[0]
+    for i in range(n):
+        if i + PREFETCH_DISTANCE < n:
+            _prefetch(slot_of, old_ids[i + PREFETCH_DISTANCE])
+        slot_of[old_ids[i]] = -1
+    m = new_ids.shape[0]
+    for i in range(m):
+        if i + PREFETCH_DISTANCE < m:
+            _prefetch(slot_of, new_ids[i + PREFETCH_DISTANCE])
+        if slot_of[new_ids[i]] < 0:
+            slot_of[new_ids[i]] = i
+
+
+@numba.njit(cache=True, nogil=True)
+def _dense_lookup(slot_of, queries, out):
+    m = queries.shape[0]
+    for i in range(m):
+        if i + PREFETCH_DISTANCE < m:
+            _prefetch(slot_of, queries[i + PREFETCH_DISTANCE])
+        out[i] = slot_of[queries[i]]
+
+
+class ResidentIndex:
+    """The IDs of the batch currently resident and where each sits in it: the Match step's
+    question "where is ID ``v`` in the previous batch?" for every ID of the next batch.
+
+    Up to :data:`DENSE_INDEX_MAX_BYTES` it keeps one int32 position per node (allocated on
+    first use): replacing the resident batch is two scattered passes over the old and new
+    IDs, a lookup one gather (all within a few MB that stay in cache). Larger graphs use a
+    :class:`PositionTable` built per batch in reused storage.
+
+    Args:
+        num_nodes: IDs are in ``[0, num_nodes)``.
+    """
+
+    def __init__(self, num_nodes: int):
+        self.num_nodes = int(num_nodes)
+        self.ids: np.ndarray | None = None
+        self._dense = 4 * self.num_nodes <= DENSE_INDEX_MAX_BYTES
+        self._slot_of: np.ndarray | None = None
+        self._storage: np.ndarray | None = None
+
+    def replace(self, ids: np.ndarray | None) -> None:
+        """Make ``ids`` (int64 ``(P,)``, distinct, in range) the resident batch (None: none).
+        The index keeps its own copy: a caller changing the array later (a batch's
+        ``n_id`` handed out to user code) cannot leave stale positions behind."""
+        if ids is not None:
+            ids = np.array(ids, dtype=np.int64, copy=True)
+        if self._dense and (ids is not None or self.ids is not None):
+            if self._slot_of is None:
+                self._slot_of = np.full(self.num_nodes, -1, dtype=np.int32)
+            empty = np.zeros(0, dtype=np.int64)
+            _dense_replace(self._slot_of, empty if self.ids is None else self.ids,
+                           empty if ids is None else ids)
+        self.ids = ids
+
+    def lookup(self, queries: np.ndarray) -> np.ndarray:
+        """int64 ``(Q,)``: position of each of ``queries`` (in range) in the resident batch,
+        -1 when absent or when nothing is resident."""
+        out = np.empty(queries.shape[0], dtype=np.int64)
+        if self.ids is None:
+            out.fill(-1)
+        elif self._dense:
+            _dense_lookup(self._slot_of, queries, out)
+        else:
+            need = PositionTable.table_length(self.ids.shape[0])
+            if self._storage is None or self._storage.shape[0] < need:
+                self._storage = np.empty(need, dtype=np.int64)
+            out = PositionTable(self.ids, self._storage).lookup(queries)
         return out
 
 
