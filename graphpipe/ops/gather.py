@@ -307,7 +307,6 @@ def _assemble(chunks: FeatureChunks, ids: np.ndarray, cache_pos: np.ndarray, cac
     k = ids.shape[0]
     if k == 0:
         return
-    threads = _threads(k * out.shape[1] * out.itemsize, PARALLEL_MIN_BYTES)
     if chunks.single is not None:  # one simple gather per source (no per-row branching)
         cached, reused, stored = _split_by_source(cache_pos, prev_pos, source)
         for src, src_rows, dst_rows in ((cache_rows, cache_pos[cached], cached),
@@ -318,6 +317,7 @@ def _assemble(chunks: FeatureChunks, ids: np.ndarray, cache_pos: np.ndarray, cac
                            threads=_threads(dst_rows.shape[0] * out.shape[1] * out.itemsize,
                                             PARALLEL_MIN_BYTES))
         return
+    threads = _threads(k * out.shape[1] * out.itemsize, PARALLEL_MIN_BYTES)
     if chunks.is_tuple:  # one pass in row order (chunk lookup is a cheap switch)
         run_ranges(_fused_range, k, ids, cache_pos, cache_rows, prev_pos, prev_rows, chunks.packed,
                    chunks.chunk_rows, out, source, threads=threads)
@@ -436,7 +436,7 @@ class PositionTable:
         if keys.size and int(keys.min()) < 0:
             raise ValueError(f"'keys' must be non-negative IDs (got min {int(keys.min())})")
         self.size = int(keys.shape[0])
-        self.bits = max(4, int(2 * max(1, self.size) - 1).bit_length())
+        self.bits = self._bits(self.size)
         self._table = None
         if self.size:
             need = self.table_length(self.size)
@@ -447,9 +447,14 @@ class PositionTable:
             _build_table(keys, self.bits, self._table)
 
     @staticmethod
-    def table_length(size: int) -> int:
+    def _bits(size: int) -> int:
+        """log2 of the slot count: at least twice ``size`` slots (load factor <= 1/2)."""
+        return max(4, int(2 * max(1, size) - 1).bit_length())
+
+    @classmethod
+    def table_length(cls, size: int) -> int:
         """int64 entries the table of ``size`` keys takes (what ``storage`` must hold)."""
-        return 2 << max(4, int(2 * max(1, size) - 1).bit_length())
+        return 2 << cls._bits(size)
 
     def lookup(self, queries: np.ndarray) -> np.ndarray:
         """int64 ``(Q,)``: position of each query in ``keys``, -1 when absent."""
@@ -534,16 +539,15 @@ class ResidentIndex:
     def lookup(self, queries: np.ndarray) -> np.ndarray:
         """int64 ``(Q,)``: position of each of ``queries`` (in range) in the resident batch,
         -1 when absent or when nothing is resident."""
-        out = np.empty(queries.shape[0], dtype=np.int64)
         if self.ids is None:
-            out.fill(-1)
-        elif self._dense:
-            _dense_lookup(self._slot_of, queries, out)
-        else:
+            return np.full(queries.shape[0], -1, dtype=np.int64)
+        if not self._dense:
             need = PositionTable.table_length(self.ids.shape[0])
             if self._storage is None or self._storage.shape[0] < need:
                 self._storage = np.empty(need, dtype=np.int64)
-            out = PositionTable(self.ids, self._storage).lookup(queries)
+            return PositionTable(self.ids, self._storage).lookup(queries)
+        out = np.empty(queries.shape[0], dtype=np.int64)
+        _dense_lookup(self._slot_of, queries, out)
         return out
 
 
