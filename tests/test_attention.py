@@ -325,3 +325,39 @@ def test_bad_split_option():
     q = torch.zeros(2, 1, 2)
     with pytest.raises(ValueError, match="'split'"):
         sparse_attention(q, q, q, torch.tensor([0, 1, 2]), torch.tensor([0, 1]), split=0)
+
+
+def test_float32_exp_matches_libm_and_flushes_minus_inf():
+    """The vectorisable float32 exp of the CPU kernels (Cody-Waite + polynomial) against
+    float64 exp: within 1 ulp on (-87, 88]; 0 at -87 and below (no subnormals), -inf included."""
+    import numba
+
+    from graphpipe.ops.attention_cpu import exp_lanes
+
+    @numba.njit
+    def run(x, out):
+        for i in range(x.shape[0]):
+            out[i] = exp_lanes(x[i])
+
+    x = np.concatenate([np.linspace(-86.999, 88.0, 200001), [0.0, -1e-8, 1e-8, -86.99]]
+                       ).astype(np.float32)
+    got = np.empty_like(x)
+    run(x, got)
+    want = np.exp(x.astype(np.float64))
+    ulp = np.spacing(want.astype(np.float32)).astype(np.float64)
+    assert np.max(np.abs(got - want) / ulp) <= 1.0
+    edge = np.array([-np.inf, -1e30, -87.0, -200.0], dtype=np.float32)
+    out = np.empty_like(edge)
+    run(edge, out)
+    np.testing.assert_array_equal(out, 0.0)
+    assert got[np.flatnonzero(x == 0.0)[0]] == 1.0
+
+
+def test_heads_last_copies_strided_views():
+    from graphpipe.ops.attention_cpu import heads_last
+
+    qkv = torch.randn(7, 3, 4, 5)
+    q = qkv.unbind(1)[1]                       # (7, 4, 5), not contiguous
+    out = np.empty((7, 5, 4), dtype=np.float32)
+    heads_last(q.numpy(), out)
+    np.testing.assert_array_equal(out, q.permute(0, 2, 1).numpy())

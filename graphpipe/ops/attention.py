@@ -329,35 +329,46 @@ def _cpu_view(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return t.detach().to(dtype).contiguous()
 
 
-def _cpu_forward(pattern: AttentionPattern, qc, kc, vc, bc, scale, compat, clamp, eps,
+def _heads_last(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``(S, H, D)`` → a detached C-contiguous ``(S, D, H)`` copy in ``dtype`` (the CPU
+    kernels' layout, :mod:`.attention_cpu`)."""
+    src = t.detach().to(dtype)
+    out = torch.empty((src.shape[0], src.shape[2], src.shape[1]), dtype=dtype)
+    if src.numel():
+        _cpu.heads_last(src.numpy(), out.numpy())
+    return out
+
+
+def _cpu_forward(pattern: AttentionPattern, qt, kt, vt, bc, scale, compat, clamp, eps,
                  target: int | None = None):
-    cdtype = qc.dtype
-    out = torch.empty(qc.shape, dtype=cdtype)
-    lse = torch.empty(qc.shape[:2], dtype=cdtype)
-    b_np = bc.numpy() if bc is not None else np.empty((0, qc.shape[1]), dtype=qc.numpy().dtype)
+    """``(out (S_q, H, D), lse (S_q, H))`` of heads-last ``qt``, ``kt``, ``vt``."""
+    cdtype = qt.dtype
+    out = torch.empty((qt.shape[0], qt.shape[2], qt.shape[1]), dtype=cdtype)
+    lse = torch.empty((qt.shape[0], qt.shape[2]), dtype=cdtype)
+    b_np = bc.numpy() if bc is not None else np.empty((0, qt.shape[2]), dtype=qt.numpy().dtype)
     plan = pattern.cpu_plan("rows", target)
-    _cpu.forward(pattern.indptr.numpy(), pattern.indices.numpy(), qc.numpy(), kc.numpy(),
-                 vc.numpy(), b_np, bc is not None, _np_scalar(scale, cdtype), compat,
+    _cpu.forward(pattern.indptr.numpy(), pattern.indices.numpy(), qt.numpy(), kt.numpy(),
+                 vt.numpy(), b_np, bc is not None, _np_scalar(scale, cdtype), compat,
                  _np_scalar(clamp, cdtype), math.log(eps), out.numpy(), lse.numpy(), *plan,
                  _cpu.TARGET if target is None else int(target))
     return out, lse
 
 
-def _cpu_backward(pattern: AttentionPattern, qc, kc, vc, bc, scale, compat, clamp, out, lse, g,
-                  want_ds: bool, target: int | None = None):
-    cdtype = qc.dtype
-    heads = qc.shape[1]
+def _cpu_backward(pattern: AttentionPattern, qt, kt, vt, bc, scale, compat, clamp, out, lse,
+                  g_t, want_ds: bool, target: int | None = None):
+    """``(dq, dk, dv, ds or None)``, the first three ``(S, H, D)``, from heads-last ``qt``,
+    ``kt``, ``vt``, output gradient ``g_t`` and the forward output ``out (S_q, H, D)``."""
+    cdtype = qt.dtype
+    heads = qt.shape[2]
     t_indptr, t_query, t_eid = pattern.transposed()
-    dq = torch.empty_like(qc)
-    dk = torch.empty_like(kc)
-    dv = torch.empty_like(vc)
-    delta = torch.empty(qc.shape[:2], dtype=cdtype)
+    dq, dk, dv = (torch.empty((t.shape[0], heads, t.shape[1]), dtype=cdtype) for t in (qt, kt, vt))
+    delta = torch.empty((qt.shape[0], heads), dtype=cdtype)
     ds_buf = torch.empty((pattern.nnz if want_ds else 0, heads), dtype=cdtype)
-    b_np = bc.numpy() if bc is not None else np.empty((0, heads), dtype=qc.numpy().dtype)
+    b_np = bc.numpy() if bc is not None else np.empty((0, heads), dtype=qt.numpy().dtype)
     _cpu.backward(pattern.indptr.numpy(), pattern.indices.numpy(), t_indptr.numpy(),
-                  t_query.numpy(), t_eid.numpy(), qc.numpy(), kc.numpy(), vc.numpy(), b_np,
+                  t_query.numpy(), t_eid.numpy(), qt.numpy(), kt.numpy(), vt.numpy(), b_np,
                   bc is not None, _np_scalar(scale, cdtype), compat, _np_scalar(clamp, cdtype),
-                  lse.numpy(), out.numpy(), g.numpy(), dq.numpy(), dk.numpy(), dv.numpy(),
+                  lse.numpy(), out.numpy(), g_t.numpy(), dq.numpy(), dk.numpy(), dv.numpy(),
                   delta.numpy(), ds_buf.numpy(), want_ds, *pattern.cpu_plan("rows", target),
                   *pattern.cpu_plan("keys", target),
                   _cpu.TARGET if target is None else int(target))
@@ -369,13 +380,14 @@ class _SparseAttentionFunction(torch.autograd.Function):
     def forward(ctx, q, k, v, bias, pattern: AttentionPattern, scale: float, compat: bool,
                 clamp: float, eps: float, backend: str, options: dict):
         cdtype = _compute_dtype(q.dtype)
-        qc, kc, vc = (_cpu_view(t, cdtype) for t in (q, k, v))
         bc = _cpu_view(bias, cdtype) if bias is not None else None
-        if backend == "cpu":
+        if backend == "cpu":  # kernels read heads-last (S, D, H), write (S, H, D)
+            qc, kc, vc = (_heads_last(t, cdtype) for t in (q, k, v))
             out, lse = _cpu_forward(pattern, qc, kc, vc, bc, scale, compat, clamp, eps,
                                     options.get("split"))
         else:
             from . import attention_triton as _tr
+            qc, kc, vc = (_cpu_view(t, cdtype) for t in (q, k, v))
             out, lse = _tr.forward(pattern.indptr, pattern.indices, qc, kc, vc, bc, scale,
                                    compat, clamp, eps, **_triton_only(options))
         ctx.pattern, ctx.scale, ctx.compat, ctx.clamp = pattern, scale, compat, clamp
@@ -389,14 +401,15 @@ class _SparseAttentionFunction(torch.autograd.Function):
     def backward(ctx, grad_out, _grad_lse):
         qc, kc, vc, bc, out, lse = ctx.saved_tensors
         pattern: AttentionPattern = ctx.pattern
-        g = grad_out.detach().to(qc.dtype).contiguous()
         want_ds = bc is not None and bool(ctx.needs_input_grad[3])
         if ctx.backend == "cpu":
+            g = _heads_last(grad_out, qc.dtype)
             dq, dk, dv, ds_buf = _cpu_backward(pattern, qc, kc, vc, bc, ctx.scale, ctx.compat,
                                                ctx.clamp, out, lse, g, want_ds,
                                                ctx.options.get("split"))
         else:
             from . import attention_triton as _tr
+            g = grad_out.detach().to(qc.dtype).contiguous()
             delta = (g * out).sum(-1).contiguous()                    # (S_q, H)
             t_indptr, t_query, t_eid = pattern.transposed()
             dq, dk, dv, ds_buf = _tr.backward(pattern.indptr, pattern.indices, t_indptr,
