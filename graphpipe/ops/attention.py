@@ -37,10 +37,11 @@ The cpu and triton paths run as one :class:`torch.autograd.Function`: the forwar
 pass keeps ``O(S·H)`` extra (the row log-sum-exp); the backward pass computes dQ by
 rows and dK/dV by keys through a by-key (CSC) copy of the pattern, built once per
 pattern and cached on its :class:`AttentionPattern` (no atomics, deterministic). The
-CPU kernels recompute scores in the backward pass (no ``(nnz, H)`` scratch unless the
-bias gradient is wanted), balance work by entries and split rows/keys longer than
-``split`` entries (a global token's) across threads (:mod:`.attention_cpu`). Memory is
-never ``O(S²)``.
+CPU kernels read heads-last ``(S, D, H)`` copies of q, k, v and the output gradient (one
+parallel transpose each, so the per-entry work vectorises over heads), recompute scores
+in the backward pass (no ``(nnz, H)`` scratch unless the bias gradient is wanted),
+balance work by entries and split rows/keys longer than ``split`` entries (a global
+token's) across threads (:mod:`.attention_cpu`). Memory is never ``O(S²)``.
 """
 
 from __future__ import annotations

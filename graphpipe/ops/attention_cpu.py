@@ -1,16 +1,19 @@
 """Numba CPU kernels behind :func:`graphpipe.ops.attention.sparse_attention`.
 
-**Layout: heads last.** ``q`` ``(S_q, D, H)``, ``k``/``v`` ``(S_k, D, H)`` (and ``out``,
-``dout``, ``dq``, ``dk``, ``dv`` alike), C-contiguous; ``lse``/``delta`` ``(S_q, H)``;
-per-entry ``bias``/``ds`` ``(nnz, H)``. :mod:`graphpipe.ops.attention` transposes from
-and to the public ``(S, H, D)``. With the heads innermost, every per-entry step (the
-``D`` products of a score, ``exp``, the ``D`` accumulator updates) is one loop over the
-``H`` heads of contiguous lanes, which LLVM turns into SIMD instructions; ``exp`` in
-float32 is :func:`exp32`, a branch-free Cody-Waite/Cephes polynomial that vectorises
-(libm's ``expf`` does not). The pattern is a CSR over queries (``indptr (S_q + 1,)``,
-``indices (nnz,)`` key positions) and, for the backward pass, its by-key copy
-(``t_indptr (S_k + 1,)``, ``t_query (nnz,)``, ``t_eid (nnz,)``: entry ``t`` of key ``j``
-is pattern entry ``t_eid[t]``, query ``t_query[t]``).
+**Layout: heads last.** The kernels read ``q`` ``(S_q, D, H)``, ``k``/``v`` and the
+output gradient ``dout`` ``(S, D, H)``, C-contiguous (:func:`heads_last` makes these
+copies in parallel), and write ``out``, ``dq``, ``dk``, ``dv`` in the public layout
+``(S, H, D)``; ``lse``/``delta`` are ``(S_q, H)``, per-entry ``bias``/``ds`` ``(nnz, H)``.
+With the heads innermost, every per-entry step (the ``D`` products of a score, ``exp``,
+the ``D`` accumulator updates) is a loop over the ``H`` heads of contiguous lanes, which
+LLVM turns into SIMD instructions. Three things keep those loops free of calls (a call
+in a loop body stops vectorisation): ``exp`` in float32 is emitted inline by
+:func:`exp_lanes` as a branch-free Cody-Waite/Cephes polynomial (libm's ``expf`` is a
+call); ``max``/``min`` are selects (:func:`_fmax`; Numba's builtins are out-of-line
+calls); helpers are inlined at the Numba IR level. The pattern is a CSR over queries
+(``indptr (S_q + 1,)``, ``indices (nnz,)`` key positions) and, for the backward pass, its
+by-key copy (``t_indptr (S_k + 1,)``, ``t_query (nnz,)``, ``t_eid (nnz,)``: entry ``t``
+of key ``j`` is pattern entry ``t_eid[t]``, query ``t_query[t]``).
 
 **Work plan** (:func:`build_plan`, built once per pattern and direction, cached on the
 pattern): rows are grouped into *chunks* of about ``target`` entries (by nnz, not by
@@ -36,8 +39,8 @@ Scores: ``s = scale·<q_i, k_j>``; in the torchgt mode clamped to ``[-clamp, cla
 then ``+ bias[e, h]``. A score of ``-inf`` (a ``-inf`` bias) contributes nothing.
 Forward, per row (or segment) and head, in two passes over its entries: the scores and
 their maximum ``m``, then ``p = exp(s - m)``, ``l = Σ p`` and ``acc = Σ p·v``; at the end
-``lse = m + log l`` (torchgt mode: ``lse = log(exp(m)·l + eps)``) and ``out = acc ·
-exp(m - lse)``. Rows with no contributing entry get ``out = 0`` and ``lse = -inf``.
+``lse = m + log l`` and ``out = acc / l`` (torchgt mode: ``lse = log(exp(m)·l + eps)``
+and ``out = acc · exp(m - lse)``). Rows with no contributing entry get ``out = 0`` and ``lse = -inf``.
 
 Backward, with ``p = exp(s - lse_i)``, ``dp = <dout_i, v_j>``, ``delta_i = <dout_i,
 out_i>`` and ``ds = p·(dp - delta_i)`` (zeroed outside the clamp for dq/dk in the
@@ -316,11 +319,12 @@ def _forward_finish(i, m, l_sum, acc, compat, log_eps, out, lse):
                 out[i, h, d] = 0.0
             continue
         row_lse = m[h] + math.log(l_sum[h])
+        w = 1.0 / l_sum[h]                     # exp(m - lse) without the eps
         if compat:
             hi = max(row_lse, log_eps)
             row_lse = hi + math.log(math.exp(row_lse - hi) + math.exp(log_eps - hi))
+            w = math.exp(m[h] - row_lse)
         lse[i, h] = row_lse
-        w = math.exp(m[h] - row_lse)
         for d in range(dim):
             out[i, h, d] = acc[d, h] * w
 
