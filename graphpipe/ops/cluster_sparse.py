@@ -57,6 +57,7 @@ from numba import prange
 from .attention import (
     _check_float,
     _compute_dtype,
+    _saved_for_backward,
     _SparseAttentionFunction,
     get_pattern,
     reference_sparse_attention,
@@ -463,7 +464,7 @@ class _ClusterSparseFunction(torch.autograd.Function):
         rctx.pattern, rctx.scale, rctx.compat, rctx.clamp = ctx.residual, ctx.scale, False, 0.0
         rctx.backend, rctx.options = ctx.backend, _sparse_options(ctx.options)
         rctx.dtypes = (qc.dtype, qc.dtype, qc.dtype, None)
-        rctx.saved_tensors = (qc, kc, vc, None, out, lse)
+        rctx.saved_tensors = _saved_for_backward(ctx.backend, qc, kc, vc, None, out, lse)
         rctx.needs_input_grad = (True, True, True, False)
         dq, dk, dv = _SparseAttentionFunction.backward(rctx, g, None)[:3]
         if csp.num_blocks:
