@@ -361,3 +361,46 @@ def test_heads_last_copies_strided_views():
     out = np.empty((7, 5, 4), dtype=np.float32)
     heads_last(q.numpy(), out)
     np.testing.assert_array_equal(out, q.permute(0, 2, 1).numpy())
+
+
+def test_float32_minus_inf_bias_and_thread_count_independence():
+    """float32 (the vectorised exp path): a row whose entries all carry a -inf bias is
+    empty (out 0, lse -inf, no gradient through it), single -inf entries drop out, and
+    forward and backward are bit-identical with 1 and 2 Numba threads (long rows split)."""
+    import numba
+
+    threads = min(2, numba.config.NUMBA_NUM_THREADS)
+    if threads < 2:
+        pytest.skip("needs 2 Numba threads")
+    indptr, indices = random_pattern(300, 300, 0.05, seed=40)
+    q, k, v = qkv(300, 300, 4, 8, dtype=torch.float32, seed=41)
+    bias = torch.randn(indices.shape[0], 4, dtype=torch.float32)
+    bias[int(indptr[7]):int(indptr[8])] = -torch.inf          # row 7: every entry masked
+    bias[int(indptr[9]), 1] = -torch.inf                       # one entry of row 9, head 1
+    grad = torch.randn(300, 4, 8)
+
+    def run(num_threads):
+        previous = numba.get_num_threads()
+        numba.set_num_threads(num_threads)
+        try:
+            leaves = [t.clone().requires_grad_() for t in (q, k, v, bias)]
+            out, lse = sparse_attention(*leaves[:3], indptr, indices, bias=leaves[3],
+                                        backend="cpu", split=16, return_lse=True)
+            grads = torch.autograd.grad(out, leaves, grad)
+        finally:
+            numba.set_num_threads(previous)
+        return out.detach(), lse, grads
+
+    out1, lse1, grads1 = run(1)
+    out2, lse2, grads2 = run(threads)
+    assert torch.equal(out1, out2) and torch.equal(lse1, lse2)
+    for a, b in zip(grads1, grads2):
+        assert torch.equal(a, b)
+    assert torch.all(out1[7] == 0) and torch.all(lse1[7] == -torch.inf)
+    assert torch.all(grads1[0][7] == 0) and torch.all(grads1[3][int(indptr[7]):int(indptr[8])] == 0)
+    ref, ref_lse = reference_sparse_attention(q.double(), k.double(), v.double(), indptr,
+                                              indices, bias=bias.double())
+    live = torch.ones(300, dtype=torch.bool)
+    live[7] = False
+    torch.testing.assert_close(out1[live].double(), ref[live], rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(lse1[live].double(), ref_lse[live], rtol=1e-5, atol=1e-5)

@@ -219,12 +219,12 @@ def exp_lanes(typingctx, x):
 @numba.njit(**_INL)
 def _fmax(a, b):
     """``max`` as a select (the builtin is an out-of-line call in Numba's code)."""
-    return a if a > b else b
+    return a if a > b else b  # noqa: FURB136 - the builtin is a call in Numba
 
 
 @numba.njit(**_INL)
 def _fmin(a, b):
-    return a if a < b else b
+    return a if a < b else b  # noqa: FURB136 - the builtin is a call in Numba
 
 
 # =========================================================================== layout
