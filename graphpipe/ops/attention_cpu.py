@@ -403,6 +403,15 @@ def _probabilities(raw, dp, scale, compat, clamp, bias, has_bias, e, lse, delta,
 
 
 @numba.njit(**_INL)
+def _zero_outside_clamp(raw, clamp, ds):
+    """torchgt mode: no score gradient where the unclamped score ``raw[h]`` lies outside
+    ``[-clamp, clamp]`` (torch.clamp's gradient)."""
+    for h in range(raw.shape[0]):
+        if raw[h] < -clamp or raw[h] > clamp:
+            ds[h] = 0.0
+
+
+@numba.njit(**_INL)
 def _rows_entries(i, e0, e1, indices, q, k, v, bias, has_bias, scale, compat, clamp, lse,
                   delta, dout, qs, gs, lane, acc, ds_buf, want_ds):
     """dq of row ``i`` over entries ``e0:e1`` (unscaled) into ``acc (D, H)``; ``ds`` per
@@ -427,9 +436,7 @@ def _rows_entries(i, e0, e1, indices, q, k, v, bias, has_bias, scale, compat, cl
             for h in range(num_heads):
                 ds_buf[e, h] = ds[h]
         if compat:
-            for h in range(num_heads):
-                if raw[h] < -clamp or raw[h] > clamp:
-                    ds[h] = 0.0
+            _zero_outside_clamp(raw, clamp, ds)
         for d in range(dim):
             for h in range(num_heads):
                 acc[d, h] += ds[h] * k[j, d, h]
@@ -473,9 +480,7 @@ def _cols_entries(j, t0, t1, t_query, t_eid, q, k, v, bias, has_bias, scale, com
         _probabilities(raw, dp, scale, compat, clamp, bias, has_bias, t_eid[t], lse, delta, i,
                        p, ds)
         if compat:
-            for h in range(num_heads):
-                if raw[h] < -clamp or raw[h] > clamp:
-                    ds[h] = 0.0
+            _zero_outside_clamp(raw, clamp, ds)
         for d in range(dim):
             for h in range(num_heads):
                 acc_v[d, h] += p[h] * dout[i, d, h]
