@@ -340,17 +340,6 @@ def _heads_last(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return out
 
 
-def _saved_for_backward(backend: str, qc: torch.Tensor, kc: torch.Tensor, vc: torch.Tensor,
-                        bc: torch.Tensor | None, out: torch.Tensor, lse: torch.Tensor) -> tuple:
-    """The saved tensors :meth:`_SparseAttentionFunction.backward` reads, from q, k, v in
-    the public layout ``(S, H, D)`` and compute dtype: the cpu backend keeps them
-    heads-last (for callers that run the backward with a stand-in context, such as
-    :mod:`.cluster_sparse`)."""
-    if backend == "cpu":
-        qc, kc, vc = (_heads_last(t, t.dtype) for t in (qc, kc, vc))
-    return qc, kc, vc, bc, out, lse
-
-
 def _cpu_forward(pattern: AttentionPattern, qt, kt, vt, bc, scale, compat, clamp, eps,
                  target: int | None = None):
     """``(out (S_q, H, D), lse (S_q, H))`` of heads-last ``qt``, ``kt``, ``vt``."""

@@ -273,8 +273,7 @@ def _forward_entries(i, e0, e1, indices, q, k, v, bias, has_bias, scale, compat,
     dim, num_heads = q.shape[1], q.shape[2]
     nnz = indices.shape[0]
     _load_row(q, i, qs)
-    for h in range(num_heads):
-        m[h] = -np.inf
+    m[:] = -np.inf
     for e in range(e0, e1):
         if e + PREFETCH < nnz:
             prefetch_row(k, indices[e + PREFETCH])
@@ -289,11 +288,8 @@ def _forward_entries(i, e0, e1, indices, q, k, v, bias, has_bias, scale, compat,
                 s += bias[e, h]
             row[h] = s
             m[h] = _fmax(m[h], s)
-    for h in range(num_heads):
-        l_sum[h] = 0.0
-    for d in range(dim):
-        for h in range(num_heads):
-            acc[d, h] = 0.0
+    l_sum[:] = 0.0
+    acc[:, :] = 0.0
     for e in range(e0, e1):
         if e + PREFETCH < nnz:
             prefetch_row(v, indices[e + PREFETCH])
@@ -421,9 +417,7 @@ def _rows_entries(i, e0, e1, indices, q, k, v, bias, has_bias, scale, compat, cl
     _load_row(q, i, qs)
     _load_row(dout, i, gs)
     raw, dp, p, ds = lane[0], lane[1], lane[2], lane[3]
-    for d in range(dim):
-        for h in range(num_heads):
-            acc[d, h] = 0.0
+    acc[:, :] = 0.0
     for e in range(e0, e1):
         if e + PREFETCH < nnz:
             prefetch_row(k, indices[e + PREFETCH])
@@ -463,10 +457,8 @@ def _cols_entries(j, t0, t1, t_query, t_eid, q, k, v, bias, has_bias, scale, com
     _load_row(k, j, ks)
     _load_row(v, j, vs)
     raw, dp, p, ds = lane[0], lane[1], lane[2], lane[3]
-    for d in range(dim):
-        for h in range(num_heads):
-            acc_k[d, h] = 0.0
-            acc_v[d, h] = 0.0
+    acc_k[:, :] = 0.0
+    acc_v[:, :] = 0.0
     for t in range(t0, t1):
         if t + PREFETCH < nnz:
             ahead = t_query[t + PREFETCH]

@@ -57,7 +57,6 @@ from numba import prange
 from .attention import (
     _check_float,
     _compute_dtype,
-    _saved_for_backward,
     _SparseAttentionFunction,
     get_pattern,
     reference_sparse_attention,
@@ -442,13 +441,14 @@ class _ClusterSparseFunction(torch.autograd.Function):
                 from . import attention_triton as _tr
                 _tr.block_forward(tens, csp.block_size, qc, kc, vc, scale, out_b, lse_b,
                                   **options)
+        rctx = _Ctx()  # kept: the residual part's backward reuses its saved q/k/v copies
         with torch.no_grad():
             out_r, lse_r = _SparseAttentionFunction.forward(
-                _Ctx(), qc, kc, vc, None, residual, scale, False, 0.0, 1.0, backend,
+                rctx, qc, kc, vc, None, residual, scale, False, 0.0, 1.0, backend,
                 _sparse_options(options))
         out, lse = _merge(out_b, lse_b, out_r.to(cdtype), lse_r)
-        ctx.csp, ctx.residual, ctx.scale, ctx.backend, ctx.options = (csp, residual, scale,
-                                                                      backend, options)
+        ctx.csp, ctx.residual_ctx, ctx.scale, ctx.backend, ctx.options = (csp, rctx, scale,
+                                                                          backend, options)
         ctx.dtypes = (q.dtype, k.dtype, v.dtype)
         ctx.save_for_backward(qc, kc, vc, out, lse)
         ctx.mark_non_differentiable(lse)
@@ -460,11 +460,8 @@ class _ClusterSparseFunction(torch.autograd.Function):
         csp: ClusterSparsePattern = ctx.csp
         g = grad_out.detach().to(qc.dtype).contiguous()
         # residual part: the sparse kernels' backward with the *total* lse and out
-        rctx = _Ctx()
-        rctx.pattern, rctx.scale, rctx.compat, rctx.clamp = ctx.residual, ctx.scale, False, 0.0
-        rctx.backend, rctx.options = ctx.backend, _sparse_options(ctx.options)
-        rctx.dtypes = (qc.dtype, qc.dtype, qc.dtype, None)
-        rctx.saved_tensors = _saved_for_backward(ctx.backend, qc, kc, vc, None, out, lse)
+        rctx = ctx.residual_ctx
+        rctx.saved_tensors = (*rctx.saved_tensors[:4], out, lse)
         rctx.needs_input_grad = (True, True, True, False)
         dq, dk, dv = _SparseAttentionFunction.backward(rctx, g, None)[:3]
         if csp.num_blocks:
