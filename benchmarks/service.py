@@ -66,7 +66,9 @@ def worker(url: str, store_path: str, worker_id: int, seconds: float, per_call: 
     ``mode`` ``call``: one ``Client.sample_batches`` call per window, back to back
     (``RemoteSampler.sample_from_nodes``); latency per call. ``stream``: iterate
     ``Client.sample_stream`` (2 windows in flight); latency from sending a window's
-    request to receiving its results.
+    request to receiving its results. Batches come through a shared-memory arena (the
+    client's default on loopback); with the suffix ``-flight`` over Flight only
+    (``Client(url, shared_memory=False)``).
     """
     from collections import deque
 
@@ -80,8 +82,11 @@ def worker(url: str, store_path: str, worker_id: int, seconds: float, per_call: 
         start = (i * per_call) % (len(batches) - per_call + 1)
         return batches[start:start + per_call], list(range(i * per_call, (i + 1) * per_call))
 
-    with Client(url) as client:
-        client.sample(batches[0], FANOUTS, seed=0)  # connect, warm up
+    mode, _, transport = mode.partition("-")
+    with Client(url, shared_memory=False if transport == "flight" else None) as client:
+        client.sample(batches[0], FANOUTS, seed=0)  # connect, warm up (and attach the arena)
+        if transport != "flight" and client.arena() is None:
+            raise RuntimeError("the client got no shared-memory arena")
         print("ready", flush=True)
         sys.stdin.readline()
         cpu_start = time.process_time()

@@ -32,17 +32,20 @@ from graphpipe.cli._common import fail, friendly_errors
               help="Most IDs in one lookup / reverse_lookup / features request batch.")
 @click.option("--max-response-bytes", type=click.IntRange(1), default=1 << 30, show_default=True,
               help="Most bytes in one response record batch (one sampled batch, or one features batch).")
+@click.option("--shared-memory-mib", type=click.IntRange(0), default=2048, show_default=True,
+              help="Most MiB of shared-memory arenas handed to clients on this host, all together "
+                   "(their sampled batches then skip the network copies); 0: none.")
 @click.option("--drain-timeout", type=click.FloatRange(0), default=60.0, show_default=True,
               help="Seconds to wait for calls in flight after SIGTERM.")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
               show_default=True)
 @friendly_errors
 def command(store: str, host: str, port: int, token_file: str | None, threads: int | None,
-            max_seeds: int, max_rows: int, max_response_bytes: int, drain_timeout: float,
-            log_level: str) -> None:
+            max_seeds: int, max_rows: int, max_response_bytes: int, shared_memory_mib: int,
+            drain_timeout: float, log_level: str) -> None:
     """Serve STORE (sample, lookup, reverse_lookup, features, info, health) over Arrow Flight."""
-    from graphpipe.service.server import SamplingServer, serve_until_signalled
     from graphpipe.allocator import tune_allocator
+    from graphpipe.service.server import SamplingServer, serve_until_signalled
 
     tune_allocator()  # a dedicated process: reuse freed response memory (GRAPHPIPE_TUNE_MALLOC=0: off)
 
@@ -60,7 +63,8 @@ def command(store: str, host: str, port: int, token_file: str | None, threads: i
     except ValueError:
         url_host = host
     server = SamplingServer(store, f"grpc://{url_host}:{port}", token=token, threads=threads,
-                            max_seeds=max_seeds, max_rows=max_rows, max_response_bytes=max_response_bytes)
+                            max_seeds=max_seeds, max_rows=max_rows, max_response_bytes=max_response_bytes,
+                            shared_memory_bytes=shared_memory_mib << 20)
 
     def announce() -> None:
         click.echo(f"serving {store} on grpc://{url_host}:{server.port}")

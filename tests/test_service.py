@@ -36,6 +36,7 @@ MAX_SEEDS = 4000
 MAX_ROWS = 5000
 TOKEN = "s3cret-token"
 START_TIMEOUT_S = 120
+ARENA_MIB = 16
 
 
 # -- stores -------------------------------------------------------------------------------------
@@ -132,9 +133,10 @@ def server(int_store, tmp_path_factory) -> Iterator[Server]:
     assert srv.stop() == 0
 
 
-@pytest.fixture(scope="module")
-def client(server) -> Iterator[Client]:
-    with Client(server.url) as c:
+@pytest.fixture(scope="module", params=["shared_memory", "flight"])
+def client(server, request) -> Iterator[Client]:
+    """A client receiving sampled batches through a shared-memory arena, or over Flight only."""
+    with Client(server.url, shared_memory=request.param == "shared_memory", arena_mib=ARENA_MIB) as c:
         yield c
 
 
@@ -206,11 +208,14 @@ def test_sample_batches_keep_request_order(client, int_store):
                                                         [6, 4], seed=key))
 
 
-def test_remote_loader_yields_the_local_loaders_batches(server, int_store):
+@pytest.mark.parametrize("shared_memory", [None, False])
+def test_remote_loader_yields_the_local_loaders_batches(server, int_store, shared_memory):
     kwargs = {"input_nodes": "train", "shuffle": True, "seed": 21, "window": 3}
     local = NeighborLoader(int_store, [5, 3], 64, **kwargs)
     # the loader hands its fanouts to the remote sampler (bind_fanouts)
-    remote = NeighborLoader(int_store, [5, 3], 64, sampler=RemoteSampler(server.url), **kwargs)
+    sampler = RemoteSampler(server.url, shared_memory=shared_memory, arena_mib=ARENA_MIB)
+    assert (sampler.client.arena() is not None) == (shared_memory is None)  # loopback: an arena
+    remote = NeighborLoader(int_store, [5, 3], 64, sampler=sampler, **kwargs)
     for _epoch in range(2):
         pairs = list(zip(local, remote, strict=True))
         assert len(pairs) == len(local) == 11
@@ -508,6 +513,187 @@ def test_log_has_one_line_per_call(server, client):
         time.sleep(0.05)
     line = next(ln for ln in server.log().splitlines() if "sample size=3 " in ln)
     assert "127.0.0.1" in line and line.rstrip().endswith(" ms")
+
+
+# -- shared-memory arenas -----------------------------------------------------------------------
+def _arena_files(server: Server) -> list[Path]:
+    return sorted(Path("/dev/shm").glob(f"graphpipe-arena-{server.proc.pid}-*"))
+
+
+def _wait_for(condition, timeout: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def test_shared_memory_batches_equal_flight_batches(server, int_store):
+    """Both transports return the local sampler's output, with features and labels, and
+    the arena's file is gone from /dev/shm once the client mapped it."""
+    rng = np.random.default_rng(31)
+    batches = [rng.choice(NUM_NODES, n, replace=False) for n in (40, 1, 300)]
+    with Client(server.url, shared_memory=True, arena_mib=ARENA_MIB) as shm, \
+            Client(server.url, shared_memory=False) as flight:
+        assert shm.arena() is not None and flight.arena() is None
+        assert _arena_files(server) == []
+        got = shm.sample_batches(batches, [1, 2, 3], [5, 4], features=True, labels=True)
+        ref = flight.sample_batches(batches, [1, 2, 3], [5, 4], features=True, labels=True)
+        for a, b, seeds, key in zip(got, ref, batches, [1, 2, 3], strict=True):
+            want = sample_neighbors(int_store.indptr, int_store.indices, seeds, [5, 4], seed=key)
+            assert_same_output(a.output, want)
+            assert_same_output(b.output, want)
+            np.testing.assert_array_equal(a.x, int_store.features(want.n_id))
+            np.testing.assert_array_equal(a.y, np.asarray(int_store.labels)[seeds])
+            assert a.output.n_id.flags.writeable and a.x.flags.writeable
+        assert shm.health()["arena_bytes_in_use"] > 0  # the results above still hold segments
+
+
+def test_arena_segments_return_when_the_arrays_are_garbage(server, int_store):
+    with Client(server.url, shared_memory=True, arena_mib=ARENA_MIB) as c:
+        seeds = np.arange(200)
+
+        def in_use_after_a_probe() -> int:
+            """Bytes in use once the frees so far reached the server: the second probe's
+            request returns the first probe's segment, its own stays in use."""
+            for _ in range(2):
+                gc.collect()
+                c.sample(seeds, [2], seed=0)
+            return c.health()["arena_bytes_in_use"]
+
+        probe_only = in_use_after_a_probe()
+        assert probe_only > 0
+        kept = c.sample(seeds, [10, 10], seed=1)
+        with_kept = in_use_after_a_probe()
+        assert with_kept > probe_only
+        for i in range(50):  # far more than the arena holds, were segments never freed
+            c.sample(seeds, [10, 10], seed=i, features=True)
+        windows = _windows([3] * 10, seed=2)
+        for results in c.sample_stream(windows, [6, 6], depth=2):
+            assert len(results) == 3
+        del results  # the last window's batches
+        assert in_use_after_a_probe() == with_kept
+        stream = c.sample_stream(windows, [6, 6], depth=3)
+        next(stream)
+        stream.close()  # reads and drops the windows in flight
+        assert in_use_after_a_probe() == with_kept
+        want = sample_neighbors(int_store.indptr, int_store.indices, seeds, [10, 10], seed=1)
+        assert_same_output(kept.output, want)
+        del kept
+        assert in_use_after_a_probe() == probe_only
+        arenas = c.health()["arenas"]
+    assert _wait_for(lambda: Client(server.url, shared_memory=False).health()["arenas"] == arenas - 1)
+
+
+def test_a_full_arena_sends_over_flight(server, int_store):
+    """Batches bigger than the arena, and batches while held ones fill it, still arrive."""
+    with Client(server.url, shared_memory=True, arena_mib=1) as c:
+        big = np.arange(2500)
+        arena = c.arena()
+
+        def in_arena(values: np.ndarray) -> bool:
+            return arena.address <= values.ctypes.data < arena.address + arena.nbytes
+
+        got = c.sample(big, [-1] * 4, seed=3, features=True)  # ~1.3 MB: over Flight
+        want = sample_neighbors(int_store.indptr, int_store.indices, big, [-1] * 4, seed=3)
+        assert_same_output(got.output, want)
+        np.testing.assert_array_equal(got.x, int_store.features(want.n_id))
+        assert not in_arena(got.output.n_id)
+        held = [c.sample(np.arange(i, i + 100), [8, 8], seed=i, features=True) for i in range(0, 2000, 100)]
+        placed = [in_arena(res.output.n_id) for res in held]
+        assert placed[0] and not placed[-1]  # the first fit, then the held ones fill the arena
+        for i, res in zip(range(0, 2000, 100), held):
+            want = sample_neighbors(int_store.indptr, int_store.indices, np.arange(i, i + 100), [8, 8], seed=i)
+            assert_same_output(res.output, want)
+            np.testing.assert_array_equal(res.x, int_store.features(want.n_id))
+
+
+def test_arena_of_a_client_that_exited_is_dropped(server, int_store):
+    """A client killed without closing leaves no file and, after the reaper's pass, no arena."""
+    code = ("import os, numpy as np; from graphpipe.service import Client; "
+            f"c = Client({server.url!r}, shared_memory=True, arena_mib={ARENA_MIB}); "
+            "r = c.sample(np.arange(50), [3, 3]); print(c.arena().id, flush=True); os._exit(0)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    arena_id = proc.stdout.strip()
+    assert _wait_for(lambda: f"dropped shared-memory arena {arena_id}" in server.log(), timeout=60)
+    line = next(ln for ln in server.log().splitlines() if f"dropped shared-memory arena {arena_id}" in ln)
+    assert line.endswith("exited")
+    assert _arena_files(server) == []
+
+
+def test_shared_memory_refusals(int_store, tmp_path, server):
+    """A server without shared memory: a client that requires it gets the reason, one that
+    does not falls back to Flight. Bad arena parameters are invalid arguments."""
+    srv = start_server(int_store, tmp_path / "server.log", "--shared-memory-mib", "0")
+    try:
+        with pytest.raises(ConnectionError, match="--shared-memory-mib 0"):
+            Client(srv.url, shared_memory=True).sample(np.arange(5), [2])
+        with Client(srv.url) as c:
+            assert c.arena() is None
+            assert c.info()["server"]["shared_memory"]["enabled"] is False
+            want = sample_neighbors(int_store.indptr, int_store.indices, np.arange(5), [2], seed=0)
+            assert_same_output(c.sample(np.arange(5), [2]).output, want)
+    finally:
+        assert srv.stop() == 0
+    flight = fl.FlightClient(server.url)
+    try:
+        for body, message in (({"bytes": 1 << 40, "pid": 1}, "would exceed this server's limit"),
+                              ({"bytes": 1000, "pid": 1}, "'bytes' must be at least"),
+                              ({"bytes": "1", "pid": 1}, "'bytes' must be a positive integer"),
+                              ({"bytes": 1 << 20}, "'pid' must be a positive integer"),
+                              ({"bytes": 1 << 20, "pid": 1, "path": "/etc/passwd"}, "unknown \\['path'\\]")):
+            with pytest.raises(pa.ArrowInvalid, match=message):
+                list(flight.do_action(fl.Action("attach_arena", json.dumps(body).encode())))
+    finally:
+        flight.close()
+    with pytest.raises(pa.ArrowInvalid, match="'arena' must be a string"):
+        _raw_exchange(server.url, json.dumps({**SAMPLE, "arena": 5}).encode(), _seed_batch([1]))
+    assert server.proc.poll() is None
+
+
+def _exchange_with_metadata(url: str, command: dict, metadata: bytes) -> list:
+    flight = fl.FlightClient(url)
+    try:
+        writer, reader = flight.do_exchange(fl.FlightDescriptor.for_command(json.dumps(command)))
+        batch = _seed_batch([1, 2])
+        writer.begin(batch.schema)
+        writer.write_with_metadata(batch, pa.py_buffer(metadata))
+        writer.done_writing()
+        chunks = []
+        while True:
+            try:
+                chunk = reader.read_chunk()
+            except StopIteration:
+                break
+            chunks.append(chunk)
+        writer.close()
+        return chunks
+    finally:
+        flight.close()
+
+
+def test_bad_frees_are_refused_and_unknown_arenas_get_flight(server, int_store):
+    with Client(server.url, shared_memory=True, arena_mib=ARENA_MIB) as c:
+        arena_id = c.arena().id
+        command = {**SAMPLE, "arena": arena_id}
+        for metadata, message in ((b"{free", "must be JSON"),
+                                  (b'{"free": [1.5]}', "list of integer offsets"),
+                                  (b'{"free": 7}', "list of integer offsets"),
+                                  (b'{"free": [64000000]}', "is not a segment in use")):
+            with pytest.raises(pa.ArrowInvalid, match=message):
+                _exchange_with_metadata(server.url, command, metadata)
+        # a segment message names where the batch is; the raw client reads it from its own mapping
+        chunks = _exchange_with_metadata(server.url, command, b"")
+        assert len(chunks) == 1 and chunks[0].data is None
+        offset, length = json.loads(chunks[0].app_metadata.to_pybytes())["segment"]
+        got = protocol.decode_sample_row(c.arena().read(offset, length))[0]
+        want = sample_neighbors(int_store.indptr, int_store.indices, np.array([1, 2]), [2, 2], seed=0)
+        assert_same_output(got, want)
+    # an arena the server does not know (detached): the batch comes over Flight
+    chunks = _exchange_with_metadata(server.url, {**SAMPLE, "arena": arena_id}, b'{"free": [64]}')
+    assert len(chunks) == 1 and chunks[0].data is not None
+    assert server.proc.poll() is None
 
 
 # -- auth ---------------------------------------------------------------------------------------

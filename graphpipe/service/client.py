@@ -10,7 +10,11 @@ Server errors surface as Python exceptions carrying the server's message:
 
 from __future__ import annotations
 
+import ipaddress
 import json
+import logging
+import os
+import threading
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -20,10 +24,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.flight as fl
 
+from graphpipe.allocator import tune_allocator
 from graphpipe.loaders.sampler import BaseSampler
 from graphpipe.ops.sampling import SampleOutput
 from graphpipe.service import protocol
-from graphpipe.allocator import tune_allocator
+from graphpipe.service.arena import ClientArena
+
+log = logging.getLogger("graphpipe.service")
 
 __all__ = ["Client", "LookupResult", "RemoteSampler", "SampleResult"]
 
@@ -98,10 +105,19 @@ class Client:
             freed memory for reuse rather than faulting fresh pages in for every
             response; about 1.5 ms of CPU per sampled batch of the benchmark graph).
             Process-wide; ``GRAPHPIPE_TUNE_MALLOC=0`` also turns it off.
+        shared_memory: receive sampled batches through a shared-memory arena when the
+            server runs on this host (:mod:`graphpipe.service.arena`): the server writes
+            each batch once into memory both processes map, and only its place travels
+            over Flight. None (default): try it when ``url`` names a loopback address and
+            fall back to Flight silently; True: require it (``ConnectionError`` when the
+            server cannot hand one out); False: never.
+        arena_mib: size of that arena in MiB, allocated in the server's tmpfs up front
+            (it must hold the batches in flight and those the caller still holds; a
+            batch that does not fit comes over Flight).
     """
 
     def __init__(self, url: str, token: str | None = None, *, timeout: float | None = None,
-                 tune_malloc: bool = True):
+                 tune_malloc: bool = True, shared_memory: bool | None = None, arena_mib: int = 256):
         if not isinstance(url, str) or not url.startswith(("grpc://", "grpc+tcp://")):
             raise ValueError(f"'url' must look like grpc://host:port (got {url!r})")
         if token is not None and (not isinstance(token, str) or not token):
@@ -111,28 +127,39 @@ class Client:
         headers = [(b"authorization", f"Bearer {token}".encode())] if token else []
         self._options = fl.FlightCallOptions(headers=headers, timeout=timeout)
         self._id_type: str | None = None
+        if shared_memory not in (None, True, False):
+            raise ValueError(f"'shared_memory' must be None, True or False (got {shared_memory!r})")
+        if isinstance(arena_mib, bool) or not isinstance(arena_mib, int) or arena_mib < 1:
+            raise ValueError(f"'arena_mib' must be a positive integer (got {arena_mib!r})")
+        self.shared_memory, self.arena_mib = shared_memory, arena_mib
+        self._arena: ClientArena | None | bool = None  # None: not tried; False: not available
+        self._arena_lock = threading.Lock()
         if tune_malloc:
             tune_allocator()
 
     # -- transport ------------------------------------------------------------------------------
-    def _exchange(self, command: bytes, request: pa.RecordBatch) -> list[tuple[pa.RecordBatch, bytes | None]]:
-        """One DoExchange call: send ``request``, return every response (batch, app_metadata)."""
+    def _exchange(self, command: bytes, request: pa.RecordBatch, *, arena: ClientArena | None = None
+                  ) -> list[tuple[pa.RecordBatch, bytes | None]]:
+        """One DoExchange call: send ``request``, return every response (batch, app_metadata);
+        with ``arena`` the request carries its freed segments and segment messages are read
+        from it."""
         descriptor = fl.FlightDescriptor.for_command(command)
         responses: list[tuple[pa.RecordBatch, bytes | None]] = []
         try:
             writer, reader = self._flight.do_exchange(descriptor, self._options)
             try:
                 writer.begin(request.schema)
-                writer.write_batch(request)
+                _write_request(writer, request, arena)
                 writer.done_writing()
                 while True:
                     try:
                         chunk = reader.read_chunk()
                     except StopIteration:
                         break
-                    if chunk.data is not None:
-                        meta = chunk.app_metadata
-                        responses.append((chunk.data, meta.to_pybytes() if meta is not None else None))
+                    data = _chunk_batch(chunk, arena)
+                    if data is not None:
+                        meta = chunk.app_metadata if chunk.data is not None else None
+                        responses.append((data, meta.to_pybytes() if meta is not None else None))
             finally:
                 writer.close()
         except (pa.ArrowException, OSError) as exc:
@@ -141,12 +168,44 @@ class Client:
             raise translate_error(exc) from None
         return responses
 
-    def _action(self, name: str) -> dict[str, Any]:
+    def _action(self, name: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        payload = json.dumps(body).encode() if body is not None else b""
         try:
-            results = list(self._flight.do_action(fl.Action(name, b""), self._options))
+            results = list(self._flight.do_action(fl.Action(name, payload), self._options))
         except (pa.ArrowException, OSError) as exc:
             raise translate_error(exc) from None
         return json.loads(results[0].body.to_pybytes())
+
+    def arena(self) -> ClientArena | None:
+        """The shared-memory arena ``sample`` calls use (attached on first use), or None
+        when this client receives over Flight (see ``shared_memory``)."""
+        if self._arena is None:
+            with self._arena_lock:
+                if self._arena is None:
+                    self._arena = self._attach_arena()
+        return self._arena or None
+
+    def _attach_arena(self) -> ClientArena | bool:
+        if self.shared_memory is False or (self.shared_memory is None and not _is_loopback(self.url)):
+            return False
+        try:
+            reply = self._action("attach_arena", {"bytes": self.arena_mib << 20, "pid": os.getpid()})
+        except (ValueError, RuntimeError) as exc:  # refused: an old server, a limit, a full tmpfs
+            if self.shared_memory:
+                raise ConnectionError(f"the server at {self.url} hands out no shared memory: {exc}") from None
+            log.info("receiving over Flight: the server hands out no shared memory (%s)", exc)
+            return False
+        try:
+            return ClientArena(reply["arena"], reply["path"], int(reply["bytes"]), bytes.fromhex(reply["nonce"]))
+        except OSError as exc:  # another host, another user, another /dev/shm
+            try:
+                self._action("detach_arena", {"arena": reply["arena"]})
+            except (ValueError, RuntimeError, ConnectionError, PermissionError, TimeoutError):
+                pass
+            if self.shared_memory:
+                raise ConnectionError(f"cannot map the server's shared-memory arena: {exc}") from None
+            log.info("receiving over Flight: cannot map the server's arena (%s)", exc)
+            return False
 
     # -- operations -----------------------------------------------------------------------------
     def info(self) -> dict[str, Any]:
@@ -175,8 +234,9 @@ class Client:
         """
         if not _check_window(seed_batches, keys):
             return []
-        command = _sample_command(fanouts, replace, features, labels)
-        responses = self._exchange(command, protocol.sample_request_batch(seed_batches, keys))
+        arena = self.arena()
+        command = _sample_command(fanouts, replace, features, labels, arena)
+        responses = self._exchange(command, protocol.sample_request_batch(seed_batches, keys), arena=arena)
         results = [SampleResult(out, x, y) for batch, _ in responses
                    for out, x, y in protocol.decode_sample_rows(batch, copy=copy)]
         if len(results) != len(seed_batches):
@@ -197,10 +257,13 @@ class Client:
         workers busy. ``windows`` is consumed lazily, ``depth`` windows ahead of what was
         yielded. Closing the generator early cancels the windows in flight. The client's
         ``timeout`` bounds each stream's whole life (the generator's), not one window.
+        With a shared-memory arena, closing early reads the windows in flight (and
+        drops them) instead, so that their segments return to the arena.
         """
         if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
             raise ValueError(f"'depth' must be a positive integer (got {depth!r})")
-        command = _sample_command(fanouts, replace, features, labels)
+        arena = self.arena()
+        command = _sample_command(fanouts, replace, features, labels, arena)
         descriptor = fl.FlightDescriptor.for_command(command)
         streams: list[tuple[fl.FlightStreamWriter, fl.FlightStreamReader]] = []
         pending: deque[tuple[int, int]] = deque()  # (stream, batches) per window in flight
@@ -222,7 +285,7 @@ class Client:
             if slot == len(streams):
                 streams.append(self._flight.do_exchange(descriptor, self._options))
                 streams[slot][0].begin(protocol.sample_request_schema())
-            streams[slot][0].write_batch(protocol.sample_request_batch(seed_batches, keys))
+            _write_request(streams[slot][0], protocol.sample_request_batch(seed_batches, keys), arena)
             pending.append((slot, len(seed_batches)))
             return True
 
@@ -234,10 +297,10 @@ class Client:
                     slot, count = pending.popleft()
                     results: list[SampleResult] = []
                     while len(results) < count:
-                        chunk = streams[slot][1].read_chunk()
-                        if chunk.data is not None:
+                        data = _chunk_batch(streams[slot][1].read_chunk(), arena)
+                        if data is not None:
                             results += [SampleResult(out, x, y) for out, x, y in
-                                        protocol.decode_sample_rows(chunk.data, copy=copy)]
+                                        protocol.decode_sample_rows(data, copy=copy)]
                     if len(results) != count:
                         raise RuntimeError(f"server returned {len(results)} samples for {count} batches")
                     send_next()
@@ -254,6 +317,8 @@ class Client:
                     raise
                 raise translate_error(exc) from None
         finally:
+            if not finished and arena is not None:
+                finished = _drain(streams, arena)
             for writer, reader in streams:
                 if not finished:
                     reader.cancel()
@@ -342,7 +407,15 @@ class Client:
         return rows, (y[0] if len(y) == 1 else np.concatenate(y))
 
     def close(self) -> None:
-        """Close the connection."""
+        """Give the shared-memory arena back (batches already received stay valid) and
+        close the connection."""
+        arena, self._arena = self._arena, False
+        if isinstance(arena, ClientArena):
+            try:
+                self._action("detach_arena", {"arena": arena.id})
+            except (ValueError, RuntimeError, ConnectionError, PermissionError, TimeoutError) as exc:
+                log.info("could not detach arena %s: %s (the server drops it when this process exits)",
+                         arena.id, exc)
         self._flight.close()
 
     def __enter__(self) -> Client:  # noqa: PYI034 - Client is not subclassed
@@ -367,9 +440,61 @@ def _check_window(seed_batches: Sequence[np.ndarray], keys: Sequence[int]) -> bo
     return len(seed_batches) > 0
 
 
-def _sample_command(fanouts: Sequence[int], replace: bool, features: bool, labels: bool) -> bytes:
+def _sample_command(fanouts: Sequence[int], replace: bool, features: bool, labels: bool,
+                    arena: ClientArena | None = None) -> bytes:
+    extra = {"arena": arena.id} if arena is not None else {}
     return protocol.encode_command("sample", fanouts=[int(f) for f in fanouts], replace=bool(replace),
-                                   features=bool(features), labels=bool(labels))
+                                   features=bool(features), labels=bool(labels), **extra)
+
+
+def _is_loopback(url: str) -> bool:
+    host = url.split("://", 1)[1].rsplit(":", 1)[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _write_request(writer: fl.FlightStreamWriter, request: pa.RecordBatch, arena: ClientArena | None) -> None:
+    """Write one request batch; with ``arena`` its app_metadata returns the freed segments."""
+    freed = arena.take_freed() if arena is not None else []
+    if freed:
+        writer.write_with_metadata(request, pa.py_buffer(json.dumps({"free": freed}).encode()))
+    else:
+        writer.write_batch(request)
+
+
+def _chunk_batch(chunk: fl.FlightStreamChunk, arena: ClientArena | None) -> pa.RecordBatch | None:
+    """The record batch of a response message: its own, or the arena segment a
+    metadata-only message ``{"segment": [offset, length]}`` names; None for other messages."""
+    if chunk.data is not None:
+        return chunk.data
+    if arena is None or chunk.app_metadata is None:
+        return None
+    try:
+        offset, length = json.loads(chunk.app_metadata.to_pybytes())["segment"]
+    except (ValueError, KeyError, TypeError):
+        raise RuntimeError(f"server sent an unexpected metadata message "
+                           f"{chunk.app_metadata.to_pybytes()[:80]!r}") from None
+    return arena.read(int(offset), int(length))
+
+
+def _drain(streams: list[tuple[fl.FlightStreamWriter, fl.FlightStreamReader]], arena: ClientArena) -> bool:
+    """End the calls of ``streams`` and read what the server still sends (its segments
+    return to the arena as the batches are dropped). False when a stream failed."""
+    clean = True
+    for writer, reader in streams:
+        try:
+            writer.done_writing()
+            while True:
+                _chunk_batch(reader.read_chunk(), arena)
+        except StopIteration:
+            pass
+        except (pa.ArrowException, OSError, RuntimeError):
+            clean = False
+    return clean
 
 
 def _int_ids(values: Sequence[int] | np.ndarray, name: str) -> np.ndarray:
@@ -396,12 +521,14 @@ class RemoteSampler(BaseSampler):
             is called (by a loader that supports it).
         replace: sample with replacement.
         timeout: per-call timeout in seconds.
-        tune_malloc: see :class:`Client`.
+        tune_malloc, shared_memory, arena_mib: see :class:`Client`.
     """
 
     def __init__(self, url: str, token: str | None = None, *, fanouts: Sequence[int] | None = None,
-                 replace: bool = False, timeout: float | None = None, tune_malloc: bool = True):
-        self.client = Client(url, token, timeout=timeout, tune_malloc=tune_malloc)
+                 replace: bool = False, timeout: float | None = None, tune_malloc: bool = True,
+                 shared_memory: bool | None = None, arena_mib: int = 256):
+        self.client = Client(url, token, timeout=timeout, tune_malloc=tune_malloc,
+                             shared_memory=shared_memory, arena_mib=arena_mib)
         self.fanouts = None if fanouts is None else [int(f) for f in fanouts]
         self.replace = bool(replace)
 

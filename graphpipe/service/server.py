@@ -27,6 +27,7 @@ import pyarrow.flight as fl
 
 from graphpipe.ops.sampling import sample_neighbors
 from graphpipe.service import protocol
+from graphpipe.service.arena import ArenaRegistry, ServerArena
 from graphpipe.service.idindex import StringIdIndex
 from graphpipe.store import GraphStore
 
@@ -37,6 +38,7 @@ log = logging.getLogger("graphpipe.service")
 DEFAULT_MAX_SEEDS = 1 << 18
 DEFAULT_MAX_ROWS = 1 << 22
 DEFAULT_MAX_RESPONSE_BYTES = 1 << 30
+DEFAULT_SHARED_MEMORY_BYTES = 2 << 30
 MAX_LAYERS = 16
 
 
@@ -81,12 +83,16 @@ class SamplingServer(fl.FlightServerBase):
             sampled batch of ``sample`` (with its feature rows), one batch of ``features``;
             a larger one fails the call (INVALID_ARGUMENT naming the size and the limit)
             instead of being sent.
+        shared_memory_bytes: most bytes of shared-memory arenas handed out to clients on
+            this host, all together (0: none; see :mod:`graphpipe.service.arena`).
+        shared_memory_dir: where arena files are created (a tmpfs).
     """
 
     def __init__(self, store: GraphStore | str | os.PathLike, location: str = "grpc://127.0.0.1:0", *,
                  token: str | None = None, threads: int | None = None,
                  max_seeds: int = DEFAULT_MAX_SEEDS, max_rows: int = DEFAULT_MAX_ROWS,
-                 max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES):
+                 max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+                 shared_memory_bytes: int = DEFAULT_SHARED_MEMORY_BYTES, shared_memory_dir: str = "/dev/shm"):
         self.store = store if isinstance(store, GraphStore) else GraphStore.open(store)
         threads = (os.cpu_count() or 1) if threads is None else threads
         for name, value in (("threads", threads), ("max_seeds", max_seeds), ("max_rows", max_rows),
@@ -95,6 +101,9 @@ class SamplingServer(fl.FlightServerBase):
                 raise ValueError(f"'{name}' must be a positive integer (got {value!r})")
         self.threads, self.max_seeds, self.max_rows = int(threads), int(max_seeds), int(max_rows)
         self.max_response_bytes = int(max_response_bytes)
+        if isinstance(shared_memory_bytes, bool) or not isinstance(shared_memory_bytes, (int, np.integer)) \
+                or shared_memory_bytes < 0:
+            raise ValueError(f"'shared_memory_bytes' must be an integer >= 0 (got {shared_memory_bytes!r})")
         self.indptr = np.ascontiguousarray(self.store.indptr, dtype=np.int64)
         self.indices = np.asarray(self.store.indices)
         self.num_nodes = self.store.num_nodes
@@ -124,6 +133,7 @@ class SamplingServer(fl.FlightServerBase):
             "sample": self._sample, "lookup": self._lookup,
             "reverse_lookup": self._reverse_lookup, "features": self._features,
         }
+        self.arenas = ArenaRegistry(int(shared_memory_bytes), shared_memory_dir)
         middleware = {"auth": BearerTokenMiddlewareFactory(token)} if token is not None else None
         super().__init__(location, middleware=middleware)
 
@@ -166,6 +176,11 @@ class SamplingServer(fl.FlightServerBase):
                 result.append(json.dumps(self.info()).encode())
             elif action.type == "health":
                 result.append(json.dumps(self.health()).encode())
+            elif action.type == "attach_arena":
+                result.append(json.dumps(self._attach_arena(action.body)).encode())
+            elif action.type == "detach_arena":
+                params = _action_params(action.body, ("arena",), "detach_arena")
+                result.append(json.dumps({"detached": self.arenas.detach(params.get("arena"))}).encode())
             else:
                 raise ValueError(f"'action' must be one of {list(protocol.ACTIONS)} (got {action.type!r})")
             return 0
@@ -175,7 +190,10 @@ class SamplingServer(fl.FlightServerBase):
 
     def list_actions(self, context: fl.ServerCallContext) -> list[tuple[str, str]]:
         return [("info", "the store's manifest and the server's limits (JSON)"),
-                ("health", "{\"status\": \"ready\"} when serving (JSON)")]
+                ("health", "{\"status\": \"ready\"} when serving (JSON)"),
+                ("attach_arena", ("a shared-memory arena for sample responses on this host: body "
+                                  "{\"bytes\": N, \"pid\": P} -> {\"arena\", \"path\", \"bytes\", \"nonce\"}")),
+                ("detach_arena", "drop an arena: body {\"arena\": ID}")]
 
     def info(self) -> dict[str, Any]:
         """The manifest plus a ``server`` section (protocol version, limits, threads)."""
@@ -185,23 +203,43 @@ class SamplingServer(fl.FlightServerBase):
                            "threads": self.threads,
                            "operations": list(protocol.DATA_OPS), "actions": list(protocol.ACTIONS),
                            "id_map_type": self._id_map.external_type,
-                           "sample_id_type": str(self._id_type)}}
+                           "sample_id_type": str(self._id_type),
+                           "shared_memory": {"enabled": self.arenas.enabled,
+                                             "max_bytes": self.arenas.max_bytes,
+                                             "directory": self.arenas.directory}}}
 
     def health(self) -> dict[str, Any]:
-        """``{"status": "ready" | "draining", "in_flight": calls}`` (the health call included)."""
-        return {"status": "draining" if self.draining else "ready", "in_flight": self._in_flight}
+        """``{"status": "ready" | "draining", "in_flight": calls (this one included), "arenas":
+        shared-memory arenas attached, "arena_bytes_in_use": bytes of their segments not yet
+        freed}``."""
+        return {"status": "draining" if self.draining else "ready", "in_flight": self._in_flight,
+                "arenas": len(self.arenas), "arena_bytes_in_use": self.arenas.bytes_in_use}
 
     def close(self) -> None:
         """Stop accepting calls, wait for those in flight, stop the worker pool."""
         self.draining = True
         self.shutdown()
         self._pool.shutdown(wait=True)
+        self.arenas.close()
+
+    def _attach_arena(self, body: bytes) -> dict[str, Any]:
+        params = _action_params(body, ("bytes", "pid"), "attach_arena")
+        try:
+            arena = self.arenas.attach(params.get("bytes"), params.get("pid"))
+        except OSError as exc:
+            raise ValueError(f"cannot create a shared-memory arena of {params.get('bytes')} bytes in "
+                             f"{self.arenas.directory}: {exc}; ask for fewer bytes") from None
+        log.info("attached shared-memory arena %s (%d bytes) for process %d", arena.id, arena.nbytes, arena.pid)
+        return {"arena": arena.id, "path": arena.path, "bytes": arena.nbytes, "nonce": arena.nonce.hex()}
 
     # -- sample ---------------------------------------------------------------------------------
     def _sample(self, params: dict[str, Any], reader: fl.MetadataRecordBatchReader,
                 writer: fl.MetadataRecordBatchWriter) -> int:
-        _only(params, ("fanouts", "replace", "features", "labels"), "sample")
+        _only(params, ("fanouts", "replace", "features", "labels", "arena"), "sample")
         fanouts = _fanouts(params.get("fanouts"))
+        if "arena" in params and not isinstance(params["arena"], str):
+            raise ValueError(f"'arena' must be a string (got {params['arena']!r})")
+        arena = self.arenas.get(params["arena"]) if "arena" in params else None
         replace = _flag(params, "replace")
         want_x, want_y = _flag(params, "features"), _flag(params, "labels")
         if want_x and self._feature is None:
@@ -212,23 +250,28 @@ class SamplingServer(fl.FlightServerBase):
                                                  feature=self._feature if want_x else None,
                                                  label=self._label if want_y else None)
         writer.begin(schema)
+        schema_bytes = schema.serialize().size if arena is not None else 0
         total = 0
-        for batch in _request_batches(reader, protocol.sample_request_schema(), "sample"):
+        for batch, metadata in _request_batches(reader, protocol.sample_request_schema(), "sample",
+                                                with_metadata=True):
+            _free_segments(arena, metadata)
             seed_batches, keys = self._seed_batches(batch)
             total += sum(len(b) for b in seed_batches)
-            args = (schema, fanouts, replace, want_x, want_y)
+            args = (schema, fanouts, replace, want_x, want_y, arena, schema_bytes)
             if len(seed_batches) == 1:  # no hand-off to the pool for a single batch
-                writer.write_batch(self._sample_one(seed_batches[0], keys[0], *args))
+                _send_rows([self._sample_one(seed_batches[0], keys[0], *args)], writer, arena)
                 continue
             jobs = [self._pool.submit(self._sample_one, seeds, key, *args, row)
                     for row, (seeds, key) in enumerate(zip(seed_batches, keys))]
-            _write_in_order(jobs, writer)
+            _send_rows(jobs, writer, arena)
         return total
 
     def _sample_one(self, seeds: np.ndarray, key: int, schema: pa.Schema, fanouts: list[int],
-                    replace: bool, want_x: bool, want_y: bool, row: int = 0) -> pa.RecordBatch:
+                    replace: bool, want_x: bool, want_y: bool, arena: ServerArena | None = None,
+                    schema_bytes: int = 0, row: int = 0) -> pa.RecordBatch | tuple[int, int]:
         """Sample one seed batch (at most ``threads`` at a time over all calls) and encode it
-        as a one-row response record batch (at most ``max_response_bytes``)."""
+        as a one-row response record batch (at most ``max_response_bytes``); with ``arena``
+        written into one of its segments when it fits: ``(offset, length)``."""
         with self._slots:
             out = sample_neighbors(self.indptr, self.indices, seeds, fanouts, replace=replace, seed=key)
             nbytes = out.n_id.nbytes + sum(b.indptr.nbytes + b.indices.nbytes + b.edge_ids.nbytes
@@ -240,7 +283,12 @@ class SamplingServer(fl.FlightServerBase):
                                  "use fewer seeds per batch or smaller fanouts")
             x = self.store.features(out.n_id) if want_x else None
             y = np.take(self.store.labels, seeds, axis=0) if want_y else None
-            return protocol.encode_sample_output(out, schema, x=x, y=y)
+            batch = protocol.encode_sample_output(out, schema, x=x, y=y)
+        if arena is not None:
+            segment = arena.write_batch(batch, schema_bytes)
+            if segment is not None:
+                return segment
+        return batch
 
     def _check_response(self, nbytes: int, what: str, hint: str) -> None:
         if nbytes > self.max_response_bytes:
@@ -381,8 +429,10 @@ def _flight_error(exc: BaseException) -> BaseException:
     return fl.FlightServerError(f"internal error: {type(exc).__name__}: {message}")
 
 
-def _request_batches(reader: fl.MetadataRecordBatchReader, expected: pa.Schema, op: str):
-    """The request record batches of a call, after checking their schema against ``expected``."""
+def _request_batches(reader: fl.MetadataRecordBatchReader, expected: pa.Schema, op: str, *,
+                     with_metadata: bool = False):
+    """The request record batches of a call, after checking their schema against ``expected``
+    (``with_metadata``: pairs ``(batch, app_metadata bytes or None)``)."""
     checked = False
     for chunk in reader:
         batch = chunk.data
@@ -393,7 +443,11 @@ def _request_batches(reader: fl.MetadataRecordBatchReader, expected: pa.Schema, 
                 raise ValueError(f"{op} request schema must be {_schema_text(expected)} "
                                  f"(got {_schema_text(batch.schema)})")
             checked = True
-        yield batch
+        if with_metadata:
+            meta = chunk.app_metadata
+            yield batch, (meta.to_pybytes() if meta is not None else None)
+        else:
+            yield batch
 
 
 def _schema_matches(got: pa.Schema, expected: pa.Schema) -> bool:
@@ -415,13 +469,60 @@ def _schema_text(schema: pa.Schema) -> str:
     return "{" + ", ".join(f"{f.name}: {f.type}" for f in schema) + "}"
 
 
-def _write_in_order(jobs: list[Future], writer: fl.MetadataRecordBatchWriter) -> None:
+def _send_rows(rows: list[Future | pa.RecordBatch | tuple[int, int]], writer: fl.MetadataRecordBatchWriter,
+               arena: ServerArena | None) -> None:
+    """Send sampled rows in order, each as soon as it is ready: a record batch as such, an
+    arena segment ``(offset, length)`` as a metadata-only message ``{"segment": [...]}``.
+    On failure the pending jobs are cancelled and the segments not sent are freed."""
+    sent = 0
     try:
-        for job in jobs:
-            writer.write_batch(job.result())
+        for row in rows:
+            item = row.result() if isinstance(row, Future) else row
+            if isinstance(item, pa.RecordBatch):
+                writer.write_batch(item)
+            else:
+                writer.write_metadata(pa.py_buffer(json.dumps({"segment": list(item)}).encode()))
+            sent += 1
     finally:
-        for job in jobs:
-            job.cancel()
+        for row in rows[sent:]:
+            if isinstance(row, Future):
+                row.cancel()
+                if not row.done() or row.cancelled() or row.exception() is not None:
+                    continue
+                row = row.result()
+            if isinstance(row, tuple) and arena is not None:
+                arena.free(row[0])
+
+
+def _free_segments(arena: ServerArena | None, metadata: bytes | None) -> None:
+    """Apply a request's ``{"free": [offset, ...]}`` app_metadata to ``arena`` (ignored when
+    the arena is gone: its client gets its batches over Flight from now on)."""
+    if not metadata:
+        return
+    try:
+        doc = json.loads(metadata)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise ValueError(f"request app_metadata must be JSON like {{\"free\": [offset, ...]}} "
+                         f"(got {metadata[:60]!r})") from None
+    offsets = doc.get("free", []) if isinstance(doc, dict) else None
+    if not isinstance(offsets, list) or not all(isinstance(o, int) and not isinstance(o, bool)
+                                                for o in offsets):
+        raise ValueError(f"request app_metadata 'free' must be a list of integer offsets (got {doc!r:.80})")
+    if arena is not None:
+        for offset in offsets:
+            arena.free(offset)
+
+
+def _action_params(body: bytes, allowed: tuple[str, ...], action: str) -> dict[str, Any]:
+    """The JSON object body of an action, with only ``allowed`` keys."""
+    try:
+        params = json.loads(bytes(body) or b"{}")
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise ValueError(f"{action} body must be a JSON object (got {bytes(body)[:60]!r})") from None
+    if not isinstance(params, dict):
+        raise ValueError(f"{action} body must be a JSON object (got {params!r:.60})")  # noqa: TRY004
+    _only(params, allowed, action)
+    return params
 
 
 def _check_ids(ids: np.ndarray, num_nodes: int, name: str, where: str = "") -> None:
