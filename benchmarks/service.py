@@ -15,7 +15,9 @@ Measured in the same run:
   window (what ``RemoteSampler.sample_from_nodes`` does) or iterates
   ``Client.sample_stream`` (``RemoteSampler.sample_stream``: 2 windows in flight).
   The in-process sampler runs in its own process too, with the default allocator and
-  with ``tune_allocator()`` (what the service's server and clients apply);
+  with ``tune_allocator()`` (what the service's server and clients apply). Each client
+  mode runs twice: through a shared-memory arena (the default on loopback) and over
+  Flight only;
 - 1, 2, 4 and 8 concurrent clients, both call sizes: batches/s, p50/p99 latency;
 - a soak: 4 clients for ``--soak`` seconds, errors counted, server RSS sampled every
   second (psutil).
@@ -246,14 +248,15 @@ def main() -> None:
         report["one_client"] = {}
         for per_call in (1, WINDOW):
             runs: dict[str, list[dict]] = {"in_process": [], "service": [], "service_stream": [],
+                                           "service_flight": [], "service_stream_flight": [],
                                            "in_process_tuned": []}
             loads = []
             for _ in range(args.rounds):
                 loads.append(round(os.getloadavg()[0], 2))
                 runs["in_process"].append(in_process_subprocess(store_path, args.seconds, per_call, False))
-                runs["service"].append(run_clients(url, store_path, 1, args.seconds, per_call, server))
-                runs["service_stream"].append(run_clients(url, store_path, 1, args.seconds, per_call, server,
-                                                          mode="stream"))
+                for key, mode in (("service", "call"), ("service_stream", "stream"),
+                                  ("service_flight", "call-flight"), ("service_stream_flight", "stream-flight")):
+                    runs[key].append(run_clients(url, store_path, 1, args.seconds, per_call, server, mode=mode))
                 runs["in_process_tuned"].append(in_process_subprocess(store_path, args.seconds, per_call, True))
                 print(f"per call {per_call}:", {k: (round(v[-1]["batches_per_s"], 1),
                                                     round(v[-1]["cpu_ms_per_batch"], 2)) for k, v in runs.items()},
@@ -318,11 +321,14 @@ def write_markdown(report: dict, args: argparse.Namespace) -> None:
          "[15, 10, 5], a fresh random key per batch. Server: `graphpipe serve --threads 2` (one info log "
          "line per call; it calls `tune_allocator()`). Each client is its own process sampling windows of "
          f"1 batch or {WINDOW} batches (what `RemoteSampler` sends for a loader window) for "
-         f"{args.seconds:g} s, decoded into writable int64 SampleOutputs: `sample_batches` = one "
+         f"{args.seconds:g} s, decoded into writable int64 SampleOutputs. Clients on loopback receive "
+         "the sampled batches through a shared-memory arena by default (the server writes each batch "
+         "once into a tmpfs file both processes map; Flight carries its offset); the Flight-only rows "
+         "turn that off. `sample_batches` = one "
          "`Client.sample_batches` call per window back to back (`RemoteSampler.sample_from_nodes`), "
          "latency per call; `sample_stream` = iterating `Client.sample_stream` "
          "(`RemoteSampler.sample_stream`, 2 windows in flight on one client), latency from sending "
-         "a window to receiving it. The concurrent-client and soak rows use `sample_batches`. "
+         "a window to receiving it. The concurrent-client and soak rows use `sample_batches` with shared memory. "
          "In-process: the same windows through `sample_neighbors` (1 batch, 1 thread) or "
          "`LocalSampler.sample_from_nodes` (window, 2 threads) in a process of its own, after "
          "`tune_allocator()` (what `LocalSampler`, hence every NeighborLoader, applies by default: "
@@ -340,14 +346,16 @@ def write_markdown(report: dict, args: argparse.Namespace) -> None:
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     names = {"in_process_tuned": "in-process (tuned malloc: the default)",
-             "service": "service, 1 client, sample_batches",
-             "service_stream": "service, 1 client, sample_stream",
+             "service": "service, 1 client, sample_batches, shared memory (the default on loopback)",
+             "service_stream": "service, 1 client, sample_stream, shared memory",
+             "service_flight": "service, 1 client, sample_batches, Flight only (shared_memory=False)",
+             "service_stream_flight": "service, 1 client, sample_stream, Flight only",
              "in_process": "in-process, default glibc malloc (GRAPHPIPE_TUNE_MALLOC=0)"}
     for per_call, pair in report["one_client"].items():
         lines += [row(names[key], pair[key]) for key in names if key in pair]
     lines.append("")
     for per_call, pair in report["one_client"].items():
-        for key in ("service", "service_stream"):
+        for key in ("service", "service_stream", "service_flight", "service_stream_flight"):
             if key not in pair:
                 continue
             base = pair["in_process_tuned"] if "in_process_tuned" in pair else pair["in_process"]

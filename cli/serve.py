@@ -71,9 +71,10 @@ def command(store: str, host: str, port: int, token_file: str | None, threads: i
         sys.stdout.flush()
 
     drained = serve_until_signalled(server, drain_timeout=drain_timeout, ready=announce)
-    if not drained:  # calls still running: do not wait for them in interpreter teardown
+    if not drained or not server.closed:  # calls still open: do not wait for them in teardown
         sys.stdout.flush()
-        os._exit(1)
+        sys.stderr.flush()
+        os._exit(0 if drained else 1)
     sys.exit(0)
 
 

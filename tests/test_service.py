@@ -208,9 +208,10 @@ def test_sample_batches_keep_request_order(client, int_store):
                                                         [6, 4], seed=key))
 
 
-@pytest.mark.parametrize("shared_memory", [None, False])
-def test_remote_loader_yields_the_local_loaders_batches(server, int_store, shared_memory):
-    kwargs = {"input_nodes": "train", "shuffle": True, "seed": 21, "window": 3}
+@pytest.mark.parametrize(("shared_memory", "prefetch"), [(None, 2), (False, 2), (None, 0)])
+def test_remote_loader_yields_the_local_loaders_batches(server, int_store, shared_memory, prefetch):
+    """prefetch 2 streams the windows (RemoteSampler.sample_stream), 0 calls per window."""
+    kwargs = {"input_nodes": "train", "shuffle": True, "seed": 21, "window": 3, "prefetch": prefetch}
     local = NeighborLoader(int_store, [5, 3], 64, **kwargs)
     # the loader hands its fanouts to the remote sampler (bind_fanouts)
     sampler = RemoteSampler(server.url, shared_memory=shared_memory, arena_mib=ARENA_MIB)
@@ -225,6 +226,31 @@ def test_remote_loader_yields_the_local_loaders_batches(server, int_store, share
             for ba, bb in zip(a.blocks, b.blocks, strict=True):
                 assert ba.indptr.equal(bb.indptr) and ba.indices.equal(bb.indices)
                 assert ba.edge_ids.equal(bb.edge_ids)
+
+
+def test_remote_loader_stopped_early_returns_its_segments(server, int_store):
+    sampler = RemoteSampler(server.url, shared_memory=True, arena_mib=ARENA_MIB)
+    c = sampler.client
+
+    def in_use_after_a_probe() -> int:
+        for _ in range(2):  # the second probe returns the first one's segment
+            gc.collect()
+            c.sample(np.arange(5), [2])
+        return c.health()["arena_bytes_in_use"]
+
+    base = in_use_after_a_probe()
+    loader = NeighborLoader(int_store, [5, 3], 32, input_nodes="train", window=2, sampler=sampler, seed=3)
+    for _ in range(2):
+        for i, batch in enumerate(loader):  # windows in flight when the loop stops
+            if i == 3:
+                break
+        del batch
+    assert in_use_after_a_probe() == base
+    local = NeighborLoader(int_store, [5, 3], 32, input_nodes="train", window=2, seed=3)
+    for each in (loader, local):
+        each.set_epoch(7)
+    assert next(iter(loader)).n_id.equal(next(iter(local)).n_id)
+    c.close()
 
 
 def test_remote_sampler_needs_fanouts(server):
@@ -801,6 +827,29 @@ def test_sigterm_during_load_drains_and_exits_zero(int_store, tmp_path):
     assert seen.count("ok") >= 20
     assert [s for s in seen if s not in ("ok", "refused")] == []
     assert "drained; exiting" in srv.log()
+
+
+def test_sigterm_with_a_held_stream_exits_zero(int_store, tmp_path):
+    """A client that keeps a sample stream open between windows (a loader that stopped
+    pulling) does not hold the drain up; its next pull fails with ConnectionError."""
+    srv = start_server(int_store, tmp_path / "server.log")
+    try:
+        c = Client(srv.url, arena_mib=ARENA_MIB)
+        stream = c.sample_stream(_windows([2] * 10, seed=4), [3, 3], depth=2)
+        first = next(stream)
+        assert len(first) == 2
+        assert c.health()["in_flight"] == 3  # two idle streams and this call
+        started = time.monotonic()
+        assert srv.stop() == 0
+        assert time.monotonic() - started < 30
+        assert "closing 2 idle stream(s)" in srv.log()
+        with pytest.raises(ConnectionError):
+            for _results in stream:
+                pass
+        assert _arena_files(srv) == []
+    finally:
+        if srv.proc.poll() is None:
+            srv.proc.kill()
 
 
 def test_serve_refuses_a_missing_store(tmp_path):

@@ -220,7 +220,8 @@ class NeighborLoader:
         """Steps 1–3 of one epoch: sample each window, reorder it, gather each batch.
 
         With ``sample_ahead`` the next window is sampled in a helper thread while the
-        batches of the current one are gathered.
+        batches of the current one are gathered, or, when the sampler has
+        ``sample_stream``, the next windows are streamed through it.
         """
         batches = self.epoch_batches(epoch)
         keys = self.batch_keys(epoch, len(batches))
@@ -231,6 +232,14 @@ class NeighborLoader:
         if not sample_ahead:
             for seed_batches, window_keys in windows:
                 yield from self._reorder_and_gather(self.sample(seed_batches, window_keys), window_keys)
+            return
+        if hasattr(self.sampler, "sample_stream"):  # the sampler keeps windows in flight itself
+            stream = self.sample.stream(windows)
+            try:
+                for (_seed_batches, window_keys), outputs in zip(windows, stream):
+                    yield from self._reorder_and_gather(outputs, window_keys)
+            finally:
+                stream.close()
             return
         with ThreadPoolExecutor(1, thread_name_prefix="graphpipe-sample-ahead") as pool:
             pending = pool.submit(self.sample, *windows[0])

@@ -22,7 +22,15 @@ __all__ = ["BaseSampler", "LocalSampler", "SampleOutput"]
 
 
 class BaseSampler(abc.ABC):
-    """Samples the multi-hop neighbourhoods of a window of seed batches."""
+    """Samples the multi-hop neighbourhoods of a window of seed batches.
+
+    A sampler that can keep several windows in flight (the service's
+    :class:`graphpipe.service.RemoteSampler`) may also define
+    ``sample_stream(windows, *, depth)``: an iterator over ``(seed_batches, seeds)``
+    pairs yielding, in order, what :meth:`sample_from_nodes` returns for each; a
+    prefetching :class:`graphpipe.loaders.NeighborLoader` then streams its windows
+    through it instead of sampling one window ahead in a helper thread.
+    """
 
     @abc.abstractmethod
     def sample_from_nodes(self, seed_batches: Sequence[np.ndarray],

@@ -33,7 +33,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -260,6 +260,23 @@ class SampleStage:
             raise ValueError(f"'sampler' returned {len(outputs)} outputs for {len(seed_batches)} batches")
         self._stats.current.sample_s += time.perf_counter() - t0
         return outputs
+
+    def stream(self, windows: Sequence[tuple[Sequence[np.ndarray], Sequence[int]]], depth: int = 2
+               ) -> Iterator[list[SampleOutput]]:
+        """The outputs of each window in order, through the sampler's ``sample_stream``
+        (``depth`` windows in flight); the time spent waiting for each counts as sampling."""
+        source = self.sampler.sample_stream(windows, depth=depth)
+        try:
+            for seed_batches, _keys in windows:
+                t0 = time.perf_counter()
+                outputs = next(source, None)
+                if outputs is None or len(outputs) != len(seed_batches):
+                    got = "no window" if outputs is None else f"{len(outputs)} outputs"
+                    raise ValueError(f"'sampler' stream returned {got} for a window of {len(seed_batches)} batches")
+                self._stats.current.sample_s += time.perf_counter() - t0
+                yield outputs
+        finally:
+            source.close()
 
 
 class StatsRef:

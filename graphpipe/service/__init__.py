@@ -60,10 +60,30 @@ neighbours), ``replace`` (bool, default false), ``features`` (bool, default fals
 (repeats allowed) → response ``x: fixed_size_list<float, dim>`` (and ``y``), one row
 per request row.
 
-Metadata operations use **DoAction** with an empty body; the result is one UTF-8 JSON
-body: ``info`` → the store's manifest plus ``server`` (protocol version, limits
-``max_seeds``, ``max_rows``, ``max_response_bytes``, threads, ``id_map_type``);
-``health`` → ``{"status": "ready", "in_flight": N}``.
+Metadata operations use **DoAction**; the result is one UTF-8 JSON body: ``info``
+(empty body) → the store's manifest plus ``server`` (protocol version, limits
+``max_seeds``, ``max_rows``, ``max_response_bytes``, threads, ``id_map_type``,
+``shared_memory``); ``health`` (empty body) → ``{"status": "ready", "in_flight": N,
+"arenas": N, "arena_bytes_in_use": BYTES}``.
+
+Shared memory (same host, optional; :mod:`graphpipe.service.arena`). A client on the
+server's host may receive ``sample`` responses without the network copies:
+
+- DoAction ``attach_arena`` with body ``{"bytes": N, "pid": CLIENT_PID}`` → ``{"arena": ID,
+  "path": FILE, "bytes": N, "nonce": HEX}``: the server created ``FILE`` (under
+  ``/dev/shm``, mode 0600, all ``N`` bytes allocated; at most ``--shared-memory-mib``
+  over all clients, else INVALID_ARGUMENT naming the limit). The client maps it
+  read-write, checks that it starts with the nonce, and unlinks it. DoAction
+  ``detach_arena`` ``{"arena": ID}`` gives it back; the server also drops the arenas of
+  processes that exited and of arenas no call used for 10 minutes.
+- ``sample`` with the parameter ``"arena": ID``: each response row that fits in a free
+  segment of the arena is written there as an Arrow IPC stream (the response schema and
+  a one-row record batch) and announced by a metadata-only message (no record batch)
+  whose app_metadata is ``{"segment": [OFFSET, LENGTH]}`` (bytes from the start of the
+  file); other rows come as record batches, as without the parameter, in the same order.
+  A segment stays the client's until it reports it free in the app_metadata of a later
+  request batch: ``{"free": [OFFSET, ...]}``. An unknown arena ID means Flight for every
+  row; a ``free`` offset that is not a segment in use is INVALID_ARGUMENT.
 
 The server logs one line per call (peer, operation, request size, milliseconds) at
 info level; SIGTERM stops accepting calls, drains those in flight and exits 0.

@@ -128,7 +128,9 @@ class SamplingServer(fl.FlightServerBase):
         self._slots = threading.BoundedSemaphore(self.threads)
         self._lock = threading.Lock()
         self._in_flight = 0
+        self._idle = 0  # calls in flight waiting for their client's next request batch
         self.draining = False
+        self.closed = False
         self._handlers: dict[str, Callable[..., int]] = {
             "sample": self._sample, "lookup": self._lookup,
             "reverse_lookup": self._reverse_lookup, "features": self._features,
@@ -221,6 +223,18 @@ class SamplingServer(fl.FlightServerBase):
         self.shutdown()
         self._pool.shutdown(wait=True)
         self.arenas.close()
+        self.closed = True
+
+    @property
+    def in_flight(self) -> int:
+        """Calls in flight, the idle ones included."""
+        return self._in_flight
+
+    @property
+    def idle(self) -> int:
+        """Calls in flight that wait for their client's next request batch (a held
+        :meth:`Client.sample_stream`): no work of theirs is pending."""
+        return self._idle
 
     def _attach_arena(self, body: bytes) -> dict[str, Any]:
         params = _action_params(body, ("bytes", "pid"), "attach_arena")
@@ -252,7 +266,7 @@ class SamplingServer(fl.FlightServerBase):
         writer.begin(schema)
         schema_bytes = schema.serialize().size if arena is not None else 0
         total = 0
-        for batch, metadata in _request_batches(reader, protocol.sample_request_schema(), "sample",
+        for batch, metadata in self._requests(reader, protocol.sample_request_schema(), "sample",
                                                 with_metadata=True):
             _free_segments(arena, metadata)
             seed_batches, keys = self._seed_batches(batch)
@@ -332,7 +346,7 @@ class SamplingServer(fl.FlightServerBase):
         out_schema = pa.schema([("node_id", pa.int64())])
         writer.begin(out_schema)
         total = 0
-        for batch in _request_batches(reader, expected, "lookup"):
+        for batch in self._requests(reader, expected, "lookup"):
             column = batch.column(0)
             total += self._check_rows(len(column), "lookup")
             if column.null_count:
@@ -364,7 +378,7 @@ class SamplingServer(fl.FlightServerBase):
         out_schema = pa.schema([("external_id", kind)])
         writer.begin(out_schema)
         total = 0
-        for batch in _request_batches(reader, protocol.node_id_schema(), "reverse_lookup"):
+        for batch in self._requests(reader, protocol.node_id_schema(), "reverse_lookup"):
             ids = self._node_ids(batch, "reverse_lookup")
             total += len(ids)
             external = self._id_map.to_external(ids).cast(kind)
@@ -385,7 +399,7 @@ class SamplingServer(fl.FlightServerBase):
         out_schema = pa.schema(fields)
         writer.begin(out_schema)
         total = 0
-        for batch in _request_batches(reader, protocol.node_id_schema(), "features"):
+        for batch in self._requests(reader, protocol.node_id_schema(), "features"):
             ids = self._node_ids(batch, "features")
             total += len(ids)
             row_bytes = np.dtype(self._feature[0]).itemsize * (self._feature[1] or 1)
@@ -398,6 +412,10 @@ class SamplingServer(fl.FlightServerBase):
                 cols.append(protocol.fixed_rows(np.take(self.store.labels, ids, axis=0)))
             writer.write_batch(pa.record_batch(cols, schema=out_schema))
         return total
+
+    def _requests(self, reader: fl.MetadataRecordBatchReader, expected: pa.Schema, op: str, *,
+                  with_metadata: bool = False):
+        return _request_batches(self, reader, expected, op, with_metadata=with_metadata)
 
     def _check_rows(self, rows: int, op: str) -> int:
         if rows > self.max_rows:
@@ -429,15 +447,31 @@ def _flight_error(exc: BaseException) -> BaseException:
     return fl.FlightServerError(f"internal error: {type(exc).__name__}: {message}")
 
 
-def _request_batches(reader: fl.MetadataRecordBatchReader, expected: pa.Schema, op: str, *,
-                     with_metadata: bool = False):
+def _request_batches(server: SamplingServer, reader: fl.MetadataRecordBatchReader, expected: pa.Schema,
+                     op: str, *, with_metadata: bool = False):
     """The request record batches of a call, after checking their schema against ``expected``
-    (``with_metadata``: pairs ``(batch, app_metadata bytes or None)``)."""
+    (``with_metadata``: pairs ``(batch, app_metadata bytes or None)``). While it waits for
+    the client's next batch the call counts as idle (:attr:`SamplingServer.idle`); a batch
+    after the first one that arrives while the server drains is refused (UNAVAILABLE)."""
     checked = False
-    for chunk in reader:
+    count = 0
+    while True:
+        with server._lock:
+            server._idle += 1
+        try:
+            chunk = reader.read_chunk()
+        except StopIteration:
+            return
+        finally:
+            with server._lock:
+                server._idle -= 1
         batch = chunk.data
         if batch is None:
             continue
+        count += 1
+        if count > 1 and server.draining:
+            raise fl.FlightUnavailableError("the server is shutting down; send this request to another "
+                                            "server or after the restart")
         if not checked:
             if not _schema_matches(batch.schema, expected):
                 raise ValueError(f"{op} request schema must be {_schema_text(expected)} "
@@ -565,8 +599,12 @@ def serve_until_signalled(server: SamplingServer, *, drain_timeout: float = 60.0
     ``ready`` is called once the signal handlers are installed (e.g. to announce the
     address: a signal sent after that is always a clean drain).
 
+    Calls that only wait for their client's next request (held sample streams) do not
+    hold the drain up: once every call left is such, it returns (the caller exits; those
+    clients see the connection close), with :attr:`SamplingServer.closed` still False.
+
     Returns:
-        True when every call in flight finished, False when the timeout expired.
+        True when every call in flight finished or waits idle, False when the timeout expired.
     """
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda signum, frame: stop.set()) for sig in signals}
@@ -578,13 +616,24 @@ def serve_until_signalled(server: SamplingServer, *, drain_timeout: float = 60.0
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    log.info("signal received: draining %d call(s) in flight", server._in_flight)
+    log.info("signal received: draining %d call(s) in flight", server.in_flight)
     closer = threading.Thread(target=server.close, name="graphpipe-serve-drain", daemon=True)
     closer.start()
-    closer.join(drain_timeout)
+    deadline = time.monotonic() + drain_timeout
+    idle_polls = 0
+    while closer.is_alive() and time.monotonic() < deadline:
+        closer.join(0.05)
+        with server._lock:  # every call left waits for a request that would be refused
+            all_idle = server._in_flight > 0 and server._in_flight == server._idle
+        idle_polls = idle_polls + 1 if all_idle else 0
+        if idle_polls >= 4:
+            log.info("drained; closing %d idle stream(s) (their clients get UNAVAILABLE); exiting",
+                     server.in_flight)
+            server.arenas.close()
+            return True
     if closer.is_alive():
         log.warning("drain timed out after %.0f s with %d call(s) in flight", drain_timeout,
-                    server._in_flight)
+                    server.in_flight)
         return False
     log.info("drained; exiting")
     return True
