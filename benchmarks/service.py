@@ -18,6 +18,8 @@ Measured in the same run:
   with ``tune_allocator()`` (what the service's server and clients apply). Each client
   mode runs twice: through a shared-memory arena (the default on loopback) and over
   Flight only;
+- ``NeighborLoader`` over ``RemoteSampler`` against the local ``NeighborLoader``
+  (feature rows gathered in the loader's process), interleaved rounds;
 - 1, 2, 4 and 8 concurrent clients, both call sizes: batches/s, p50/p99 latency;
 - a soak: 4 clients for ``--soak`` seconds, errors counted, server RSS sampled every
   second (psutil).
@@ -207,6 +209,53 @@ def in_process_subprocess(store_path: str, seconds: float, per_call: int, tuned:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+# -- NeighborLoader over the service vs the local loader ----------------------------------------------
+def loader_run(store_path: str, seconds: float, url: str | None) -> dict:
+    """Iterate ``NeighborLoader(store, [15, 10, 5], 1024, window=8)`` over the train split
+    (epoch after epoch) for ``seconds``: sampling by ``RemoteSampler(url)`` (windows
+    streamed, 2 in flight; feature rows gathered from the store in this process) or, with
+    ``url`` None, by the local sampler (2 threads, one window sampled ahead). Batches/s
+    and this process's CPU time per batch."""
+    from graphpipe.loaders import NeighborLoader
+    from graphpipe.service import RemoteSampler
+    from graphpipe.store import GraphStore
+
+    store = GraphStore.open(store_path)
+    sampler = RemoteSampler(url) if url else None
+    loader = NeighborLoader(store, FANOUTS, BATCH, input_nodes="train", window=WINDOW, shuffle=True, seed=0,
+                            sampler=sampler)
+    epoch_iter = iter(loader)
+    for _ in range(2 * WINDOW):  # warm up: compile, fault the store's pages in
+        next(epoch_iter)
+    batches, checksum = 0, 0.0
+    cpu_start = time.process_time()
+    t_start = time.perf_counter()
+    while time.perf_counter() - t_start < seconds:
+        try:
+            batch = next(epoch_iter)
+        except StopIteration:
+            epoch_iter = iter(loader)
+            continue
+        checksum += float(batch.x[0, 0])  # the batch is complete
+        batches += 1
+    elapsed = time.perf_counter() - t_start
+    cpu = time.process_time() - cpu_start
+    epoch_iter.close()
+    return {"batches": batches, "seconds": elapsed, "batches_per_s": batches / elapsed,
+            "cpu_ms_per_batch": 1e3 * cpu / max(1, batches), "checksum": checksum}
+
+
+def loader_subprocess(store_path: str, seconds: float, url: str | None, server=None) -> dict:
+    """:func:`loader_run` in a fresh process; with ``server`` (psutil.Process) its CPU too."""
+    server_cpu = sum(server.cpu_times()[:2]) if server is not None else 0.0
+    out = subprocess.run([sys.executable, __file__, "--loader", store_path, str(seconds), url or "-"],
+                         check=True, capture_output=True, text=True)
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    if server is not None:  # includes the client's warm-up: an upper bound
+        result["server_cpu_ms_per_batch"] = 1e3 * (sum(server.cpu_times()[:2]) - server_cpu) / max(1, result["batches"])
+    return result
+
+
 # -- server -----------------------------------------------------------------------------------------
 def start_server(store_path: str, log_path: Path) -> tuple[subprocess.Popen, str]:
     log = open(log_path, "w")  # noqa: SIM115 - held by the child
@@ -267,6 +316,15 @@ def main() -> None:
                       "all_cpu_ms_per_batch": [round(run["cpu_ms_per_batch"], 2) for run in r]}
                 for key, r in runs.items()}
             report["one_client"][per_call]["load_average_by_round"] = loads
+        # the loader a trainer runs: NeighborLoader over RemoteSampler vs over the local sampler
+        loader_runs: dict[str, list[dict]] = {"local": [], "remote": []}
+        for _ in range(args.rounds):
+            loader_runs["local"].append(loader_subprocess(store_path, args.seconds, None))
+            loader_runs["remote"].append(loader_subprocess(store_path, args.seconds, url, server))
+            print("loader:", {k: round(v[-1]["batches_per_s"], 1) for k, v in loader_runs.items()}, flush=True)
+        report["loader"] = {key: {**max(r, key=lambda run: run["batches_per_s"]),
+                                  "all_batches_per_s": [round(run["batches_per_s"], 1) for run in r]}
+                            for key, r in loader_runs.items()}
         report["clients"] = []
         for per_call in (1, WINDOW):
             for count in (2, 4, 8):
@@ -374,6 +432,31 @@ def write_markdown(report: dict, args: argparse.Namespace) -> None:
                          f"back to back): {', '.join(paired)}{untuned}; {100 * cpu:.0f}% of its batches per "
                          f"CPU-second (client + server CPU; server alone "
                          f"{pair[key]['server_cpu_ms_per_batch']:.1f} ms per batch).")
+    if "loader" in report:
+        local, remote = report["loader"]["local"], report["loader"]["remote"]
+        paired = [f"{100 * b / a:.0f}%" for a, b in zip(local["all_batches_per_s"], remote["all_batches_per_s"])]
+        lines += [
+            "",
+            "## NeighborLoader over the service vs the local NeighborLoader",
+            "",
+            ("What a trainer sees: `NeighborLoader(store, [15, 10, 5], 1024, input_nodes=\"train\", "
+             "window=8)` iterated for "
+             f"{args.seconds:g} s in a process of its own (no model: the loader alone), sampling with "
+             "`RemoteSampler(url)` (windows streamed through `sample_stream`, 2 in flight, over the "
+             "shared-memory arena; the 100-dim feature rows gathered from the store in the loader's "
+             "process) or with the local sampler (2 threads, one window sampled ahead). Best of "
+             f"{args.rounds} interleaved rounds."),
+            "",
+            "| sampler | batches/s | loader CPU ms per batch | server CPU ms per batch | all rounds, batches/s |",
+            "| --- | --- | --- | --- | --- |",
+            (f"| local (`LocalSampler`) | {local['batches_per_s']:.1f} | {local['cpu_ms_per_batch']:.1f} | - | "
+             f"{local['all_batches_per_s']} |"),
+            (f"| `RemoteSampler` | {remote['batches_per_s']:.1f} | {remote['cpu_ms_per_batch']:.1f} | "
+             f"{remote['server_cpu_ms_per_batch']:.1f} | {remote['all_batches_per_s']} |"),
+            "",
+            (f"- Over the service: {100 * remote['batches_per_s'] / local['batches_per_s']:.0f}% of the local "
+             f"loader's batches/s, best against best; round by round (back to back): {', '.join(paired)}."),
+        ]
     lines += [
         "",
         "## Concurrent clients",
@@ -412,6 +495,9 @@ if __name__ == "__main__":
         url, store_path, wid, seconds, per_call, mode = sys.argv[2:8]
         result = worker(url, store_path, int(wid), float(seconds), int(per_call), mode)
         print(json.dumps(result))
+    elif len(sys.argv) > 1 and sys.argv[1] == "--loader":
+        store_path, seconds, url = sys.argv[2:5]
+        print(json.dumps(loader_run(store_path, float(seconds), None if url == "-" else url)))
     elif len(sys.argv) > 1 and sys.argv[1] == "--in-process":
         from graphpipe.store import GraphStore
 
