@@ -355,6 +355,25 @@ def test_response_cap_refuses_with_the_limit(int_store, tmp_path):
                 c.features(np.arange(1000))  # 1000 rows x 8 float32
             assert c.features(np.arange(10)).shape == (10, DIM)
             assert c.health()["status"] == "ready"
+        with Client(srv.url, shared_memory=True, arena_mib=ARENA_MIB) as c:
+            # the rows written into the arena before and after the failing one come back
+
+            def in_use_after_a_probe() -> int:
+                for _ in range(2):  # the second probe returns the first one's segment
+                    gc.collect()
+                    c.sample(np.array([1, 2]), [2])
+                return c.health()["arena_bytes_in_use"]
+
+            probe_only = in_use_after_a_probe()
+            window = [np.array([i]) for i in range(1, 4)] + [np.arange(500)] + [np.array([i]) for i in range(4, 8)]
+            for _ in range(3):
+                with pytest.raises(ValueError, match=r"sample response of batch 3 "):
+                    c.sample_batches(window, list(range(8)), [10, 10])
+            assert c.health()["arena_bytes_in_use"] > probe_only
+            deadline = time.monotonic() + 10  # the jobs after the failing row may still run
+            while in_use_after_a_probe() != probe_only and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert in_use_after_a_probe() == probe_only
     finally:
         assert srv.stop() == 0
 

@@ -160,10 +160,12 @@ class Client:
                     if data is not None:
                         meta = chunk.app_metadata if chunk.data is not None else None
                         responses.append((data, meta.to_pybytes() if meta is not None else None))
+                    data = chunk = None
             finally:
                 writer.close()
-        except (pa.ArrowException, OSError) as exc:
-            if isinstance(exc, (ConnectionError, PermissionError)):
+        except (pa.ArrowException, OSError, RuntimeError) as exc:
+            responses.clear()  # a traceback the caller keeps must not hold arena segments
+            if isinstance(exc, (ConnectionError, PermissionError, RuntimeError)):
                 raise
             raise translate_error(exc) from None
         return responses

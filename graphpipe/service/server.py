@@ -10,6 +10,7 @@ blocks until SIGTERM/SIGINT, then drains the calls in flight and returns.
 
 from __future__ import annotations
 
+import functools
 import hmac
 import json
 import logging
@@ -520,12 +521,16 @@ def _send_rows(rows: list[Future | pa.RecordBatch | tuple[int, int]], writer: fl
     finally:
         for row in rows[sent:]:
             if isinstance(row, Future):
-                row.cancel()
-                if not row.done() or row.cancelled() or row.exception() is not None:
-                    continue
-                row = row.result()
-            if isinstance(row, tuple) and arena is not None:
+                if not row.cancel() and arena is not None:  # running or done: free its segment
+                    row.add_done_callback(functools.partial(_free_job_segment, arena))
+            elif isinstance(row, tuple) and arena is not None:
                 arena.free(row[0])
+
+
+def _free_job_segment(arena: ServerArena, job: Future) -> None:
+    """Done-callback of a sampling job whose row was not sent: return its segment."""
+    if not job.cancelled() and job.exception() is None and isinstance(job.result(), tuple):
+        arena.free(job.result()[0])
 
 
 def _free_segments(arena: ServerArena | None, metadata: bytes | None) -> None:
