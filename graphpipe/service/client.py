@@ -113,7 +113,9 @@ class Client:
             server cannot hand one out); False: never.
         arena_mib: size of that arena in MiB, allocated in the server's tmpfs up front
             (it must hold the batches in flight and those the caller still holds; a
-            batch that does not fit comes over Flight).
+            batch that does not fit comes over Flight). :meth:`close` (or a ``with``
+            block) gives it back; otherwise the server drops it when this process exits
+            or after 10 minutes without a call.
     """
 
     def __init__(self, url: str, token: str | None = None, *, timeout: float | None = None,
@@ -513,8 +515,9 @@ class RemoteSampler(BaseSampler):
 
     For the same seed batches and keys it returns exactly what
     :class:`graphpipe.loaders.LocalSampler` returns on the server's store, so a loader
-    over the service yields the batches of the local loader. One call per window; the
-    server samples the window's batches in parallel.
+    over the service yields the batches of the local loader. The server samples a
+    window's batches in parallel; a prefetching loader streams its windows through
+    :meth:`sample_stream` (2 in flight), otherwise one call per window.
 
     Args:
         url: ``grpc://host:port``.

@@ -41,7 +41,7 @@ PROTOCOL_VERSION = 1
 #: operations carried by DoExchange (request and response are Arrow record batches)
 DATA_OPS = ("sample", "lookup", "reverse_lookup", "features")
 #: operations carried by DoAction (JSON result body)
-ACTIONS = ("info", "health")
+ACTIONS = ("info", "health", "attach_arena", "detach_arena")
 
 
 # -- commands ---------------------------------------------------------------------------------

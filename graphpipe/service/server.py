@@ -231,11 +231,11 @@ class SamplingServer(fl.FlightServerBase):
         """Calls in flight, the idle ones included."""
         return self._in_flight
 
-    @property
-    def idle(self) -> int:
-        """Calls in flight that wait for their client's next request batch (a held
-        :meth:`Client.sample_stream`): no work of theirs is pending."""
-        return self._idle
+    def only_idle_calls(self) -> bool:
+        """Whether calls are in flight and every one waits for its client's next request
+        batch (a held :meth:`Client.sample_stream`): no work of theirs is pending."""
+        with self._lock:
+            return 0 < self._in_flight == self._idle
 
     def _attach_arena(self, body: bytes) -> dict[str, Any]:
         params = _action_params(body, ("bytes", "pid"), "attach_arena")
@@ -267,7 +267,7 @@ class SamplingServer(fl.FlightServerBase):
         writer.begin(schema)
         schema_bytes = schema.serialize().size if arena is not None else 0
         total = 0
-        for batch, metadata in self._requests(reader, protocol.sample_request_schema(), "sample",
+        for batch, metadata in _request_batches(self, reader, protocol.sample_request_schema(), "sample",
                                                 with_metadata=True):
             _free_segments(arena, metadata)
             seed_batches, keys = self._seed_batches(batch)
@@ -347,7 +347,7 @@ class SamplingServer(fl.FlightServerBase):
         out_schema = pa.schema([("node_id", pa.int64())])
         writer.begin(out_schema)
         total = 0
-        for batch in self._requests(reader, expected, "lookup"):
+        for batch in _request_batches(self, reader, expected, "lookup"):
             column = batch.column(0)
             total += self._check_rows(len(column), "lookup")
             if column.null_count:
@@ -379,7 +379,7 @@ class SamplingServer(fl.FlightServerBase):
         out_schema = pa.schema([("external_id", kind)])
         writer.begin(out_schema)
         total = 0
-        for batch in self._requests(reader, protocol.node_id_schema(), "reverse_lookup"):
+        for batch in _request_batches(self, reader, protocol.node_id_schema(), "reverse_lookup"):
             ids = self._node_ids(batch, "reverse_lookup")
             total += len(ids)
             external = self._id_map.to_external(ids).cast(kind)
@@ -400,7 +400,7 @@ class SamplingServer(fl.FlightServerBase):
         out_schema = pa.schema(fields)
         writer.begin(out_schema)
         total = 0
-        for batch in self._requests(reader, protocol.node_id_schema(), "features"):
+        for batch in _request_batches(self, reader, protocol.node_id_schema(), "features"):
             ids = self._node_ids(batch, "features")
             total += len(ids)
             row_bytes = np.dtype(self._feature[0]).itemsize * (self._feature[1] or 1)
@@ -413,10 +413,6 @@ class SamplingServer(fl.FlightServerBase):
                 cols.append(protocol.fixed_rows(np.take(self.store.labels, ids, axis=0)))
             writer.write_batch(pa.record_batch(cols, schema=out_schema))
         return total
-
-    def _requests(self, reader: fl.MetadataRecordBatchReader, expected: pa.Schema, op: str, *,
-                  with_metadata: bool = False):
-        return _request_batches(self, reader, expected, op, with_metadata=with_metadata)
 
     def _check_rows(self, rows: int, op: str) -> int:
         if rows > self.max_rows:
@@ -452,7 +448,7 @@ def _request_batches(server: SamplingServer, reader: fl.MetadataRecordBatchReade
                      op: str, *, with_metadata: bool = False):
     """The request record batches of a call, after checking their schema against ``expected``
     (``with_metadata``: pairs ``(batch, app_metadata bytes or None)``). While it waits for
-    the client's next batch the call counts as idle (:attr:`SamplingServer.idle`); a batch
+    the client's next batch the call counts as idle (:meth:`SamplingServer.only_idle_calls`); a batch
     after the first one that arrives while the server drains is refused (UNAVAILABLE)."""
     checked = False
     count = 0
@@ -628,9 +624,8 @@ def serve_until_signalled(server: SamplingServer, *, drain_timeout: float = 60.0
     idle_polls = 0
     while closer.is_alive() and time.monotonic() < deadline:
         closer.join(0.05)
-        with server._lock:  # every call left waits for a request that would be refused
-            all_idle = server._in_flight > 0 and server._in_flight == server._idle
-        idle_polls = idle_polls + 1 if all_idle else 0
+        # every call left waits for a request that would be refused
+        idle_polls = idle_polls + 1 if server.only_idle_calls() else 0
         if idle_polls >= 4:
             log.info("drained; closing %d idle stream(s) (their clients get UNAVAILABLE); exiting",
                      server.in_flight)
