@@ -232,20 +232,14 @@ def test_remote_loader_stopped_early_returns_its_segments(server, int_store):
     sampler = RemoteSampler(server.url, shared_memory=True, arena_mib=ARENA_MIB)
     c = sampler.client
 
-    def in_use_after_a_probe() -> int:
-        for _ in range(2):  # the second probe returns the first one's segment
-            gc.collect()
-            c.sample(np.arange(5), [2])
-        return c.health()["arena_bytes_in_use"]
-
-    base = in_use_after_a_probe()
+    base = _in_use_after_a_probe(c, np.arange(5))
     loader = NeighborLoader(int_store, [5, 3], 32, input_nodes="train", window=2, sampler=sampler, seed=3)
     for _ in range(2):
         for i, batch in enumerate(loader):  # windows in flight when the loop stops
             if i == 3:
                 break
         del batch
-    assert in_use_after_a_probe() == base
+    assert _in_use_after_a_probe(c, np.arange(5)) == base
     local = NeighborLoader(int_store, [5, 3], 32, input_nodes="train", window=2, seed=3)
     for each in (loader, local):
         each.set_epoch(7)
@@ -358,22 +352,16 @@ def test_response_cap_refuses_with_the_limit(int_store, tmp_path):
         with Client(srv.url, shared_memory=True, arena_mib=ARENA_MIB) as c:
             # the rows written into the arena before and after the failing one come back
 
-            def in_use_after_a_probe() -> int:
-                for _ in range(2):  # the second probe returns the first one's segment
-                    gc.collect()
-                    c.sample(np.array([1, 2]), [2])
-                return c.health()["arena_bytes_in_use"]
-
-            probe_only = in_use_after_a_probe()
+            probe_only = _in_use_after_a_probe(c, np.array([1, 2]))
             window = [np.array([i]) for i in range(1, 4)] + [np.arange(500)] + [np.array([i]) for i in range(4, 8)]
             for _ in range(3):
                 with pytest.raises(ValueError, match=r"sample response of batch 3 "):
                     c.sample_batches(window, list(range(8)), [10, 10])
             assert c.health()["arena_bytes_in_use"] > probe_only
             deadline = time.monotonic() + 10  # the jobs after the failing row may still run
-            while in_use_after_a_probe() != probe_only and time.monotonic() < deadline:
+            while _in_use_after_a_probe(c, np.array([1, 2])) != probe_only and time.monotonic() < deadline:
                 time.sleep(0.05)
-            assert in_use_after_a_probe() == probe_only
+            assert _in_use_after_a_probe(c, np.array([1, 2])) == probe_only
     finally:
         assert srv.stop() == 0
 
@@ -565,6 +553,15 @@ def _arena_files(server: Server) -> list[Path]:
     return sorted(Path("/dev/shm").glob(f"graphpipe-arena-{server.proc.pid}-*"))
 
 
+def _in_use_after_a_probe(c: Client, seeds: np.ndarray) -> int:
+    """The server's arena bytes in use once the frees so far reached it: the second
+    probe's request returns the first probe's segment, its own stays in use."""
+    for _ in range(2):
+        gc.collect()
+        c.sample(seeds, [2], seed=0)
+    return c.health()["arena_bytes_in_use"]
+
+
 def _wait_for(condition, timeout: float = 30.0) -> bool:
     deadline = time.monotonic() + timeout
     while not condition():
@@ -599,18 +596,10 @@ def test_arena_segments_return_when_the_arrays_are_garbage(server, int_store):
     with Client(server.url, shared_memory=True, arena_mib=ARENA_MIB) as c:
         seeds = np.arange(200)
 
-        def in_use_after_a_probe() -> int:
-            """Bytes in use once the frees so far reached the server: the second probe's
-            request returns the first probe's segment, its own stays in use."""
-            for _ in range(2):
-                gc.collect()
-                c.sample(seeds, [2], seed=0)
-            return c.health()["arena_bytes_in_use"]
-
-        probe_only = in_use_after_a_probe()
+        probe_only = _in_use_after_a_probe(c, seeds)
         assert probe_only > 0
         kept = c.sample(seeds, [10, 10], seed=1)
-        with_kept = in_use_after_a_probe()
+        with_kept = _in_use_after_a_probe(c, seeds)
         assert with_kept > probe_only
         for i in range(50):  # far more than the arena holds, were segments never freed
             c.sample(seeds, [10, 10], seed=i, features=True)
@@ -618,15 +607,15 @@ def test_arena_segments_return_when_the_arrays_are_garbage(server, int_store):
         for results in c.sample_stream(windows, [6, 6], depth=2):
             assert len(results) == 3
         del results  # the last window's batches
-        assert in_use_after_a_probe() == with_kept
+        assert _in_use_after_a_probe(c, seeds) == with_kept
         stream = c.sample_stream(windows, [6, 6], depth=3)
         next(stream)
         stream.close()  # reads and drops the windows in flight
-        assert in_use_after_a_probe() == with_kept
+        assert _in_use_after_a_probe(c, seeds) == with_kept
         want = sample_neighbors(int_store.indptr, int_store.indices, seeds, [10, 10], seed=1)
         assert_same_output(kept.output, want)
         del kept
-        assert in_use_after_a_probe() == probe_only
+        assert _in_use_after_a_probe(c, seeds) == probe_only
         arenas = c.health()["arenas"]
     assert _wait_for(lambda: Client(server.url, shared_memory=False).health()["arenas"] == arenas - 1)
 
