@@ -22,7 +22,7 @@ from graphpipe.ingest.idmap_build import (
     lookup_reference,
 )
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parent.parent / "data"
 
 
 # ---------------------------------------------------------------------------
