@@ -179,7 +179,7 @@ def _run(dest: str, make_graph: Callable[[], Any], *, fmt: str, binary: bool, ov
                 f"--feature-layout {feature_layout} needs --format parquet (got --format {fmt})"
             )
         try:
-            check_destination(dest_path, overwrite=overwrite)
+            check_destination(dest_path, overwrite=overwrite, require_store=False)  # a dataset, not a store
         except StoreError as exc:
             raise GenerateError(str(exc)) from None
         remove_stale_temps(dest_path)
@@ -199,7 +199,7 @@ def _run(dest: str, make_graph: Callable[[], Any], *, fmt: str, binary: bool, ov
                 if description:
                     (tmp / "generate.json").write_text(json.dumps(description, indent=2) + "\n")
                 with progress.stage("committing"):
-                    commit_directory(tmp, dest_path, overwrite=overwrite)
+                    commit_directory(tmp, dest_path, overwrite=overwrite, require_store=False)
             except BaseException:
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise

@@ -241,6 +241,9 @@ def read_npz(path: str | os.PathLike, name: str | None = None, *, block_rows: in
         source.edge_feature_dim = int(attr.shape[1]) if attr.ndim == 2 else 1
     ignored = sorted(set(arrays) - _KNOWN)
     source.extra = {"edge_file": edge_source, "num_nodes_from": origin}
+    if "y" in arrays:
+        source.extra["label_file"] = f"{path}: y"
+    source.num_nodes_backed = "x" in arrays or "y" in arrays
     if ignored:
         source.extra["ignored_keys"] = ",".join(ignored)
     return source

@@ -32,6 +32,7 @@ from graphpipe.ingest.csvparse import (
     parse_block_slow,
 )
 from graphpipe.ingest.errors import IngestError
+from graphpipe.ingest.labels import UNLABELED
 from graphpipe.ingest.source import DatasetSource, RowBlock
 from graphpipe.ingest.textio import iter_line_blocks
 
@@ -73,9 +74,15 @@ def read_csv_table(path: Path, dtype: np.dtype | type, *, display: str | None = 
 
 
 def _labels_from_float(values: np.ndarray) -> np.ndarray:
-    """OGB reads labels with pandas: integral columns stay integers, others are floats."""
-    if values.size and np.isfinite(values).all() and (values == np.round(values)).all():
-        values = values.astype(np.int64)
+    """OGB reads labels with pandas: integral columns stay integers, others are floats.
+
+    NaN marks an unlabelled node (ogbn-papers100M): when every other value is an integer
+    the labels are classes, and NaN becomes -1 (:data:`graphpipe.ingest.labels.UNLABELED`).
+    """
+    known = values[~np.isnan(values)]
+    if known.size and np.isfinite(known).all() and (known == np.round(known)).all() \
+            and np.abs(known).max() <= 2.0 ** 53:
+        values = np.where(np.isnan(values), UNLABELED, values).astype(np.int64)
     return values[:, 0] if values.ndim == 2 and values.shape[1] == 1 else values
 
 
@@ -226,7 +233,8 @@ def _read_raw_csv(ogb: OgbRawFolder, kind: str, split: str | None, name: str) ->
         labels=labels, task_type=_task_type(labels), num_classes=_num_classes(labels),
         splits=splits, split_sources=split_sources,
         extra={"edge_file": edge_display, "num_nodes_file": ogb.rel(ogb.raw / "num-node-list.csv.gz"),
-               "num_edges_file": ogb.rel(ogb.raw / "num-edge-list.csv.gz")},
+               "num_edges_file": ogb.rel(ogb.raw / "num-edge-list.csv.gz"),
+               **({"label_file": ogb.rel(label_path)} if labels is not None else {})},
     )
 
 
@@ -325,6 +333,9 @@ def _read_raw_npz(ogb: OgbRawFolder, kind: str, split: str | None, name: str) ->
         data["edge_feat"] if "edge_feat" in keys else None, labels, display)
     source.num_input_edges = int(data["num_edges_list"][0])
     source.extra["num_edges_file"] = f"{display}['num_edges_list']"
+    source.extra["num_nodes_file"] = f"{display}['num_nodes_list']"
+    if labels is not None:
+        source.extra["label_file"] = ogb.rel(label_path)
     return source
 
 

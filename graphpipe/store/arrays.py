@@ -10,6 +10,7 @@ Compressed arrays (``compression="zstd"``) are read through zarr.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -99,7 +100,23 @@ def create_raw_array(
         return np.zeros(shape, dtype=dtype)
     path = chunk_paths(root, key, shape, (max(1, shape[0]),) + shape[1:])[0]
     path.parent.mkdir(parents=True, exist_ok=True)
-    return np.memmap(path, dtype=dtype, mode="w+", shape=shape)
+    _reserve(path, math.prod(shape) * dtype.itemsize)
+    return np.memmap(path, dtype=dtype, mode="r+", shape=shape)
+
+
+def _reserve(path: Path, nbytes: int) -> None:
+    """Create ``path`` with ``nbytes`` allocated on disk, so a full disk is an ``OSError``
+    (ENOSPC) here rather than a SIGBUS when a page of the memory map is first written."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        try:
+            os.posix_fallocate(fd, 0, nbytes)
+        except OSError as exc:
+            if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+                raise
+            os.ftruncate(fd, nbytes)      # no fallocate on this filesystem: a sparse file
+    finally:
+        os.close(fd)
 
 
 def chunk_grid(shape: tuple[int, ...], chunks: tuple[int, ...]) -> list[tuple[int, ...]]:

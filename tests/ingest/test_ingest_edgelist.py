@@ -135,8 +135,10 @@ def test_sparse_negative_int_ids_are_mapped(tmp_path, rng):
 
 def test_map_ids_true_compacts_sparse_non_negative_ids(tmp_path):
     path = write_csv(tmp_path / "e.csv", ["src", "dst"], [(10**9, 5), (5, 7)])
-    kept = read_edge_list(path)
+    kept = read_edge_list(path, map_ids=False)      # dense as asked (issue 14: no longer the default)
     assert kept.num_nodes == 10**9 + 1 and kept.external_ids is None
+    auto = read_edge_list(path)                     # sparse: 10**9 + 1 > max(2**20, 8 * 2 * 2)
+    assert auto.num_nodes == 3 and auto.external_ids.to_pylist() == [5, 7, 10**9]
     mapped = read_edge_list(path, map_ids=True)
     assert mapped.num_nodes == 3
     src, dst, _ = collect(mapped)
