@@ -398,7 +398,8 @@ def _check_unique_split(ids: np.ndarray, name: str, where: str) -> None:
 
 def _to_float16(values: np.ndarray, block: RowBlock, clamp: bool) -> np.ndarray:
     """``values`` as float16; a finite value beyond ±65504 is refused (or clamped with ``clamp``)."""
-    out = values.astype(np.float16)
+    with np.errstate(over="ignore"):            # overflow is detected below, by value
+        out = values.astype(np.float16)
     overflow = np.isinf(out) & np.isfinite(values) if values.dtype.kind == "f" else np.isinf(out)
     if not overflow.any():
         return out
