@@ -224,7 +224,7 @@ class SamplingServer(fl.FlightServerBase):
                 detached = self.arenas.detach(params.get("arena"), owner=_owner(context))
                 result.append(json.dumps({"detached": detached}).encode())
             else:
-                raise ValueError(f"'action' must be one of {list(protocol.ACTIONS)} (got {action.type!r})")
+                raise ValueError(f"'action' must be one of {list(protocol.ACTIONS)} (got {action.type!r:.80})")
             return 0
 
         self._call(context, str(action.type)[:40], work)
