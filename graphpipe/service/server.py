@@ -502,11 +502,11 @@ def _flight_error(exc: BaseException, request_id: str) -> BaseException:
     """The Flight status of a handler error: INVALID_ARGUMENT (ValueError, TypeError,
     IndexError), NOT_FOUND (KeyError), Flight's own errors as raised; anything else is
     INTERNAL with only ``request_id`` in the reply (the traceback goes to the log)."""
-    if isinstance(exc, (fl.FlightError, pa.ArrowInvalid, pa.ArrowKeyError)):
+    if isinstance(exc, fl.FlightError):
         return exc
-    if isinstance(exc, (ValueError, TypeError, IndexError)) and not isinstance(exc, pa.ArrowException):
+    if isinstance(exc, (ValueError, TypeError, IndexError)):  # pyarrow's own included
         return pa.ArrowInvalid(_one_line(exc))
-    if isinstance(exc, KeyError) and not isinstance(exc, pa.ArrowException):
+    if isinstance(exc, KeyError):
         return pa.ArrowKeyError(_one_line(exc))
     _log_internal_error(exc, request_id)
     return fl.FlightInternalError(f"internal error, request id {request_id} (the server's log has "

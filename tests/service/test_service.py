@@ -687,8 +687,11 @@ def test_shared_memory_refusals(int_store, tmp_path, server):
     assert server.proc.poll() is None
 
 
-def _exchange_with_metadata(url: str, command: dict, metadata: bytes) -> list:
-    flight = fl.FlightClient(url)
+def _exchange_with_metadata(url: str, command: dict, metadata: bytes,
+                            connection: fl.FlightClient | None = None) -> list:
+    """A raw sample call on ``connection`` (an arena is only its attaching connection's),
+    else on a new connection."""
+    flight = connection if connection is not None else fl.FlightClient(url)
     try:
         writer, reader = flight.do_exchange(fl.FlightDescriptor.for_command(json.dumps(command)))
         batch = _seed_batch([1, 2])
@@ -705,7 +708,8 @@ def _exchange_with_metadata(url: str, command: dict, metadata: bytes) -> list:
         writer.close()
         return chunks
     finally:
-        flight.close()
+        if connection is None:
+            flight.close()
 
 
 def test_bad_frees_are_refused_and_unknown_arenas_get_flight(server, int_store):
@@ -717,9 +721,9 @@ def test_bad_frees_are_refused_and_unknown_arenas_get_flight(server, int_store):
                                   (b'{"free": 7}', "list of integer offsets"),
                                   (b'{"free": [64000000]}', "is not a segment in use")):
             with pytest.raises(pa.ArrowInvalid, match=message):
-                _exchange_with_metadata(server.url, command, metadata)
+                _exchange_with_metadata(server.url, command, metadata, c._flight)
         # a segment message names where the batch is; the raw client reads it from its own mapping
-        chunks = _exchange_with_metadata(server.url, command, b"")
+        chunks = _exchange_with_metadata(server.url, command, b"", c._flight)
         assert len(chunks) == 1 and chunks[0].data is None
         offset, length = json.loads(chunks[0].app_metadata.to_pybytes())["segment"]
         got = protocol.decode_sample_row(c.arena().read(offset, length))[0]
