@@ -249,6 +249,21 @@ def test_bad_request_metadata_and_rows_are_invalid_arguments(server, store):
     _assert_serving(server, store)
 
 
+def test_methods_the_service_does_not_implement_answer_without_tracebacks(server, store):
+    flight = fl.FlightClient(server.url)
+    calls = [lambda: flight.do_get(fl.Ticket(b"../../etc/passwd")).read_all(),
+             lambda: list(flight.list_flights()),
+             lambda: flight.get_flight_info(fl.FlightDescriptor.for_path("x"))]
+    try:
+        for call in calls:
+            with pytest.raises(pa.ArrowNotImplementedError) as info:
+                call()
+            assert "Traceback" not in str(info.value) and ".py" not in str(info.value)
+    finally:
+        flight.close()
+    _assert_serving(server, store)
+
+
 # -- the request bound --------------------------------------------------------------------------
 def test_oversize_requests_are_refused_before_allocating(server, store):
     """Each of these would make the server allocate gigabytes; refused with the bound and
