@@ -644,7 +644,8 @@ def test_a_full_arena_sends_over_flight(server, int_store):
 
 
 def test_arena_of_a_client_that_exited_is_dropped(server, int_store):
-    """A client killed without closing leaves no file and, after the reaper's pass, no arena."""
+    """A client killed without closing leaves no file and, after the reaper's pass (its
+    connection is gone), no arena."""
     code = ("import os, numpy as np; from graphpipe.service import Client; "
             f"c = Client({server.url!r}, shared_memory=True, arena_mib={ARENA_MIB}); "
             "r = c.sample(np.arange(50), [3, 3]); print(c.arena().id, flush=True); os._exit(0)")
@@ -652,7 +653,7 @@ def test_arena_of_a_client_that_exited_is_dropped(server, int_store):
     arena_id = proc.stdout.strip()
     assert _wait_for(lambda: f"dropped shared-memory arena {arena_id}" in server.log(), timeout=60)
     line = next(ln for ln in server.log().splitlines() if f"dropped shared-memory arena {arena_id}" in ln)
-    assert line.endswith("exited")
+    assert line.endswith("closed")  # its connection ended with it
     assert _arena_files(server) == []
 
 
@@ -675,7 +676,7 @@ def test_shared_memory_refusals(int_store, tmp_path, server):
         for body, message in (({"bytes": 1 << 40, "pid": 1}, "would exceed this server's limit"),
                               ({"bytes": 1000, "pid": 1}, "'bytes' must be at least"),
                               ({"bytes": "1", "pid": 1}, "'bytes' must be a positive integer"),
-                              ({"bytes": 1 << 20}, "'pid' must be a positive integer"),
+                              ({"bytes": 1 << 20, "pid": "7"}, "'pid' must be a positive integer"),
                               ({"bytes": 1 << 20, "pid": 1, "path": "/etc/passwd"}, "unknown \\['path'\\]")):
             with pytest.raises(pa.ArrowInvalid, match=message):
                 list(flight.do_action(fl.Action("attach_arena", json.dumps(body).encode())))
@@ -686,8 +687,11 @@ def test_shared_memory_refusals(int_store, tmp_path, server):
     assert server.proc.poll() is None
 
 
-def _exchange_with_metadata(url: str, command: dict, metadata: bytes) -> list:
-    flight = fl.FlightClient(url)
+def _exchange_with_metadata(url: str, command: dict, metadata: bytes,
+                            connection: fl.FlightClient | None = None) -> list:
+    """A raw sample call on ``connection`` (an arena is only its attaching connection's),
+    else on a new connection."""
+    flight = connection if connection is not None else fl.FlightClient(url)
     try:
         writer, reader = flight.do_exchange(fl.FlightDescriptor.for_command(json.dumps(command)))
         batch = _seed_batch([1, 2])
@@ -704,7 +708,8 @@ def _exchange_with_metadata(url: str, command: dict, metadata: bytes) -> list:
         writer.close()
         return chunks
     finally:
-        flight.close()
+        if connection is None:
+            flight.close()
 
 
 def test_bad_frees_are_refused_and_unknown_arenas_get_flight(server, int_store):
@@ -716,9 +721,9 @@ def test_bad_frees_are_refused_and_unknown_arenas_get_flight(server, int_store):
                                   (b'{"free": 7}', "list of integer offsets"),
                                   (b'{"free": [64000000]}', "is not a segment in use")):
             with pytest.raises(pa.ArrowInvalid, match=message):
-                _exchange_with_metadata(server.url, command, metadata)
+                _exchange_with_metadata(server.url, command, metadata, c._flight)
         # a segment message names where the batch is; the raw client reads it from its own mapping
-        chunks = _exchange_with_metadata(server.url, command, b"")
+        chunks = _exchange_with_metadata(server.url, command, b"", c._flight)
         assert len(chunks) == 1 and chunks[0].data is None
         offset, length = json.loads(chunks[0].app_metadata.to_pybytes())["segment"]
         got = protocol.decode_sample_row(c.arena().read(offset, length))[0]
