@@ -18,7 +18,7 @@ from typing import Any
 import numba
 import numpy as np
 
-from graphpipe.ingest.generate_text import default_workers
+from graphpipe.synthetic.text import default_workers
 
 # ---------------------------------------------------------------------------
 # the result type

@@ -1,6 +1,6 @@
 """Synthetic datasets for tests, demos and benchmarks (no dataset can be downloaded here).
 
-Generators (:mod:`graphpipe.ingest.generate_graphs`):
+Generators (:mod:`graphpipe.synthetic.rmat`):
 
 - :func:`rmat_edges`: R-MAT / Graph500 power-law edge lists, Numba-parallel and
   deterministic for a seed whatever the thread count; :func:`rmat_graph` adds
@@ -10,7 +10,7 @@ Generators (:mod:`graphpipe.ingest.generate_graphs`):
   beats features alone.
 - :func:`external_ids`, :func:`random_splits`, :func:`random_normal`.
 
-Writers (:mod:`graphpipe.ingest.generate_writers`), one per source format that
+Writers (:mod:`graphpipe.synthetic.writers`), one per source format that
 graphpipe ingests: :func:`write_ogb_raw` (+ :func:`ogb_meta_dict`),
 :func:`write_edge_list`, :func:`write_node_table`, :func:`write_table_file`,
 :func:`write_npz`.
@@ -18,7 +18,7 @@ graphpipe ingests: :func:`write_ogb_raw` (+ :func:`ogb_meta_dict`),
 Edge direction everywhere: ``(src, dst)`` is an edge from ``src`` to ``dst``.
 """
 
-from graphpipe.ingest.generate_graphs import (
+from graphpipe.synthetic.rmat import (
     SyntheticGraph,
     community_graph,
     external_ids,
@@ -28,7 +28,7 @@ from graphpipe.ingest.generate_graphs import (
     rmat_graph,
     rmat_vertex_permutation,
 )
-from graphpipe.ingest.generate_writers import (
+from graphpipe.synthetic.writers import (
     FEATURE_LAYOUTS,
     SPLIT_NAMES,
     as_synthetic_graph,
