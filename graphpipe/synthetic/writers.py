@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from graphpipe.synthetic.rmat import SyntheticGraph
+from graphpipe.synthetic.graph import SyntheticGraph
 from graphpipe.synthetic.text import ProgressFn, open_text_sink, write_csv
 
 SPLIT_NAMES = ("train", "valid", "test")
