@@ -67,7 +67,7 @@ def graph_csc(num_nodes: int) -> tuple[np.ndarray, np.ndarray]:
     if path.exists():
         data = np.load(path)
         return data["indptr"], data["indices"]
-    from graphpipe.ingest.generate import community_graph
+    from graphpipe.synthetic import community_graph
 
     g = community_graph(num_nodes, max(2, num_nodes // 16384), avg_degree=10, feature_dim=0,
                         seed=0)

@@ -115,7 +115,7 @@ class _Progress:
 def _write_dataset(graph, folder: Path, *, name: str, fmt: str, binary: bool, id_kind: str,
                    feature_layout: str, seed: int, progress: _Progress) -> dict[str, Any]:
     """Write ``graph`` into the (empty) ``folder``; returns a description for generate.json."""
-    from graphpipe.ingest import generate as gen
+    from graphpipe import synthetic as gen
 
     params = dict(graph.params)
     counts = {"num_nodes": graph.num_nodes, "num_edges": graph.num_edges,
@@ -258,7 +258,7 @@ def command() -> None:
 def rmat(dest, fmt, binary, seed, train_frac, valid_frac, id_kind, feature_layout, overwrite,
          quiet, scale, edge_factor, feature_dim, num_classes, no_permute, threads) -> None:
     """R-MAT power-law topology with random features, labels and splits."""
-    from graphpipe.ingest.generate import rmat_graph
+    from graphpipe.synthetic import rmat_graph
 
     def make():
         return rmat_graph(scale, edge_factor, feature_dim=feature_dim, num_classes=num_classes,
@@ -283,7 +283,7 @@ def community(dest, fmt, binary, seed, train_frac, valid_frac, id_kind, feature_
               overwrite, quiet, nodes, classes, avg_degree, feature_dim, homophily,
               feature_noise, degree_skew, directed) -> None:
     """Community graph: class-homophilous edges and a noisy class signal in the features."""
-    from graphpipe.ingest.generate import community_graph
+    from graphpipe.synthetic import community_graph
 
     def make():
         return community_graph(nodes, classes, avg_degree=avg_degree, feature_dim=feature_dim,

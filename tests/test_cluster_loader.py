@@ -12,8 +12,6 @@ import numpy as np
 import pytest
 import torch
 
-from graphpipe.ingest.generate import rmat_graph, write_npz
-from graphpipe.ingest.generate_graph_level import community_count_graphs, write_graph_level_store
 from graphpipe.ingest.pipeline import ingest
 from graphpipe.loaders import ClusterLoader, SequenceBatch
 from graphpipe.loaders.cluster import sequence_pattern, shortest_path_buckets
@@ -21,6 +19,8 @@ from graphpipe.ops.cluster_sparse import ThresholdTuner, cluster_sparse_pattern
 from graphpipe.ops.partition import induced_subgraph, symmetric_csr, write_partition
 from graphpipe.store import GraphStore
 from graphpipe.store.validate import validate
+from graphpipe.synthetic import rmat_graph, write_npz
+from graphpipe.synthetic.graph_level import community_count_graphs, write_graph_level_store
 
 SEQ_LEN = 97  # 96 nodes + the token
 

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from graphpipe.ingest.generate import community_graph
 from graphpipe.ops.partition import (
     SequencePartitioner,
     cluster_offsets,
@@ -18,6 +17,7 @@ from graphpipe.ops.partition import (
     metis_partition,
     symmetric_csr,
 )
+from graphpipe.synthetic import community_graph
 
 
 def to_csc(src: np.ndarray, dst: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:

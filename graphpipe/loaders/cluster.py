@@ -26,7 +26,7 @@ to the sequence instead. ``pattern="cluster-sparse"`` adds the block format of
 :func:`graphpipe.ops.cluster_sparse.cluster_sparse_pattern` over those clusters.
 
 Graph-level store layout (written by
-:func:`graphpipe.ingest.generate_graph_level.write_graph_level_store`):
+:func:`graphpipe.synthetic.graph_level.write_graph_level_store`):
 ``graph/ptr`` int64 ``(G + 1,)`` (graph ``g`` owns nodes ``[ptr[g], ptr[g + 1])``),
 ``graph/label`` int64 ``(G,)``, and split tables holding **graph** IDs.
 
@@ -389,7 +389,7 @@ class ClusterLoader:
 
     **Graph-level stores** (``graph/ptr`` int64 ``(G + 1,)``: graph ``g`` owns nodes
     ``[ptr[g], ptr[g + 1])``; ``graph/label`` int64 ``(G,)``; the store's splits hold
-    *graph* IDs, see :mod:`graphpipe.ingest.generate_graph_level`): each graph is
+    *graph* IDs, see :mod:`graphpipe.synthetic.graph_level`): each graph is
     one sequence, ``batch_size`` graphs per batch padded to the longest (or to
     ``seq_len`` when given), ``graph_y`` the graph labels, ``y`` all -100, degrees
     within the graph. Padding positions get only a self-loop.

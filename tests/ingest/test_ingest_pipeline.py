@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from graphpipe.ingest.errors import IngestError
-from graphpipe.ingest.generate import write_edge_list
 from graphpipe.ingest.pipeline import IngestOptions, attach_npy_features, ingest, open_source, parse_size
+from graphpipe.synthetic import write_edge_list
 
 
 def test_npy_features_with_headerless_csv(tmp_path):

@@ -14,8 +14,8 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from graphpipe.ingest.generate import community_graph, write_ogb_raw
 from graphpipe.ingest.pipeline import ingest
+from graphpipe.synthetic import community_graph, write_ogb_raw
 from graphpipe.train import CheckpointError, SequenceTrainer, Trainer, build_model
 
 DIM, CLASSES = 12, 4
@@ -183,7 +183,7 @@ def test_bad_trainer_arguments(store: Path) -> None:
 
 
 def test_graph_level_store(tmp_path: Path) -> None:
-    from graphpipe.ingest.generate_graph_level import (
+    from graphpipe.synthetic.graph_level import (
         community_count_graphs,
         write_graph_level_store,
     )

@@ -21,8 +21,8 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from graphpipe.ingest.generate_graphs import SyntheticGraph
-from graphpipe.ingest.generate_text import ProgressFn, open_text_sink, write_csv
+from graphpipe.synthetic.graph import SyntheticGraph
+from graphpipe.synthetic.text import ProgressFn, open_text_sink, write_csv
 
 SPLIT_NAMES = ("train", "valid", "test")
 OGB_TASK_TYPE = "multiclass classification"

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import torch
 
-from graphpipe.ingest.generate import community_graph, write_ogb_raw
-from graphpipe.ingest.generate_graph_level import community_count_graphs, write_graph_level_store
 from graphpipe.ingest.pipeline import ingest
 from graphpipe.loaders.cluster import ClusterLoader
+from graphpipe.synthetic import community_graph, write_ogb_raw
+from graphpipe.synthetic.graph_level import community_count_graphs, write_graph_level_store
 from graphpipe.train import GT, GraphormerSlim, build_model
 from graphpipe.train.sequence_attention import (
     attend,

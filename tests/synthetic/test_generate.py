@@ -1,4 +1,4 @@
-"""Synthetic dataset generators and writers (graphpipe.ingest.generate, `graphpipe generate`)."""
+"""Synthetic dataset generators and writers (graphpipe.synthetic, `graphpipe generate`)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 from graphpipe.cli.generate import command as generate_command
 
-from graphpipe.ingest.generate import (
+from graphpipe.synthetic import (
     SyntheticGraph,
     as_synthetic_graph,
     community_graph,
@@ -33,7 +33,7 @@ from graphpipe.ingest.generate import (
     write_npz,
     write_ogb_raw,
 )
-from graphpipe.ingest.generate_text import (
+from graphpipe.synthetic.text import (
     ParallelGzipWriter,
     format_rows,
     format_rows_reference,
