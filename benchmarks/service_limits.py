@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 
-from graphpipe.ingest.generate import rmat_graph
+from graphpipe.synthetic import rmat_graph
 from graphpipe.ops.sampling import sample_neighbors
 from graphpipe.service.limits import GraphShape, effective_fanouts, sample_bytes_bound
 
