@@ -28,7 +28,7 @@ def friendly_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
             return fn(*args, **kwargs)
         except (StoreError, ValueError, KeyError, FileNotFoundError) as exc:
             message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-            fail(str(message))
+            fail(str(message), code=getattr(exc, "exit_code", EXIT_BAD_INPUT))
         except KeyboardInterrupt:
             fail("interrupted; nothing was written", code=130)
 
