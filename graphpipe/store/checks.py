@@ -61,80 +61,86 @@ def checks_enabled() -> bool:
 
 
 # -- manifest ----------------------------------------------------------------------------------
-def _count(manifest: dict[str, Any], field: str, where: Path) -> int:
-    value = manifest.get(field)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise CorruptStoreError(f"{where}: field {field!r} must be an integer >= 0 (got {value!r})")
-    return value
+# Runs on every open: plain dict and int work, dtype strings parsed once per process, paths
+# built only for a message (a few microseconds for a store of ten arrays).
+_DTYPES: dict[str, np.dtype] = {}
 
 
-def _entry(manifest: dict[str, Any], key: str, where: Path) -> tuple[tuple[int, ...], np.dtype]:
-    meta = manifest["arrays"][key]
+def _fail(path: str | os.PathLike, message: str) -> CorruptStoreError:
+    return CorruptStoreError(f"{Path(path) / 'manifest.json'}: {message}")
+
+
+def _dtype(value: Any) -> np.dtype | None:
+    """The NumPy dtype named by ``value`` when it is a numeric little-endian one, else None."""
+    if not isinstance(value, str):
+        return None
+    dtype = _DTYPES.get(value)
+    if dtype is None:
+        try:
+            dtype = np.dtype(value)
+        except TypeError:
+            return None
+        if dtype.kind not in "biuf" or dtype.byteorder == ">":
+            return None
+        _DTYPES[value] = dtype
+    return dtype
+
+
+_TOPOLOGY_KINDS = {"indptr": "i", "indices": "iu", "edge_id": "iu"}
+
+
+def _known_entry(arrays: dict[str, Any], key: str, rows: int, kinds: str, ndim: int | None,
+                 path: str | os.PathLike, counts: tuple[int, int]) -> tuple[list, np.dtype] | None:
+    """``(shape, dtype)`` of array ``key`` when the manifest lists it, after checking that it
+    has ``rows`` rows (and ``ndim`` dimensions) and a dtype of one of ``kinds``."""
+    meta = arrays.get(key)
+    if meta is None:
+        return None
     shape = meta.get("shape") if isinstance(meta, dict) else None
-    if not isinstance(shape, list) or not all(isinstance(s, int) and not isinstance(s, bool)
-                                              and s >= 0 for s in shape):
-        raise CorruptStoreError(f"{where}: array {key!r} has no valid 'shape' (got {shape!r})")
-    try:
-        dtype = np.dtype(meta.get("dtype"))
-    except TypeError:
-        raise CorruptStoreError(f"{where}: array {key!r} has no valid 'dtype' "
-                         f"(got {meta.get('dtype')!r})") from None
-    if dtype.kind not in "biuf" or dtype.byteorder == ">":
-        raise CorruptStoreError(f"{where}: array {key!r} has dtype {dtype}, not a numeric little-endian dtype")
-    return tuple(shape), dtype
+    dtype = _dtype(meta.get("dtype")) if isinstance(meta, dict) else None
+    if type(shape) is not list or not shape or type(shape[0]) is not int or shape[0] != rows \
+            or (ndim is not None and len(shape) != ndim):
+        raise _fail(path, f"array {key!r} has shape {shape!r}, but the manifest's num_nodes = "
+                          f"{counts[0]} and num_edges = {counts[1]} give it {rows} rows")
+    if dtype is None or dtype.kind not in kinds or (key.endswith("indptr") and dtype.itemsize != 8):
+        raise _fail(path, f"array {key!r} has dtype {meta.get('dtype')!r}, which it cannot have")
+    return shape, dtype
 
 
-def _expect_rows(key: str, shape: tuple[int, ...], rows: int, field: str, where: Path) -> None:
-    if not shape or shape[0] != rows:
-        raise CorruptStoreError(f"{where}: array {key!r} has shape {list(shape)}, but the manifest's "
-                         f"{field} needs {rows} rows")
-
-
-def _check_topology_entries(manifest: dict[str, Any], prefix: str, n: int, e: int, where: Path) -> None:
-    arrays = manifest["arrays"]
-    if f"{prefix}/indptr" in arrays:
-        shape, dtype = _entry(manifest, f"{prefix}/indptr", where)
-        if shape != (n + 1,) or dtype != np.int64:
-            raise CorruptStoreError(f"{where}: array '{prefix}/indptr' is {list(shape)} {dtype}, expected "
-                             f"[{n + 1}] int64 for num_nodes = {n}")
-    for key in (f"{prefix}/indices", f"{prefix}/edge_id"):
-        if key not in arrays:
-            continue
-        shape, dtype = _entry(manifest, key, where)
-        if shape != (e,) or dtype.kind not in "iu":
-            raise CorruptStoreError(f"{where}: array {key!r} is {list(shape)} {dtype}, expected [{e}] "
-                             f"of an integer dtype for num_edges = {e}")
-    key = f"{prefix}/indices"
-    recorded = arrays.get(key, {}).get("range")
-    if recorded is not None:
-        if not (isinstance(recorded, list) and len(recorded) == 2
-                and all(isinstance(v, int) and not isinstance(v, bool) for v in recorded)):
-            raise CorruptStoreError(f"{where}: array {key!r} field 'range' must be [min, max] (got {recorded!r})")
-        if e and (recorded[0] < 0 or recorded[1] >= n):
-            raise CorruptStoreError(f"{where}: array {key!r} holds node IDs in {recorded}, outside "
-                             f"[0, {n}) for num_nodes = {n}")
+def _check_range(arrays: dict[str, Any], key: str, n: int, e: int, path: str | os.PathLike) -> None:
+    recorded = arrays[key].get("range")
+    if recorded is None:
+        return
+    if not (type(recorded) is list and len(recorded) == 2 and all(type(v) is int for v in recorded)):
+        raise _fail(path, f"array {key!r} field 'range' must be [min, max] (got {recorded!r})")
+    if e and (recorded[0] < 0 or recorded[1] >= n):
+        raise _fail(path, f"array {key!r} holds node IDs in {recorded}, outside [0, {n}) for "
+                          f"num_nodes = {n}")
 
 
 def check_manifest(manifest: dict[str, Any], path: str | os.PathLike) -> None:
-    """Raise :class:`StoreError` unless the manifest's counts, shapes and dtypes agree."""
-    where = Path(path) / "manifest.json"
-    n, e = _count(manifest, "num_nodes", where), _count(manifest, "num_edges", where)
-    if not isinstance(manifest.get("arrays"), dict) or not isinstance(manifest.get("tables", {}), dict):
-        raise CorruptStoreError(f"{where}: fields 'arrays' and 'tables' must be objects")
-    for key in manifest["arrays"]:
-        _entry(manifest, key, where)
+    """Raise :class:`CorruptStoreError` unless the counts are valid and the arrays the
+    readers index with (topology, features, labels) have the shapes and dtypes they imply.
+    Other arrays are checked on their first read (:func:`check_array_metadata`)."""
+    n, e = manifest.get("num_nodes"), manifest.get("num_edges")
+    for field, value in (("num_nodes", n), ("num_edges", e)):
+        if type(value) is not int or value < 0:
+            raise _fail(path, f"field {field!r} must be an integer >= 0 (got {value!r})")
+    arrays = manifest.get("arrays")
+    if not isinstance(arrays, dict) or not isinstance(manifest.get("tables", {}), dict):
+        raise _fail(path, "fields 'arrays' and 'tables' must be objects")
     for prefix in ("csc", "csr"):
-        _check_topology_entries(manifest, prefix, n, e, where)
-    arrays = manifest["arrays"]
-    if "node/feat" in arrays:
-        shape, _ = _entry(manifest, "node/feat", where)
-        _expect_rows("node/feat", shape, n, "num_nodes", where)
-        dim = (manifest.get("node_features") or {}).get("dim")
-        if dim is not None and (shape[1:] or (1,))[0] != dim:
-            raise CorruptStoreError(f"{where}: array 'node/feat' has shape {list(shape)}, but field "
-                             f"'node_features' says dim = {dim!r}")
-    if "node/label" in arrays:
-        _expect_rows("node/label", _entry(manifest, "node/label", where)[0], n, "num_nodes", where)
+        for name, kinds in _TOPOLOGY_KINDS.items():
+            rows = n + 1 if name == "indptr" else e
+            if _known_entry(arrays, f"{prefix}/{name}", rows, kinds, 1, path, (n, e)) \
+                    and name == "indices":
+                _check_range(arrays, f"{prefix}/indices", n, e, path)
+    _known_entry(arrays, "node/label", n, "biuf", None, path, (n, e))
+    feat = _known_entry(arrays, "node/feat", n, "biuf", None, path, (n, e))
+    dim = (manifest.get("node_features") or {}).get("dim") if feat else None
+    if dim is not None and (feat[0][1:] or [1])[0] != dim:
+        raise _fail(path, f"array 'node/feat' has shape {feat[0]}, but field 'node_features' "
+                          f"says dim = {dim!r}")
 
 
 # -- zarr.json against the manifest ------------------------------------------------------------
@@ -152,8 +158,11 @@ def check_array_metadata(path: str | os.PathLike, key: str, zarr_meta: dict[str,
                          f"invalid") from None
     if any(c < 1 for c in chunks) or len(chunks) != len(shape):
         raise CorruptStoreError(f"{where}: chunk shape {chunks} does not fit shape {shape}")
-    expected = {"shape": list(entry.get("shape", [])), "dtype": str(np.dtype(entry["dtype"])),
-                "chunks": list(entry.get("chunks", chunks))}
+    try:
+        expected = {"shape": list(entry["shape"]), "dtype": str(np.dtype(entry["dtype"])),
+                    "chunks": list(entry.get("chunks", chunks))}
+    except (KeyError, TypeError, ValueError):
+        raise _fail(path, f"array {key!r} has no valid 'shape' or 'dtype' (got {entry!r})") from None
     actual = {"shape": shape, "dtype": str(dtype), "chunks": chunks}
     for field, value in actual.items():
         if value != expected[field]:
