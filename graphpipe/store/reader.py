@@ -15,7 +15,7 @@ import pyarrow as pa
 from graphpipe.store import arrays as _arrays
 from graphpipe.store import checks as _checks
 from graphpipe.store import tables as _tables
-from graphpipe.store.errors import StoreError
+from graphpipe.store.errors import CorruptStoreError, StoreError
 from graphpipe.store.manifest import read_manifest
 
 _GATHER_THREADS = max(1, min(8, os.cpu_count() or 1))
@@ -251,7 +251,12 @@ class GraphStore:
         """Sorted dense node IDs (int64) of split ``name`` (``"train"``, ``"valid"``, ``"test"``)."""
         if name not in self.manifest.get("splits", {}):
             raise KeyError(f"unknown split {name!r}; this store has {self.split_names}")
-        return _tables.split_ids(self._splits_table, name)
+        try:
+            return _tables.split_ids(self._splits_table, name)
+        except (pa.ArrowException, IndexError, KeyError, ValueError) as exc:  # a damaged table
+            detail = str(exc).strip().splitlines()[0][:120] if str(exc).strip() else type(exc).__name__
+            raise CorruptStoreError(f"{self.path / _tables.SPLITS_TABLE}: split {name!r} cannot be "
+                                    f"read ({detail})") from None
 
     @cached_property
     def id_map(self) -> _tables.IdMap:
