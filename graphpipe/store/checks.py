@@ -6,12 +6,13 @@ taken from the store, so before any of them runs, a reader checks what makes eve
 such index in bounds. Three layers, each run once and as late as it can be:
 
 ``check_manifest`` (at :meth:`GraphStore.open`; pure Python on the parsed manifest, no
-I/O beyond it, ``O(number of arrays)``):
-    counts are non-negative integers; every array entry has a shape and a NumPy dtype;
-    the shapes of the known arrays agree with the counts (``csc/indptr`` is
-    ``(N+1,)`` int64, ``csc/indices`` and ``csc/edge_id`` ``(E,)`` of an integer
-    dtype, the same for ``csr/``; ``node/feat`` and ``node/label`` have ``N`` rows);
-    the value range recorded at ingest for ``*/indices`` lies in ``[0, N)``.
+I/O beyond it, ``O(1)``: a few microseconds, a few percent of reading the manifest):
+    counts are non-negative integers; the arrays the readers index with have the shapes
+    and dtypes the counts imply (``csc/indptr`` ``(N+1,)`` int64, ``csc/indices`` and
+    ``csc/edge_id`` ``(E,)`` integers, the same for ``csr/``; ``node/feat`` and
+    ``node/label`` ``N`` rows of a numeric dtype, the feature width that of
+    ``node_features``); the value range recorded at ingest for ``*/indices`` lies in
+    ``[0, N)``. Other arrays (``derived/...``) are checked on their first read.
 
 ``check_array_metadata`` (on the first read of an array; the array's ``zarr.json``,
 which the read opens anyway, ``O(1)``):
@@ -27,8 +28,8 @@ which the read opens anyway, ``O(1)``):
 Together they are the preconditions under which the CSC kernels stay in bounds. Every
 failure raises :class:`~graphpipe.store.errors.CorruptStoreError` (a :class:`StoreError`;
 exit code 2 in the CLI) with a one-line message naming the store path and the array or
-field. ``GRAPHPIPE_SKIP_STORE_CHECKS=1`` turns the checks off, for the
-benchmark that measures their cost and for debugging only.
+field. ``GRAPHPIPE_SKIP_STORE_CHECKS=1`` turns the checks off, for the benchmark that
+measures their cost (``benchmarks/store_open.py``) and for debugging only; never in use.
 """
 
 from __future__ import annotations
