@@ -34,7 +34,7 @@ def friendly_errors(fn: Callable[..., Any] | None = None, *,
             return fn(*args, **kwargs)
         except (StoreError, ValueError, KeyError, FileNotFoundError) as exc:
             message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-            fail(str(message), code)
+            fail(str(message), code=getattr(exc, "exit_code", code))
         except KeyboardInterrupt:
             fail("interrupted; nothing was written", code=130)
 

@@ -63,6 +63,7 @@ from graphpipe.ops.reorder import (
     overlap_matrix,
 )
 from graphpipe.ops.sampling import SampleOutput
+from graphpipe.store.checks import check_topology
 
 __all__ = [
     "FeatureCache",
@@ -141,7 +142,11 @@ def _to_numpy(value: Any, name: str) -> np.ndarray | None:
 
 def resolve_graph_data(store_or_arrays: Any) -> GraphData:
     """A :class:`GraphData` from a GraphStore, a store path, a dict with keys
-    ``indptr, indices[, x, y, splits]`` or a tuple ``(indptr, indices, x, y)``."""
+    ``indptr, indices[, x, y, splits]`` or a tuple ``(indptr, indices, x, y)``.
+
+    The topology handed on is checked (once, ``O(N + E)``) to be a CSC whose every
+    slice and index is in bounds: :meth:`GraphStore.topology` for a store, the same
+    check (raising ``ValueError``) for arrays given directly."""
     from graphpipe.store import GraphStore
 
     if isinstance(store_or_arrays, (str, os.PathLike)):
@@ -153,7 +158,8 @@ def resolve_graph_data(store_or_arrays: Any) -> GraphData:
         chunks, chunk_rows = store.feature_chunks() if store.has_features else (None, 1)
         if chunks is not None:
             chunks = [c.reshape(-1, 1) if c.ndim == 1 else c for c in chunks]
-        return GraphData(indptr=np.asarray(store.indptr), indices=np.asarray(store.indices),
+        indptr, indices = store.topology()  # checked once: the sampling kernels trust it
+        return GraphData(indptr=np.asarray(indptr), indices=np.asarray(indices),
                          num_nodes=store.num_nodes, feature_chunks=chunks, chunk_rows=int(chunk_rows),
                          labels=np.asarray(store.labels) if store.has_labels else None, store=store)
     if isinstance(store_or_arrays, dict):
@@ -178,6 +184,7 @@ def resolve_graph_data(store_or_arrays: Any) -> GraphData:
     indptr = np.ascontiguousarray(indptr, dtype=np.int64)
     indices = np.ascontiguousarray(indices)
     num_nodes = len(indptr) - 1
+    check_topology(indptr, indices, num_nodes, error=ValueError, where="'store_or_arrays'")
     x = _to_numpy(parts.get("x"), "x")
     if x is not None:
         x = np.ascontiguousarray(x.reshape(-1, 1) if x.ndim == 1 else x)

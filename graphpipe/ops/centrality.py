@@ -133,5 +133,11 @@ def write_centrality(store: Any, method: str = "quartile", bins: int = 4, *,
 def read_degree_order(store: Any) -> np.ndarray | None:
     """The stored hotness order (``derived/degree_order``), or None when absent."""
     if store.has_array(ORDER_KEY):
-        return np.asarray(store.array(ORDER_KEY))
+        order = np.asarray(store.array(ORDER_KEY))
+        n = store.num_nodes
+        if order.ndim != 1 or order.dtype.kind not in "iu" or (order.size and (
+                int(order.min()) < 0 or int(order.max()) >= n)):  # a corrupt store: never index with it
+            from graphpipe.store.errors import CorruptStoreError
+            raise CorruptStoreError(f"{store.path}: array {ORDER_KEY!r} is not node IDs in [0, {n})")
+        return order
     return None

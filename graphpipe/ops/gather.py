@@ -479,27 +479,36 @@ bytes) up to this size; above it, a hash table sized by the batch."""
 
 @numba.njit(cache=True, nogil=True)
 def _dense_replace(slot_of, old_ids, new_ids):
-    """Forget ``old_ids``' positions, then record ``new_ids[p] -> p`` (first one wins)."""
+    """Forget ``old_ids``' positions, then record ``new_ids[p] -> p`` (first one wins).
+    IDs outside ``[0, len(slot_of))`` are skipped: never a write out of bounds, whatever
+    the IDs say (a corrupt store's topology may hold any value)."""
+    size = slot_of.shape[0]
     n = old_ids.shape[0]
     for i in range(n):
         if i + PREFETCH_DISTANCE < n:
-            _prefetch(slot_of, old_ids[i + PREFETCH_DISTANCE])
-        slot_of[old_ids[i]] = -1
+            _prefetch(slot_of, min(max(old_ids[i + PREFETCH_DISTANCE], 0), size - 1))
+        v = old_ids[i]
+        if 0 <= v < size:
+            slot_of[v] = -1
     m = new_ids.shape[0]
     for i in range(m):
         if i + PREFETCH_DISTANCE < m:
-            _prefetch(slot_of, new_ids[i + PREFETCH_DISTANCE])
-        if slot_of[new_ids[i]] < 0:
-            slot_of[new_ids[i]] = i
+            _prefetch(slot_of, min(max(new_ids[i + PREFETCH_DISTANCE], 0), size - 1))
+        v = new_ids[i]
+        if 0 <= v < size and slot_of[v] < 0:
+            slot_of[v] = i
 
 
 @numba.njit(cache=True, nogil=True)
 def _dense_lookup(slot_of, queries, out):
+    """``out[i] = slot_of[queries[i]]``, -1 for a query outside ``[0, len(slot_of))``."""
+    size = slot_of.shape[0]
     m = queries.shape[0]
     for i in range(m):
         if i + PREFETCH_DISTANCE < m:
-            _prefetch(slot_of, queries[i + PREFETCH_DISTANCE])
-        out[i] = slot_of[queries[i]]
+            _prefetch(slot_of, min(max(queries[i + PREFETCH_DISTANCE], 0), size - 1))
+        v = queries[i]
+        out[i] = slot_of[v] if 0 <= v < size else -1
 
 
 class ResidentIndex:

@@ -401,7 +401,7 @@ def write_partition(store: Any, num_parts: int, *, recursive: bool = False, seed
     if exists and not overwrite:
         raise ValueError(f"{store.path}: a {k}-way partition is already stored ({name}); "
                          f"pass overwrite=True (--overwrite) to replace it")
-    result = metis_partition(store.indptr, store.indices, k, recursive=recursive, seed=seed)
+    result = metis_partition(*store.topology(), k, recursive=recursive, seed=seed)  # checked CSC
     perm, inverse = cluster_permutation(result.parts, k)
     sizes = np.bincount(result.parts.astype(np.int64), minlength=k)
     entry = {

@@ -138,8 +138,9 @@ class SamplingServer(fl.FlightServerBase):
         if isinstance(shared_memory_bytes, bool) or not isinstance(shared_memory_bytes, (int, np.integer)) \
                 or shared_memory_bytes < 0:
             raise ValueError(f"'shared_memory_bytes' must be an integer >= 0 (got {shared_memory_bytes!r})")
-        self.indptr = np.ascontiguousarray(self.store.indptr, dtype=np.int64)
-        self.indices = np.asarray(self.store.indices)
+        indptr, indices = self.store.topology()  # checked once: the sampling kernels trust it
+        self.indptr = np.ascontiguousarray(indptr, dtype=np.int64)
+        self.indices = np.asarray(indices)
         self.num_nodes = self.store.num_nodes
         if self.indptr.shape[0] != self.num_nodes + 1:
             raise ValueError(f"'store' csc/indptr has {self.indptr.shape[0]} entries for "
