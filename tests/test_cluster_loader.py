@@ -17,7 +17,7 @@ from graphpipe.ingest.generate_graph_level import community_count_graphs, write_
 from graphpipe.ingest.pipeline import ingest
 from graphpipe.loaders import ClusterLoader, SequenceBatch
 from graphpipe.loaders.cluster import sequence_pattern, shortest_path_buckets
-from graphpipe.ops.cluster_sparse import ThresholdTuner, cluster_sparse_pattern
+from graphpipe.ops.attention.cluster_sparse import ThresholdTuner, cluster_sparse_pattern
 from graphpipe.ops.partition import induced_subgraph, symmetric_csr, write_partition
 from graphpipe.store import GraphStore
 from graphpipe.store.validate import validate

@@ -23,7 +23,7 @@ node set) and reordered cluster by cluster, original order kept inside a cluster
 the token stays at position 0 as a cluster of its own. ``reorder="store"`` uses
 the store's global partition (``graphpipe partition STORE --parts K``) restricted
 to the sequence instead. ``pattern="cluster-sparse"`` adds the block format of
-:func:`graphpipe.ops.cluster_sparse.cluster_sparse_pattern` over those clusters.
+:func:`graphpipe.ops.attention.cluster_sparse.cluster_sparse_pattern` over those clusters.
 
 Graph-level store layout (written by
 :func:`graphpipe.ingest.generate_graph_level.write_graph_level_store`):
@@ -51,7 +51,7 @@ import numpy as np
 import torch
 
 from graphpipe.loaders.stages import GraphData, resolve_graph_data
-from graphpipe.ops.cluster_sparse import (
+from graphpipe.ops.attention.cluster_sparse import (
     ClusterSparsePattern,
     ThresholdTuner,
     cluster_sparse_pattern,
@@ -106,7 +106,7 @@ class SequenceBatch:
         offsets: int64 ``(K + 1,)`` cluster boundaries over positions (the token is a
             cluster of its own at the front) when reordered and ``B == 1``; else None.
         cluster_sparse: the cluster-sparse rewrite of the pattern
-            (:func:`graphpipe.ops.cluster_sparse.cluster_sparse_pattern`) when
+            (:func:`graphpipe.ops.attention.cluster_sparse.cluster_sparse_pattern`) when
             ``pattern="cluster-sparse"``; else None. ``indptr``/``indices`` keep the
             exact pattern.
         spd: int64 ``(B, S, S)`` shortest-path-distance buckets over the symmetrised
@@ -418,7 +418,7 @@ class ClusterLoader:
         block: d_b of the cluster-sparse format.
         threshold: cluster-sparse transfer threshold: a float (a multiplier of the
             sequence's ``β_G = nnz / S²`` when ``threshold_relative``, else absolute),
-            or a :class:`graphpipe.ops.cluster_sparse.ThresholdTuner` (its current
+            or a :class:`graphpipe.ops.attention.cluster_sparse.ThresholdTuner` (its current
             threshold, read per sequence; :meth:`set_threshold` replaces it).
         threshold_relative: see ``threshold``.
         placement: ``"random"`` or ``"cover"`` sub-block placement (seeded by ``seed``).

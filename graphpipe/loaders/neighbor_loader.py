@@ -85,7 +85,7 @@ class NeighborLoader:
         reorder_by: ``"match"`` (FastGL's match degree, default) or ``"overlap"`` (raw
             shared-node counts, which minimise the rows loaded directly).
         feature_bits: None (rows as stored) or 8, 4, 2, 1: low-bit feature transfer
-            (per-row stochastic quantization, :mod:`graphpipe.ops.quantize`). Store rows
+            (per-row stochastic quantization, :mod:`graphpipe.ops.features.quantize`). Store rows
             are quantized as they are gathered (rounding seeded per batch from ``seed``,
             so equal seeds give equal batches), the static cache once at build time;
             Match reuses the previous batch's quantized rows (so reused rows equal what
