@@ -26,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.flight as fl
 
+from graphpipe.ops._core.checks import check_fanouts
 from graphpipe.ops.sampling import sample_neighbors
 from graphpipe.service import protocol
 from graphpipe.service.arena import ArenaRegistry, ServerArena
@@ -586,10 +587,7 @@ def _fanouts(value: Any) -> list[int]:
         raise ValueError(f"'fanouts' must be a non-empty list of integers (got {value!r})")
     if len(value) > MAX_LAYERS:
         raise ValueError(f"'fanouts' may have at most {MAX_LAYERS} hops (got {len(value)})")
-    for f in value:
-        if isinstance(f, bool) or not isinstance(f, int) or f < -1:
-            raise ValueError(f"'fanouts' entries must be integers >= -1 (got {value})")
-    return [int(f) for f in value]
+    return check_fanouts(value)
 
 
 def serve_until_signalled(server: SamplingServer, *, drain_timeout: float = 60.0,

@@ -11,19 +11,23 @@ running, the work spreads over all threads; with the cores busy, the caller does
 
 The kernels must release the GIL (``@numba.njit(nogil=True)``) and write disjoint parts
 of their outputs per range (so the result does not depend on which thread ran what).
+
+:func:`threads_for` is the other half: a ``with`` block that runs small Numba
+``parallel=True`` kernels on one thread (:data:`PARALLEL_MIN_WORK`).
 """
 
 from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import Any
 
 import numba
 
-__all__ = ["run_ranges"]
+__all__ = ["PARALLEL_MIN_WORK", "run_ranges", "threads_for"]
 
 _LOCK = threading.Lock()
 _POOL: ThreadPoolExecutor | None = None
@@ -80,3 +84,27 @@ def run_ranges(kernel: Callable[..., Any], n: int, *args: Any, pieces: int | Non
     finally:
         for future in futures:
             future.result()
+
+
+#: Below this many element operations (edges x columns) a kernel runs on one thread.
+#: A parallel region costs ~10 us on an idle machine but milliseconds when the
+#: machine is oversubscribed (a descheduled worker holds up the barrier), while
+#: 2M multiply-adds take ~1 ms on one core.
+PARALLEL_MIN_WORK = 1 << 21
+
+
+@contextmanager
+def threads_for(work: int) -> Iterator[None]:
+    """Run the enclosed Numba kernels on one thread if ``work`` is small.
+
+    ``numba.set_num_threads`` is per calling thread, so this is safe with other
+    threads running kernels at the same time."""
+    if work >= PARALLEL_MIN_WORK or numba.get_num_threads() == 1:
+        yield
+        return
+    previous = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        yield
+    finally:
+        numba.set_num_threads(previous)

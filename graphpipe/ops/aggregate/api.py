@@ -59,6 +59,9 @@ from typing import Literal
 import numpy as np
 import torch
 
+from graphpipe.ops._core.backend import resolve_backend
+from graphpipe.ops._core.worksharing import threads_for
+
 from . import cpu as _cpu
 
 Reduce = Literal["sum", "mean"]
@@ -349,13 +352,7 @@ def _np(t: torch.Tensor) -> np.ndarray:
 
 
 def _resolve_backend(backend: str, device: torch.device) -> str:
-    if backend not in _BACKENDS:
-        raise ValueError(f"'backend' must be one of {_BACKENDS} (got {backend!r})")
-    if backend == "auto":
-        return "triton" if device.type == "cuda" else "cpu"
-    if backend == "cpu" and device.type != "cpu":
-        raise ValueError(f"'backend'='cpu' needs CPU tensors (got device {device})")
-    return backend
+    return resolve_backend(backend, _BACKENDS, str(device))
 
 
 def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -427,7 +424,7 @@ class _AggregateFunction(torch.autograd.Function):
         if ctx.has_weight and ctx.needs_input_grad[1]:
             if ctx.backend == "cpu":
                 grad_w = torch.empty(block.num_edges, dtype=cdtype)
-                with _cpu.threads_for(_work_of(block, g.shape[1])):
+                with threads_for(_work_of(block, g.shape[1])):
                     _cpu.sddmm_dot(_np(block.indptr), _np(block.indices), g.numpy(), xc.numpy(),
                                    grad_w.numpy())
             else:
@@ -461,10 +458,10 @@ def _cpu_spmm(block: CSCBlock, x: torch.Tensor, coef: torch.Tensor | None,
     ip, ix = _np(block.indptr), _np(block.indices)
     scale = (row_scale if row_scale is not None else _EMPTY[x.dtype]).numpy()
     if coef is None:
-        with _cpu.threads_for(_work_of(block, x.shape[1])):
+        with threads_for(_work_of(block, x.shape[1])):
             _cpu.spmm_sum(ip, ix, x.numpy(), scale, out.numpy())
     else:
-        with _cpu.threads_for(_work_of(block, x.shape[1])):
+        with threads_for(_work_of(block, x.shape[1])):
             _cpu.spmm_weighted(ip, ix, coef.numpy(), x.numpy(), scale, out.numpy())
     return out
 
@@ -481,7 +478,7 @@ def _cpu_spmm_gcn(block: CSCBlock, x: torch.Tensor, transposed: bool = False) ->
         ip, ix, w, scale, rows = _np(block.indptr), _np(block.indices), d_src, d_dst, \
             block.num_dst
     out = torch.empty(rows, x.shape[1], dtype=x.dtype)
-    with _cpu.threads_for(_work_of(block, x.shape[1])):
+    with threads_for(_work_of(block, x.shape[1])):
         _cpu.spmm_weighted_gather(ip, ix, w.numpy(), ix, x.numpy(), scale.numpy(), out.numpy())
     return out
 
@@ -494,15 +491,15 @@ def _cpu_spmm_transposed(block: CSCBlock, g: torch.Tensor, coef: torch.Tensor | 
     ti, td, g_np, o = t_indptr.numpy(), t_dst.numpy(), g.numpy(), out.numpy()
     no_scale = _EMPTY[g.dtype].numpy()
     if coef is None and row_scale is None:
-        with _cpu.threads_for(_work_of(block, g.shape[1])):
+        with threads_for(_work_of(block, g.shape[1])):
             _cpu.spmm_sum(ti, td, g_np, no_scale, o)
     elif coef is None:
-        with _cpu.threads_for(_work_of(block, g.shape[1])):
+        with threads_for(_work_of(block, g.shape[1])):
             _cpu.spmm_weighted_gather(ti, td, row_scale.numpy(), td, g_np, no_scale, o)
     else:
         if row_scale is not None:
             coef = coef * row_scale[block.edge_dst()]
-        with _cpu.threads_for(_work_of(block, g.shape[1])):
+        with threads_for(_work_of(block, g.shape[1])):
             _cpu.spmm_weighted_gather(ti, td, coef.numpy(), t_eid.numpy(), g_np, no_scale, o)
     return out
 
@@ -595,7 +592,7 @@ class _SddmmScoresFunction(torch.autograd.Function):
         s = a_src.detach().to(cdtype).contiguous()
         d = a_dst.detach().to(cdtype).contiguous()
         out = torch.empty(block.num_edges, s.shape[1], dtype=cdtype)
-        with _cpu.threads_for(_work_of(block, s.shape[1])):
+        with threads_for(_work_of(block, s.shape[1])):
             _cpu.sddmm_add_leaky(_np(block.indptr), _np(block.indices), s.numpy(), d.numpy(),
                                  negative_slope, out.numpy())
         ctx.block = block
@@ -611,7 +608,7 @@ class _SddmmScoresFunction(torch.autograd.Function):
         g = grad.detach().to(s.dtype).contiguous()
         grad_pre = torch.empty_like(g)
         grad_dst = torch.empty_like(d)
-        with _cpu.threads_for(_work_of(block, s.shape[1])):
+        with threads_for(_work_of(block, s.shape[1])):
             _cpu.sddmm_add_leaky_backward_dst(_np(block.indptr), _np(block.indices), s.numpy(),
                                               d.numpy(), ctx.negative_slope, g.numpy(),
                                               grad_pre.numpy(), grad_dst.numpy())
@@ -619,7 +616,7 @@ class _SddmmScoresFunction(torch.autograd.Function):
         if ctx.needs_input_grad[0]:
             t_indptr, _, t_eid = block.transposed()
             grad_src = torch.empty_like(s)
-            with _cpu.threads_for(_work_of(block, s.shape[1])):
+            with threads_for(_work_of(block, s.shape[1])):
                 _cpu.segment_sum_gather(t_indptr.numpy(), t_eid.numpy(), grad_pre.numpy(),
                                         grad_src.numpy())
             grad_src = grad_src.to(ctx.dtypes[0])
@@ -674,7 +671,7 @@ class _EdgeSoftmaxFunction(torch.autograd.Function):
         s = scores.detach().to(_compute_dtype(scores.dtype)).contiguous()
         if backend == "cpu":
             alpha = torch.empty_like(s)
-            with _cpu.threads_for(s.numel()):
+            with threads_for(s.numel()):
                 _cpu.edge_softmax_forward(_np(indptr), s.numpy(), alpha.numpy())
         else:
             from . import triton as _tr
@@ -691,7 +688,7 @@ class _EdgeSoftmaxFunction(torch.autograd.Function):
         g = grad.detach().to(alpha.dtype).contiguous()
         if ctx.backend == "cpu":
             out = torch.empty_like(alpha)
-            with _cpu.threads_for(alpha.numel()):
+            with threads_for(alpha.numel()):
                 _cpu.edge_softmax_backward(_np(ctx.indptr), alpha.numpy(), g.numpy(), out.numpy())
         else:
             from . import triton as _tr
@@ -741,7 +738,7 @@ class _AggregateHeadsFunction(torch.autograd.Function):
         if backend == "cpu":
             out = torch.empty(block.num_dst, xc.shape[1], xc.shape[2], dtype=cdtype)
             ident = _identity_index(block)
-            with _cpu.threads_for(_work_of(block, xc.shape[1] * xc.shape[2])):
+            with threads_for(_work_of(block, xc.shape[1] * xc.shape[2])):
                 _cpu.spmm_heads(_np(block.indptr), _np(block.indices), ac.numpy(), ident.numpy(),
                                 xc.numpy(), out.numpy())
         else:
@@ -762,12 +759,12 @@ class _AggregateHeadsFunction(torch.autograd.Function):
             if ctx.needs_input_grad[0]:
                 t_indptr, t_dst, t_eid = block.transposed()
                 grad_x = torch.empty_like(xc)
-                with _cpu.threads_for(_work_of(block, xc.shape[1] * xc.shape[2])):
+                with threads_for(_work_of(block, xc.shape[1] * xc.shape[2])):
                     _cpu.spmm_heads(t_indptr.numpy(), t_dst.numpy(), ac.numpy(), t_eid.numpy(),
                                     g.numpy(), grad_x.numpy())
             if ctx.needs_input_grad[1]:
                 grad_alpha = torch.empty_like(ac)
-                with _cpu.threads_for(_work_of(block, xc.shape[1] * xc.shape[2])):
+                with threads_for(_work_of(block, xc.shape[1] * xc.shape[2])):
                     _cpu.sddmm_dot_heads(_np(block.indptr), _np(block.indices), g.numpy(),
                                          xc.numpy(), grad_alpha.numpy())
         else:

@@ -15,37 +15,10 @@ Inputs are NumPy views of contiguous CPU tensors; outputs are written in place.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 import numba
 import numpy as np
 
 _JIT = {"cache": True, "nogil": True, "parallel": True}
-
-#: Below this many element operations (edges x columns) a kernel runs on one thread.
-#: A parallel region costs ~10 us on an idle machine but milliseconds when the
-#: machine is oversubscribed (a descheduled worker holds up the barrier), while
-#: 2M multiply-adds take ~1 ms on one core.
-PARALLEL_MIN_WORK = 1 << 21
-
-
-@contextmanager
-def threads_for(work: int) -> Iterator[None]:
-    """Run the enclosed Numba kernels on one thread if ``work`` is small.
-
-    ``numba.set_num_threads`` is per calling thread, so this is safe with other
-    threads running kernels at the same time."""
-    if work >= PARALLEL_MIN_WORK or numba.get_num_threads() == 1:
-        yield
-        return
-    previous = numba.get_num_threads()
-    numba.set_num_threads(1)
-    try:
-        yield
-    finally:
-        numba.set_num_threads(previous)
-
 
 # --------------------------------------------------------------------------- structure
 

@@ -53,6 +53,8 @@ from typing import Literal
 import numpy as np
 import torch
 
+from graphpipe.ops._core.backend import check_backend, resolve_backend
+
 from ..aggregate import cpu as _agg_cpu
 from . import cpu as _cpu
 
@@ -478,8 +480,7 @@ def sparse_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                          f"(got {tuple(k.shape)} and {tuple(v.shape)})")
     if compat not in (None, "torchgt"):
         raise ValueError(f"'compat' must be None or 'torchgt' (got {compat!r})")
-    if backend not in _BACKENDS:
-        raise ValueError(f"'backend' must be one of {_BACKENDS} (got {backend!r})")
+    check_backend(backend, _BACKENDS)
     for name in triton_options:
         if name not in _OPTIONS:
             raise ValueError(f"unknown option {name!r}; expected one of {_OPTIONS}")
@@ -503,10 +504,7 @@ def sparse_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
         if tuple(bias.shape) != (pattern.nnz, q.shape[1]):
             raise ValueError(f"'bias' must have shape (nnz={pattern.nnz}, H={q.shape[1]}) "
                              f"(got {tuple(bias.shape)})")
-    if backend == "auto":
-        backend = "triton" if q.device.type == "cuda" else "cpu"
-    if backend == "cpu" and q.device.type != "cpu":
-        raise ValueError(f"'backend'='cpu' needs CPU tensors (got device {q.device})")
+    backend = resolve_backend(backend, _BACKENDS, str(q.device))
     scale = _scores_setup(q, k, scale)
     if backend == "reference":
         out, lse = reference_sparse_attention(q, k, v, indptr, indices, bias=bias, scale=scale,

@@ -54,6 +54,8 @@ import numpy as np
 import torch
 from numba import prange
 
+from graphpipe.ops._core.backend import resolve_backend
+
 from .api import (
     _check_float,
     _compute_dtype,
@@ -313,6 +315,7 @@ def cluster_sparse_pattern(indptr: Any, indices: Any, offsets: Any, *, threshold
 
 # =========================================================================== CPU kernels
 
+_BACKENDS = ("auto", "cpu", "triton", "reference")
 _JIT = {"cache": True, "nogil": True, "parallel": True, "fastmath": False}
 
 
@@ -537,12 +540,8 @@ def cluster_sparse_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     if q.shape[0] != csp.size or k.shape != q.shape or v.shape != q.shape:
         raise ValueError(f"'q', 'k', 'v' must have shape (S={csp.size}, H, D) "
                          f"(got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)})")
-    if backend not in ("auto", "cpu", "triton", "reference"):
-        raise ValueError(f"'backend' must be 'auto', 'cpu', 'triton' or 'reference' "
-                         f"(got {backend!r})")
+    backend = resolve_backend(backend, _BACKENDS, str(q.device))
     scale = (1.0 / math.sqrt(q.shape[-1])) if scale is None else float(scale)
-    if backend == "auto":
-        backend = "triton" if q.device.type == "cuda" else "cpu"
     if backend == "reference":
         out, lse = reference_cluster_sparse_attention(q, k, v, csp, scale=scale)
         out = out.to(q.dtype)

@@ -30,8 +30,8 @@ import numpy as np
 from numba import types
 from numba.typed import List
 
+from graphpipe.ops._core.intrinsics import prefetch as _prefetch
 from graphpipe.ops._core.worksharing import run_ranges
-from graphpipe.ops.sampling.cpu import _prefetch
 
 __all__ = [
     "SOURCE_CACHE",

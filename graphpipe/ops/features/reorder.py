@@ -29,7 +29,7 @@ from collections.abc import Sequence
 import numba
 import numpy as np
 
-from graphpipe.ops.sampling.cpu import _prefetch
+from graphpipe.ops._core.intrinsics import prefetch as _prefetch
 
 __all__ = [
     "OverlapWorkspace",

@@ -26,8 +26,10 @@ Sampling semantics (``fanouts`` seed hop first, PyG order; DGL block convention)
   The table grows (rehash) only when a hop's upper bound of distinct nodes would push
   its load above 0.5; it never exceeds the power of two ≥ 2·N.
 
-``sample_neighbors_reference`` is the plain-Python oracle that the fast path must
-match exactly (same RNG, dict ID map).
+Random numbers come from :mod:`graphpipe.ops._core.rng`, stream keys from
+:mod:`graphpipe.ops.sampling.keys`, the result types from :mod:`graphpipe.ops.sampling.types`;
+``sample_neighbors_reference`` (:mod:`graphpipe.ops.sampling.reference`) is the
+plain-Python oracle that this fast path must match exactly (same RNG, dict ID map).
 """
 
 from __future__ import annotations
@@ -35,14 +37,15 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 
 import numba
 import numpy as np
-from llvmlite import ir
-from numba.core import cgutils, types
-from numba.extending import intrinsic
 
+from graphpipe.ops._core.checks import check_csc as _check_graph
+from graphpipe.ops._core.checks import check_fanouts as _check_fanouts
+from graphpipe.ops._core.checks import check_node_ids as _check_seeds
+from graphpipe.ops._core.intrinsics import prefetch as _prefetch
+from graphpipe.ops._core.rng import bounded as _bounded
 from graphpipe.ops.sampling.idmap import (
     EMPTY_KEY,
     HASH_MIX,
@@ -50,164 +53,15 @@ from graphpipe.ops.sampling.idmap import (
     table_grow,
     table_insert_or_get,
 )
+from graphpipe.ops.sampling.keys import _stream_key, batch_key, hop_key
+from graphpipe.ops.sampling.types import SampleOutput
+from graphpipe.ops.sampling.types import assemble as _assemble
 
 __all__ = [
-    "SampleOutput",
-    "SampledBlock",
-    "batch_key",
-    "hop_key",
     "sample_hop_global",
-    "sample_hop_global_reference",
     "sample_neighbors",
     "sample_neighbors_batches",
-    "sample_neighbors_reference",
-    "stream_keys",
 ]
-
-
-@dataclass
-class SampledBlock:
-    """One layer of a sampled subgraph in DGL's block convention (local IDs).
-
-    Attributes:
-        indptr: int64 (num_dst+1,) local CSC offsets by destination.
-        indices: int64 (num_edges,) local source IDs in ``[0, num_src)``.
-        num_dst: destinations are local IDs ``0..num_dst-1`` (a prefix of the sources).
-        num_src: number of source nodes (local IDs ``0..num_src-1``).
-        edge_ids: int64 (num_edges,) position of each sampled edge in the store's CSC
-            ``indices`` (edge slot), for edge features; -1 for edges that are not graph
-            edges (random-walk neighbourhoods).
-        edge_weight: optional float32 (num_edges,) weight per edge (random-walk visit
-            counts); ``None`` for uniform sampling.
-    """
-
-    indptr: np.ndarray
-    indices: np.ndarray
-    num_dst: int
-    num_src: int
-    edge_ids: np.ndarray
-    edge_weight: np.ndarray | None = None
-
-    @property
-    def num_edges(self) -> int:
-        return int(self.indices.shape[0])
-
-    def dst_of_edges(self) -> np.ndarray:
-        """int64 (num_edges,) local destination ID of every edge (CSC expanded)."""
-        return np.repeat(np.arange(self.num_dst, dtype=np.int64), np.diff(self.indptr))
-
-
-@dataclass
-class SampleOutput:
-    """A sampled multi-hop subgraph of one batch.
-
-    Attributes:
-        n_id: int64 (num_nodes,) global IDs; seeds first (local 0..B-1 in the given
-            order), then each hop's new nodes in discovery order.
-        blocks: ``blocks[0]`` is the outermost layer (input layer, ``num_src ==
-            len(n_id)``); ``blocks[-1]`` has ``num_dst == batch_size`` (DGL/PyG model
-            order). ``blocks[l].num_dst == blocks[l+1].num_src``.
-        batch_size: number of seeds.
-        num_sampled_nodes: per hop, seeds first (length ``len(fanouts)+1``).
-        num_sampled_edges: per hop, seed hop first (length ``len(fanouts)``).
-    """
-
-    n_id: np.ndarray
-    blocks: list[SampledBlock]
-    batch_size: int
-    num_sampled_nodes: list[int] = field(default_factory=list)
-    num_sampled_edges: list[int] = field(default_factory=list)
-
-
-# --------------------------------------------------------------------------------------
-# Counter-based random numbers (SplitMix64). Python-int twins are used by the reference.
-
-_U64 = (1 << 64) - 1
-_GOLDEN_I = 0x9E3779B97F4A7C15
-_M1_I = 0xBF58476D1CE4E5B9
-_M2_I = 0x94D049BB133111EB
-
-_GOLDEN = np.uint64(_GOLDEN_I)
-_M1 = np.uint64(_M1_I)
-_M2 = np.uint64(_M2_I)
-_S30 = np.uint64(30)
-_S27 = np.uint64(27)
-_S31 = np.uint64(31)
-_S32 = np.uint64(32)
-_MASK32 = np.uint64(0xFFFFFFFF)
-_TWO32 = np.uint64(1 << 32)
-
-
-def _mix64_py(z: int) -> int:
-    z &= _U64
-    z = ((z ^ (z >> 30)) * _M1_I) & _U64
-    z = ((z ^ (z >> 27)) * _M2_I) & _U64
-    return z ^ (z >> 31)
-
-
-def batch_key(seed: int) -> int:
-    """64-bit key of one batch's random stream from the user's integer ``seed``."""
-    return _mix64_py((int(seed) & _U64) ^ 0x5EED5EED5EED5EED)
-
-
-def hop_key(key: int, hop: int) -> int:
-    """64-bit key of hop ``hop`` (0-based, seed hop 0) under batch key ``key``."""
-    return _mix64_py(int(key) ^ _mix64_py((hop + 1) * _GOLDEN_I))
-
-
-def _stream_key_py(hkey: int, node: int) -> int:
-    return _mix64_py(hkey ^ ((int(node) * _M1_I) & _U64))
-
-
-def stream_keys(hkey: int, dst_global: np.ndarray) -> np.ndarray:
-    """uint64 (num_dst,) initial SplitMix64 state of each destination's stream in a hop."""
-    nodes = np.asarray(dst_global, dtype=np.int64).astype(np.uint64)
-    return _stream_keys_kernel(np.uint64(hkey), nodes)
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _mix64(z):
-    z = (z ^ (z >> _S30)) * _M1
-    z = (z ^ (z >> _S27)) * _M2
-    return z ^ (z >> _S31)
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _stream_key(hkey, node):
-    return _mix64(hkey ^ (np.uint64(node) * _M1))
-
-
-@numba.njit(cache=True, nogil=True)
-def _stream_keys_kernel(hkey, nodes):
-    out = np.empty(nodes.shape[0], dtype=np.uint64)
-    for i in range(nodes.shape[0]):
-        out[i] = _stream_key(hkey, nodes[i])
-    return out
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _bounded(state, n):
-    """Advance ``state`` and return ``(state, r)`` with ``r`` uniform in ``[0, n)``, 0 < n < 2^32."""
-    un = np.uint64(n)
-    while True:
-        state = state + _GOLDEN
-        r = _mix64(state)
-        m = (r >> _S32) * un
-        low = m & _MASK32
-        if low >= un:
-            return state, np.int64(m >> _S32)
-        if low >= (_TWO32 - un) % un:
-            return state, np.int64(m >> _S32)
-
-
-def _bounded_py(state: int, n: int) -> tuple[int, int]:
-    while True:
-        state = (state + _GOLDEN_I) & _U64
-        r = _mix64_py(state)
-        m = (r >> 32) * n
-        low = m & 0xFFFFFFFF
-        if low >= n or low >= ((1 << 32) - n) % n:
-            return state, m >> 32
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -258,32 +112,6 @@ def _choose_positions(out, base, deg, count, replace, state, scratch_set, scratc
         scratch_set[scratch_slots[p]] = -1
 
 
-def _choose_positions_py(deg: int, count: int, replace: bool, state: int) -> list[int]:
-    if replace:
-        out = []
-        for _ in range(count):
-            state, t = _bounded_py(state, deg)
-            out.append(t)
-        return out
-    chosen: list[int] = []
-    members: set[int] = set()
-    for j in range(deg - count, deg):
-        state, t = _bounded_py(state, j + 1)
-        if t in members:
-            t = j
-        members.add(t)
-        chosen.append(t)
-    return chosen
-
-
-def _count_for(deg: int, fanout: int, replace: bool) -> int:
-    if fanout < 0:
-        return deg
-    if replace:
-        return fanout if deg > 0 else 0
-    return min(fanout, deg)
-
-
 def _scratch_for(fanout: int) -> tuple[np.ndarray, np.ndarray]:
     if fanout <= 32:
         return np.full(1, -1, dtype=np.int64), np.empty(1, dtype=np.int64)
@@ -295,25 +123,6 @@ def _scratch_for(fanout: int) -> tuple[np.ndarray, np.ndarray]:
 # Hop kernels
 
 _PREFETCH_DISTANCE = 16
-
-
-@intrinsic
-def _prefetch(typingctx, arr, idx):
-    """Software prefetch of ``arr[idx]`` into all cache levels (a hint; never faults)."""
-    if not isinstance(arr, types.Array) or not isinstance(idx, types.Integer):
-        return None
-    sig = types.void(arr, idx)
-
-    def codegen(context, builder, signature, args):
-        ary = context.make_array(signature.args[0])(context, builder, args[0])
-        ptr = builder.bitcast(builder.gep(ary.data, [args[1]]), cgutils.voidptr_t)
-        i32 = ir.IntType(32)
-        fnty = ir.FunctionType(ir.VoidType(), [cgutils.voidptr_t, i32, i32, i32])
-        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0")
-        builder.call(fn, [ptr, i32(0), i32(3), i32(1)])
-        return context.get_dummy_value()
-
-    return sig, codegen
 
 
 @numba.njit(cache=True, nogil=True)
@@ -512,76 +321,7 @@ def _sample_hop_global_kernel(indptr, indices, dst_global, fanout, replace, skey
 
 
 # --------------------------------------------------------------------------------------
-# Validation
-
-
-def _check_graph(indptr: np.ndarray, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    indptr = np.asarray(indptr)
-    indices = np.asarray(indices)
-    if indptr.ndim != 1 or indptr.shape[0] < 1:
-        raise ValueError(f"'indptr' must be a 1-D array of N+1 offsets (got shape {indptr.shape})")
-    if indices.ndim != 1:
-        raise ValueError(f"'indices' must be 1-D (got shape {indices.shape})")
-    if indptr.dtype != np.int64:
-        if not np.issubdtype(indptr.dtype, np.integer):
-            raise ValueError(f"'indptr' must hold integers (got {indptr.dtype})")
-        indptr = indptr.astype(np.int64)
-    if indices.dtype not in (np.dtype(np.int32), np.dtype(np.int64)):
-        if not np.issubdtype(indices.dtype, np.integer):
-            raise ValueError(f"'indices' must hold integers (got {indices.dtype})")
-        indices = indices.astype(np.int64)
-    if int(indptr[0]) != 0:
-        raise ValueError(f"'indptr' must start at 0 (got {int(indptr[0])})")
-    if int(indptr[-1]) != indices.shape[0]:
-        raise ValueError(f"'indptr' must end at len(indices)={indices.shape[0]} (got {int(indptr[-1])})")
-    return np.ascontiguousarray(indptr), np.ascontiguousarray(indices)
-
-
-def _check_fanouts(fanouts: Sequence[int]) -> list[int]:
-    try:
-        fanouts = [int(f) for f in fanouts]
-    except TypeError:
-        raise ValueError(f"'fanouts' must be a sequence of integers (got {fanouts!r})") from None
-    if not fanouts:
-        raise ValueError("'fanouts' must not be empty (got [])")
-    for f in fanouts:
-        if f < -1:
-            raise ValueError(f"'fanouts' entries must be >= 0 or -1 for all neighbours (got {fanouts})")
-    return fanouts
-
-
-def _check_seeds(seeds: np.ndarray, num_nodes: int, name: str = "seeds") -> np.ndarray:
-    seeds = np.asarray(seeds)
-    if seeds.ndim != 1:
-        raise ValueError(f"'{name}' must be 1-D (got shape {seeds.shape})")
-    if seeds.size and not np.issubdtype(seeds.dtype, np.integer):
-        raise ValueError(f"'{name}' must hold integer node IDs (got {seeds.dtype})")
-    seeds = np.ascontiguousarray(seeds, dtype=np.int64)
-    if seeds.size:
-        lo, hi = int(seeds.min()), int(seeds.max())
-        if lo < 0 or hi >= num_nodes:
-            bad = lo if lo < 0 else hi
-            raise ValueError(f"'{name}' must be node IDs in [0, {num_nodes}) (got {bad})")
-    return seeds
-
-
-# --------------------------------------------------------------------------------------
 # Public API
-
-
-def _assemble(n_id: np.ndarray, batch_size: int, hops: list[tuple[np.ndarray, np.ndarray, np.ndarray, int, int]]) -> SampleOutput:
-    blocks = [
-        SampledBlock(indptr=ip, indices=src, num_dst=nd, num_src=ns, edge_ids=eid)
-        for ip, src, eid, nd, ns in reversed(hops)
-    ]
-    num_sampled_nodes = [batch_size] + [ns - nd for (_, _, _, nd, ns) in hops]
-    return SampleOutput(
-        n_id=n_id,
-        blocks=blocks,
-        batch_size=batch_size,
-        num_sampled_nodes=num_sampled_nodes,
-        num_sampled_edges=[int(h[1].shape[0]) for h in hops],
-    )
 
 
 def _sample_validated(indptr, indices, seeds, fanouts, replace, seed) -> SampleOutput:
@@ -712,55 +452,3 @@ def sample_hop_global(
         raise ValueError(f"'stream_keys' must have shape {dst.shape} (got {skeys.shape})")
     scratch_set, scratch_slots = _scratch_for(fanout)
     return _sample_hop_global_kernel(indptr, indices, dst, fanout, bool(replace), skeys, scratch_set, scratch_slots)
-
-
-# --------------------------------------------------------------------------------------
-# Plain-Python oracles
-
-
-def sample_hop_global_reference(indptr, indices, dst_global, fanout: int, *, replace: bool, stream_keys) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Oracle for :func:`sample_hop_global` (Python ints, Python sets)."""
-    ip = [0]
-    src: list[int] = []
-    eids: list[int] = []
-    for v, skey in zip(dst_global, stream_keys):
-        start, end = int(indptr[int(v)]), int(indptr[int(v) + 1])
-        deg = end - start
-        count = _count_for(deg, fanout, replace)
-        if fanout < 0 or (not replace and deg <= fanout):
-            pos = list(range(count))
-        else:
-            pos = _choose_positions_py(deg, count, replace, int(skey))
-        for p in pos:
-            eids.append(start + p)
-            src.append(int(indices[start + p]))
-        ip.append(len(src))
-    return np.asarray(ip, dtype=np.int64), np.asarray(src, dtype=np.int64), np.asarray(eids, dtype=np.int64)
-
-
-def sample_neighbors_reference(indptr, indices, seeds, fanouts: Sequence[int], *, replace: bool = False, seed: int = 0) -> SampleOutput:
-    """Plain-Python oracle for :func:`sample_neighbors`: same RNG, dict ID map."""
-    fanouts = _check_fanouts(fanouts)
-    seeds = [int(s) for s in seeds]
-    local_of: dict[int, int] = {}
-    for s in seeds:
-        if s in local_of:
-            raise ValueError(f"'seeds' must be unique (got {s} more than once)")
-        local_of[s] = len(local_of)
-    n_id = list(seeds)
-    bkey = batch_key(seed)
-    hops = []
-    for h, fanout in enumerate(fanouts):
-        num_dst = len(n_id)
-        hkey = hop_key(bkey, h)
-        dst = n_id[:num_dst]
-        ip, src, eids = sample_hop_global_reference(
-            indptr, indices, dst, fanout, replace=replace, stream_keys=[_stream_key_py(hkey, v) for v in dst])
-        local_src = []
-        for g in src.tolist():
-            if g not in local_of:
-                local_of[g] = len(local_of)
-                n_id.append(g)
-            local_src.append(local_of[g])
-        hops.append((ip, np.asarray(local_src, dtype=np.int64), eids, num_dst, len(n_id)))
-    return _assemble(np.asarray(n_id, dtype=np.int64), len(seeds), hops)

@@ -44,16 +44,14 @@ import numba
 import numpy as np
 from numba import cuda
 
-from graphpipe.ops.sampling.cpu import (
-    SampleOutput,
-    _assemble,
-    _check_fanouts,
-    _check_graph,
-    _check_seeds,
-    batch_key,
-    hop_key,
-)
+from graphpipe.ops._core import rng
+from graphpipe.ops._core.checks import check_csc as _check_graph
+from graphpipe.ops._core.checks import check_fanouts as _check_fanouts
+from graphpipe.ops._core.checks import check_node_ids as _check_seeds
 from graphpipe.ops.sampling.idmap import EMPTY_KEY, HASH_MIX, HASH_MOD, table_capacity
+from graphpipe.ops.sampling.keys import batch_key, hop_key
+from graphpipe.ops.sampling.types import SampleOutput
+from graphpipe.ops.sampling.types import assemble as _assemble
 
 try:  # optional
     import cupy as _cupy  # type: ignore
@@ -67,23 +65,24 @@ __all__ = [
     "sample_neighbors_cuda",
 ]
 
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_M1 = np.uint64(0xBF58476D1CE4E5B9)
-_M2 = np.uint64(0x94D049BB133111EB)
-_S30 = np.uint64(30)
-_S27 = np.uint64(27)
-_S31 = np.uint64(31)
-_S32 = np.uint64(32)
-_MASK32 = np.uint64(0xFFFFFFFF)
-_TWO32 = np.uint64(1 << 32)
-_MIX_MUL = np.uint64(0x9E3779B97F4A7C15)
+# the constants of graphpipe.ops._core.rng (device twins of mix64/bounded below)
+_GOLDEN = rng.GOLDEN
+_M1 = rng.M1
+_M2 = rng.M2
+_S30 = rng.S30
+_S27 = rng.S27
+_S31 = rng.S31
+_S32 = rng.S32
+_MASK32 = rng.MASK32
+_TWO32 = rng.TWO32
+_MIX_MUL = rng.GOLDEN  # idmap's multiplicative hash (Fibonacci hashing) uses the same constant
 
 _THREADS = 128
 _SIMULATOR = bool(numba.config.ENABLE_CUDASIM)
 
 
 # --------------------------------------------------------------------------------------
-# device functions (bit-identical to the CPU versions in sampling.py / idmap.py)
+# device functions (bit-identical to the CPU versions in _core/rng.py / sampling/idmap.py)
 
 
 @cuda.jit(device=True, inline=True)

@@ -26,25 +26,13 @@ from collections.abc import Sequence
 import numba
 import numpy as np
 
-from graphpipe.ops.sampling.cpu import (
-    _GOLDEN,
-    _GOLDEN_I,
-    _S32,
-    _U64,
-    SampledBlock,
-    SampleOutput,
-    _bounded,
-    _bounded_py,
-    _check_graph,
-    _check_seeds,
-    _insert_seeds,
-    _mix64,
-    _mix64_py,
-    _stream_key,
-    _stream_key_py,
-    batch_key,
-    hop_key,
-)
+from graphpipe.ops._core.checks import check_csc as _check_graph
+from graphpipe.ops._core.checks import check_node_ids as _check_seeds
+from graphpipe.ops._core.rng import bounded as _bounded
+from graphpipe.ops._core.rng import bounded_py as _bounded_py
+from graphpipe.ops._core.rng import uniform32 as _uniform32
+from graphpipe.ops._core.rng import uniform32_py as _uniform32_py
+from graphpipe.ops.sampling.cpu import _insert_seeds
 from graphpipe.ops.sampling.idmap import (
     EMPTY_KEY,
     HASH_MIX,
@@ -52,22 +40,13 @@ from graphpipe.ops.sampling.idmap import (
     table_grow,
     table_insert_or_get,
 )
+from graphpipe.ops.sampling.keys import _stream_key, _stream_key_py, batch_key, hop_key
+from graphpipe.ops.sampling.types import SampledBlock, SampleOutput
 
 __all__ = ["sample_random_walk", "sample_random_walk_reference"]
 
 _MAX_COUNT_BITS = 16
 _NODE_BITS = 47
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _uniform32(state):
-    state = state + _GOLDEN
-    return state, np.int64(_mix64(state) >> _S32)
-
-
-def _uniform32_py(state: int) -> tuple[int, int]:
-    state = (state + _GOLDEN_I) & _U64
-    return state, _mix64_py(state) >> 32
 
 
 @numba.njit(cache=True, nogil=True)

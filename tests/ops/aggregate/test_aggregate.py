@@ -385,9 +385,9 @@ def test_numpy_free_of_nan_for_empty_rows_in_softmax():
 
 
 def test_serial_and_parallel_kernels_agree_bitwise(monkeypatch):
-    """Small calls run on one thread (aggregate_cpu.PARALLEL_MIN_WORK); forcing the
+    """Small calls run on one thread (worksharing.PARALLEL_MIN_WORK); forcing the
     parallel kernels must give the same bits: a row's sum never depends on threads."""
-    from graphpipe.ops.aggregate import cpu as aggregate_cpu
+    from graphpipe.ops._core import worksharing
     from graphpipe.ops.features.quantize import quantize
     indptr, indices = random_block(64, 150, 9, seed=41, huge_row=200)
     gen = torch.Generator().manual_seed(41)
@@ -408,9 +408,9 @@ def test_serial_and_parallel_kernels_agree_bitwise(monkeypatch):
         grads = torch.autograd.grad(loss, [x, a_src, a_dst])
         return [out1, out2, out3, *grads, quantize(flat.detach(), 2, seed=3).packed]
 
-    monkeypatch.setattr(aggregate_cpu, "PARALLEL_MIN_WORK", 1 << 62)
+    monkeypatch.setattr(worksharing, "PARALLEL_MIN_WORK", 1 << 62)
     serial = run()
-    monkeypatch.setattr(aggregate_cpu, "PARALLEL_MIN_WORK", 0)
+    monkeypatch.setattr(worksharing, "PARALLEL_MIN_WORK", 0)
     parallel = run()
     for a, b in zip(serial, parallel):
         assert torch.equal(a, b)

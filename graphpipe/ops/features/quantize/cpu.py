@@ -34,7 +34,8 @@ import numba
 import numpy as np
 import torch
 
-from graphpipe.ops.aggregate.cpu import threads_for
+from graphpipe.ops._core.rng import uniform_f24, uniform_f24_np
+from graphpipe.ops._core.worksharing import threads_for
 
 __all__ = [
     "SUPPORTED_BITS",
@@ -94,30 +95,10 @@ def _row_bytes(num_cols: int, bits: int) -> int:
 
 # --------------------------------------------------------------------------- random bits
 
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
-_MIX2 = np.uint64(0x94D049BB133111EB)
-_INV_2_24 = np.float32(1.0 / (1 << 24))
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _uniform(seed: np.uint64, counter: np.uint64) -> np.float32:
-    """SplitMix64 of (seed, counter) -> float32 in [0, 1) with 24 random bits."""
-    z = seed + (counter + np.uint64(1)) * _GOLDEN
-    z = (z ^ (z >> np.uint64(30))) * _MIX1
-    z = (z ^ (z >> np.uint64(27))) * _MIX2
-    z = z ^ (z >> np.uint64(31))
-    return np.float32(z >> np.uint64(40)) * _INV_2_24
-
-
-def _uniform_np(seed: np.uint64, counter: np.ndarray) -> np.ndarray:
-    """NumPy twin of :func:`_uniform` (uint64 arithmetic wraps)."""
-    with np.errstate(over="ignore"):
-        z = seed + (counter + np.uint64(1)) * _GOLDEN
-        z = (z ^ (z >> np.uint64(30))) * _MIX1
-        z = (z ^ (z >> np.uint64(27))) * _MIX2
-        z = z ^ (z >> np.uint64(31))
-    return (z >> np.uint64(40)).astype(np.float32) * _INV_2_24
+# one SplitMix64 for every op (graphpipe.ops._core.rng): float32 in [0, 1) with 24 random
+# bits from mix64(seed + (counter + 1) * GOLDEN)
+_uniform = uniform_f24
+_uniform_np = uniform_f24_np
 
 
 # --------------------------------------------------------------------------- Numba kernels
