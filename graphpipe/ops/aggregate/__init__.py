@@ -1,8 +1,8 @@
 """Neighbour aggregation (SpMM, SDDMM, edge softmax) over a local CSC block.
 
-:mod:`.api` is the front (argument checks, backend choice, autograd); :mod:`.cpu` holds the
-Numba kernels and :mod:`.triton` the GPU kernels; the ``reference_*`` functions are the
-oracles every backend is tested against."""
+:mod:`.api` is the front (argument checks, backend choice, autograd); :mod:`.cpu` holds
+the Numba kernels and :mod:`.triton` the GPU kernels; the ``reference_*`` functions
+(:mod:`.reference`) are the oracles every backend is tested against."""
 
 from .api import (
     CSCBlock,

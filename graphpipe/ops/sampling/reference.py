@@ -10,7 +10,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from graphpipe.ops._core.checks import check_csc as _check_csc
 from graphpipe.ops._core.checks import check_fanouts as _check_fanouts
+from graphpipe.ops._core.checks import check_node_ids as _check_node_ids
 from graphpipe.ops._core.rng import bounded_py as _bounded_py
 from graphpipe.ops.sampling.keys import _stream_key_py, batch_key, hop_key
 from graphpipe.ops.sampling.types import SampleOutput
@@ -68,8 +70,9 @@ def sample_hop_global_reference(indptr, indices, dst_global, fanout: int, *, rep
 
 def sample_neighbors_reference(indptr, indices, seeds, fanouts: Sequence[int], *, replace: bool = False, seed: int = 0) -> SampleOutput:
     """Plain-Python oracle for :func:`sample_neighbors`: same RNG, dict ID map."""
+    indptr, indices = _check_csc(indptr, indices)
     fanouts = _check_fanouts(fanouts)
-    seeds = [int(s) for s in seeds]
+    seeds = [int(s) for s in _check_node_ids(seeds, indptr.shape[0] - 1)]
     local_of: dict[int, int] = {}
     for s in seeds:
         if s in local_of:
