@@ -12,13 +12,14 @@ import numpy as np
 import pytest
 import torch
 
+from graphpipe.derive import write_partition
 from graphpipe.ingest.generate import rmat_graph, write_npz
 from graphpipe.ingest.generate_graph_level import community_count_graphs, write_graph_level_store
 from graphpipe.ingest.pipeline import ingest
 from graphpipe.loaders import ClusterLoader, SequenceBatch
 from graphpipe.loaders.cluster import sequence_pattern, shortest_path_buckets
 from graphpipe.ops.attention.cluster_sparse import ThresholdTuner, cluster_sparse_pattern
-from graphpipe.ops.partition import induced_subgraph, symmetric_csr, write_partition
+from graphpipe.ops.partition import induced_subgraph, symmetric_csr
 from graphpipe.store import GraphStore
 from graphpipe.store.validate import validate
 

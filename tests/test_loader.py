@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 
+from graphpipe.derive import write_centrality
 from graphpipe.loaders import BaseSampler, MiniBatch, NeighborLoader
-from graphpipe.ops.features.degree import write_centrality
 from graphpipe.ops.features.reorder import greedy_reorder, match_degree_matrix, overlap_matrix
 from graphpipe.ops.sampling import sample_neighbors
 from graphpipe.store import GraphStore, StoreWriter

@@ -62,9 +62,9 @@ from graphpipe.ops.partition import (
     cluster_offsets,
     cluster_permutation,
     induced_subgraph,
-    partition_keys,
     symmetric_csr,
 )
+from graphpipe.store.derived import partition_keys
 
 __all__ = [
     "ClusterLoader",

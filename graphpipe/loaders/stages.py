@@ -44,7 +44,7 @@ import torch
 
 from graphpipe.loaders.minibatch import Block, MiniBatch
 from graphpipe.loaders.sampler import BaseSampler
-from graphpipe.ops.features.degree import degree_order, read_degree_order
+from graphpipe.ops.features.degree import degree_order
 from graphpipe.ops.features.gather import (
     SOURCE_CACHE,
     SOURCE_PREVIOUS,
@@ -63,6 +63,7 @@ from graphpipe.ops.features.reorder import (
     overlap_matrix,
 )
 from graphpipe.ops.sampling import SampleOutput
+from graphpipe.store.derived import read_degree_order
 
 __all__ = [
     "FeatureCache",

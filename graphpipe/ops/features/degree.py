@@ -13,30 +13,23 @@ least central:
 * ``"equal-width"`` (rule B): the same on the degree itself, which on power-law
   graphs puts almost every node into group 0.
 
-:func:`write_centrality` stores ``derived/degree_group`` (int8 per node) and
-``derived/degree_order`` (int64 node IDs, hottest first) into a store, with
-the parameters in ``manifest["derived"]["centrality"]``.
+Pure functions of a degree array: :func:`graphpipe.derive.write_centrality` stores
+their result as ``derived/degree_group`` (int8 per node) and ``derived/degree_order``
+(int64 node IDs, hottest first), with the parameters in
+``manifest["derived"]["centrality"]``.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 __all__ = [
-    "GROUP_KEY",
     "METHODS",
-    "ORDER_KEY",
     "degree_groups",
     "degree_order",
-    "read_degree_order",
-    "write_centrality",
 ]
 
 METHODS = ("quartile", "log-bins", "equal-width")
-GROUP_KEY = "derived/degree_group"
-ORDER_KEY = "derived/degree_order"
 
 
 def _check_degrees(degrees: np.ndarray) -> np.ndarray:
@@ -88,50 +81,3 @@ def degree_order(degrees: np.ndarray) -> np.ndarray:
     """Node IDs (int64 ``(N,)``) by in-degree, highest first; equal degrees keep ascending ID."""
     degrees = _check_degrees(degrees)
     return np.argsort(-degrees, kind="stable").astype(np.int64)
-
-
-def write_centrality(store: Any, method: str = "quartile", bins: int = 4, *,
-                     replace: bool = True) -> dict[str, Any]:
-    """Compute the groups and the hotness order of ``store`` and store them as derived arrays.
-
-    Args:
-        store: a :class:`graphpipe.store.GraphStore`.
-        method, bins: as in :func:`degree_groups`.
-        replace: overwrite earlier centrality arrays (default); with False an
-            existing ``derived/degree_group`` is an error.
-
-    Returns:
-        The manifest entry written to ``manifest["derived"]["centrality"]``.
-    """
-    degrees = np.asarray(store.in_degrees)
-    groups = degree_groups(degrees, method, bins)
-    order = degree_order(degrees)
-    sizes = np.bincount(groups.astype(np.int64), minlength=bins)
-    entry = {
-        "degree": "in",
-        "method": method,
-        "bins": int(bins),
-        "group_sizes": [int(s) for s in sizes],
-        "arrays": {"group": GROUP_KEY, "order": ORDER_KEY},
-    }
-    with store.edit() as editor:
-        editor.write_array(GROUP_KEY, groups, replace=replace)
-        editor.write_array(ORDER_KEY, order, replace=replace)
-        editor.manifest.setdefault("derived", {})
-        if editor.manifest["derived"] is None:
-            editor.manifest["derived"] = {}
-        editor.manifest["derived"]["centrality"] = entry
-        editor.commit()
-    # keep the in-memory handle in step with the file
-    store.manifest = type(store).open(store.path).manifest
-    if hasattr(store, "_cache"):
-        store._cache.pop(GROUP_KEY, None)
-        store._cache.pop(ORDER_KEY, None)
-    return entry
-
-
-def read_degree_order(store: Any) -> np.ndarray | None:
-    """The stored hotness order (``derived/degree_order``), or None when absent."""
-    if store.has_array(ORDER_KEY):
-        return np.asarray(store.array(ORDER_KEY))
-    return None

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from graphpipe.ops.features.degree import degree_groups, degree_order, write_centrality
+from graphpipe.derive import write_centrality
+from graphpipe.ops.features.degree import degree_groups, degree_order
 from graphpipe.store import GraphStore, StoreWriter
 
 
