@@ -12,11 +12,12 @@ import numpy as np
 import pytest
 import torch
 
+from graphpipe.derive import write_partition
 from graphpipe.ingest.pipeline import ingest
 from graphpipe.loaders import ClusterLoader, SequenceBatch
 from graphpipe.loaders.cluster import sequence_pattern, shortest_path_buckets
-from graphpipe.ops.cluster_sparse import ThresholdTuner, cluster_sparse_pattern
-from graphpipe.ops.partition import induced_subgraph, symmetric_csr, write_partition
+from graphpipe.ops.attention.cluster_sparse import ThresholdTuner, cluster_sparse_pattern
+from graphpipe.ops.partition import induced_subgraph, symmetric_csr
 from graphpipe.store import GraphStore
 from graphpipe.store.validate import validate
 from graphpipe.synthetic import rmat_graph, write_npz

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import torch
 
+from graphpipe.derive import write_centrality
 from graphpipe.loaders import BaseSampler, MiniBatch, NeighborLoader
-from graphpipe.ops.centrality import write_centrality
-from graphpipe.ops.reorder import greedy_reorder, match_degree_matrix, overlap_matrix
+from graphpipe.ops.features.reorder import greedy_reorder, match_degree_matrix, overlap_matrix
 from graphpipe.ops.sampling import sample_neighbors
 from graphpipe.store import GraphStore, StoreWriter
 

@@ -12,7 +12,7 @@ import torch
 
 from graphpipe.loaders import NeighborLoader
 from graphpipe.loaders.stages import dequantize_on
-from graphpipe.ops.quantize import dequantize, quantize
+from graphpipe.ops.features.quantize import dequantize, quantize
 from graphpipe.store import GraphStore, StoreWriter
 
 N, DIM, CHUNK_ROWS = 2000, 24, 256

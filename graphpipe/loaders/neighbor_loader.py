@@ -28,6 +28,7 @@ from graphpipe.loaders.stages import (
     TransferStage,
     resolve_graph_data,
 )
+from graphpipe.ops._core.checks import check_fanouts as _check_fanouts
 
 __all__ = ["NeighborLoader"]
 
@@ -85,7 +86,7 @@ class NeighborLoader:
         reorder_by: ``"match"`` (FastGL's match degree, default) or ``"overlap"`` (raw
             shared-node counts, which minimise the rows loaded directly).
         feature_bits: None (rows as stored) or 8, 4, 2, 1: low-bit feature transfer
-            (per-row stochastic quantization, :mod:`graphpipe.ops.quantize`). Store rows
+            (per-row stochastic quantization, :mod:`graphpipe.ops.features.quantize`). Store rows
             are quantized as they are gathered (rounding seeded per batch from ``seed``,
             so equal seeds give equal batches), the static cache once at build time;
             Match reuses the previous batch's quantized rows (so reused rows equal what
@@ -413,18 +414,6 @@ def _progress_bar(total: int, epoch: int) -> tuple[Any, Any]:
 
 
 # -- argument checks ----------------------------------------------------------------------------
-def _check_fanouts(fanouts: Sequence[int]) -> list[int]:
-    if isinstance(fanouts, (str, bytes)) or not hasattr(fanouts, "__len__"):
-        raise ValueError(f"'fanouts' must be a sequence of integers (got {fanouts!r})")
-    values = list(fanouts)
-    if not values:
-        raise ValueError("'fanouts' must not be empty (got [])")
-    for f in values:
-        if isinstance(f, bool) or not isinstance(f, (int, np.integer)) or f < -1:
-            raise ValueError(f"'fanouts' entries must be integers >= -1 (got {values})")
-    return [int(f) for f in values]
-
-
 def _resolve_input_nodes(input_nodes: Any, data: GraphData) -> np.ndarray:
     if input_nodes is None:
         return np.arange(data.num_nodes, dtype=np.int64)

@@ -9,7 +9,7 @@ or moved to another thread (GraphBolt style):
              on CUDA the reused rows are copied device-to-device).
 
 Low-bit feature transfer (``feature_bits`` in {8, 4, 2, 1}, Sylvie's per-row stochastic
-quantization, :mod:`graphpipe.ops.quantize`): rows are quantized where they are
+quantization, :mod:`graphpipe.ops.features.quantize`): rows are quantized where they are
 gathered and dequantized where they are used.
 
 * store rows: quantized by ``gather`` right after they are read, with a rounding seed
@@ -44,8 +44,8 @@ import torch
 
 from graphpipe.loaders.minibatch import Block, MiniBatch
 from graphpipe.loaders.sampler import BaseSampler
-from graphpipe.ops.centrality import degree_order, read_degree_order
-from graphpipe.ops.gather import (
+from graphpipe.ops.features.degree import degree_order
+from graphpipe.ops.features.gather import (
     SOURCE_CACHE,
     SOURCE_PREVIOUS,
     SOURCE_STORE,
@@ -55,8 +55,8 @@ from graphpipe.ops.gather import (
     assemble_rows,
     gather_rows,
 )
-from graphpipe.ops.quantize import QuantizedRows, dequantize, quantize
-from graphpipe.ops.reorder import (
+from graphpipe.ops.features.quantize import QuantizedRows, dequantize, quantize
+from graphpipe.ops.features.reorder import (
     OverlapWorkspace,
     greedy_reorder,
     match_degree_matrix,
@@ -64,6 +64,7 @@ from graphpipe.ops.reorder import (
 )
 from graphpipe.ops.sampling import SampleOutput
 from graphpipe.store.checks import check_topology
+from graphpipe.store.derived import read_degree_order
 
 __all__ = [
     "FeatureCache",
@@ -770,7 +771,7 @@ def _pinned(batch: MiniBatch) -> MiniBatch:
 
 def dequantize_on(packed: torch.Tensor, mins: torch.Tensor, scales: torch.Tensor, bits: int,
                   num_cols: int) -> torch.Tensor:
-    """:func:`graphpipe.ops.quantize.dequantize` with torch ops, on whatever device the
+    """:func:`graphpipe.ops.features.quantize.dequantize` with torch ops, on whatever device the
     tensors are (float32 ``scale * code + min``, codes packed per row, least significant
     bits first)."""
     per_byte = 8 // bits

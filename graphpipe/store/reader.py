@@ -278,6 +278,18 @@ class GraphStore:
 
         return StoreEditor(self.path)
 
+    def add_derived(self, name: str, arrays: dict[str, np.ndarray], entry: dict[str, Any], *,
+                    replace: bool = False) -> dict[str, Any]:
+        """Add derived ``arrays`` (key -> array) and ``manifest["derived"][name] = entry``
+        atomically (:func:`graphpipe.store.derived.write_derived`); this handle sees the new
+        manifest and arrays at once. Returns ``entry``."""
+        from graphpipe.store.derived import write_derived
+
+        self.manifest = write_derived(self.path, name, arrays, entry, replace=replace)
+        for key in arrays:
+            self._cache.pop(key, None)
+        return entry
+
     def __repr__(self) -> str:
         return f"GraphStore({str(self.path)!r}, nodes={self.num_nodes}, edges={self.num_edges})"
 

@@ -11,7 +11,7 @@ level) or on ``graph_y`` (graph level), one optimizer step per batch.
 - ``"sparse"``: the sequence's exact pattern, every step;
 - ``"cluster-sparse"``: the loader's cluster-sparse format every step; with
   ``threshold="auto"`` (default) TorchGT's Auto Tuner
-  (:class:`graphpipe.ops.cluster_sparse.ThresholdTuner`) steps once per epoch on the
+  (:class:`graphpipe.ops.attention.cluster_sparse.ThresholdTuner`) steps once per epoch on the
   epoch's mean loss and time, and the loader is handed the tuner
   (:meth:`ClusterLoader.set_threshold`), so the next epoch's patterns use the new
   threshold ``multiplier · β_G``; a number is a fixed multiplier of ``β_G``;
@@ -58,7 +58,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from graphpipe.loaders.cluster import ClusterLoader
-from graphpipe.ops.cluster_sparse import ThresholdTuner, TunerDecision
+from graphpipe.ops.attention.cluster_sparse import ThresholdTuner, TunerDecision
 from graphpipe.train import loop
 from graphpipe.train.checkpoint import CheckpointError, load_checkpoint
 from graphpipe.train.interleave import (

@@ -47,6 +47,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from graphpipe.loaders import NeighborLoader
+from graphpipe.ops._core.checks import check_int as _check_int
 from graphpipe.train import loop
 from graphpipe.train.checkpoint import CheckpointError, load_checkpoint
 from graphpipe.train.loop import (
@@ -86,11 +87,6 @@ def _evaluator(cls: Any) -> Any:
     return _EVALUATOR[0]
 
 
-def _check_int(name: str, value: Any, minimum: int, allow_none: bool = False) -> None:
-    if value is None and allow_none:
-        return
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"'{name}' must be an integer >= {minimum} (got {value!r})")
 
 
 def open_training_store(store: Any) -> Any:
