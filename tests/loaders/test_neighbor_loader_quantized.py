@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from graphpipe.loaders import NeighborLoader
-from graphpipe.loaders.stages import dequantize_on
+from graphpipe.ops.features.quantize.torch import dequantize_on
 from graphpipe.ops.quantize import dequantize, quantize
 from graphpipe.store import GraphStore, StoreWriter
 
