@@ -88,6 +88,10 @@ class NeighborLoader:
 
     Attributes:
         stats: :class:`LoaderStats` of the current (or last) epoch.
+        rows: the :class:`graphpipe.loaders.rows.RowSource` the gather stage reads (the
+            store's rows, wrapped in the degree cache and in quantization when asked),
+            None with ``features=False``.
+        cache: the :class:`graphpipe.loaders.rows.DegreeCachedRows` of ``cache="degree"``.
     """
 
     def __init__(self, store_or_arrays: Any, fanouts: Sequence[int], batch_size: int, *,
