@@ -50,7 +50,7 @@ import numba
 import numpy as np
 import torch
 
-from graphpipe.loaders.stages import GraphData, resolve_graph_data
+from graphpipe.loaders.graph_data import GraphData, resolve_graph_data
 from graphpipe.ops._core.checks import check_int
 from graphpipe.ops.attention.cluster_sparse import (
     ClusterSparsePattern,

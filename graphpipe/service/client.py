@@ -556,6 +556,16 @@ class RemoteSampler(BaseSampler):
         self.fanouts = None if fanouts is None else [int(f) for f in fanouts]
         self.replace = bool(replace)
 
+    @property
+    def supports_stream(self) -> bool:
+        """Yes: :meth:`sample_stream` keeps windows in flight on the service."""
+        return True
+
+    @property
+    def supports_bind_fanouts(self) -> bool:
+        """Yes: a loader hands its fanouts over with :meth:`bind_fanouts`."""
+        return True
+
     def bind_fanouts(self, fanouts: Sequence[int], replace: bool = False) -> None:
         """Take the loader's fanouts (and ``replace``) when none were given; refuse different ones."""
         fanouts = [int(f) for f in fanouts]

@@ -11,6 +11,7 @@ from .cpu import (
     reference_quantize,
     unpack_codes,
 )
+from .torch import dequantize_on
 
-__all__ = ["SUPPORTED_BITS", "QuantizedRows", "dequantize", "quantize", "reference_dequantize",
+__all__ = ["SUPPORTED_BITS", "dequantize_on", "QuantizedRows", "dequantize", "quantize", "reference_dequantize",
            "reference_pack", "reference_quantize", "unpack_codes"]

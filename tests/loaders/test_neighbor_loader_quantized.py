@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from graphpipe.loaders import NeighborLoader
-from graphpipe.loaders.stages import dequantize_on
 from graphpipe.ops.features.quantize import dequantize, quantize
+from graphpipe.ops.features.quantize.torch import dequantize_on
 from graphpipe.store import GraphStore, StoreWriter
 
 N, DIM, CHUNK_ROWS = 2000, 24, 256
