@@ -10,7 +10,7 @@ import click
 
 from graphpipe.store.errors import StoreError
 
-EXIT_BAD_INPUT = 1
+EXIT_BAD_INPUT = 2  # bad input (dataset, store, arguments); click's usage errors also exit 2
 
 
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> None:

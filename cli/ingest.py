@@ -25,6 +25,8 @@ from graphpipe.cli._common import friendly_errors, human_bytes
 @click.option("--memory-limit", default=None, help="Bound on the working set, e.g. 2GB (out-of-core build).")
 @click.option("--allow-nonfinite", is_flag=True, help="Keep NaN/inf features instead of refusing them.")
 @click.option("--split", "split_name", default=None, help="OGB: which split/<name> to use.")
+@click.option("--from-raw", "from_raw", is_flag=True,
+              help="OGB: read only raw/ (never processed/) and split CSVs rather than split_dict.pt.")
 @click.option("--src", default="src", show_default=True, help="Edge list: source column.")
 @click.option("--dst", default="dst", show_default=True, help="Edge list: destination column.")
 @click.option("--weight", default=None, help="Edge list: weight column (stored as an edge feature).")
@@ -40,7 +42,7 @@ from graphpipe.cli._common import friendly_errors, human_bytes
 def command(source: str, dest: str, overwrite: bool, name: str | None, add_reverse_edges: bool,
             remove_self_loops: bool, deduplicate: bool, no_sort: bool, build_csr: bool,
             feature_dtype: str, compression: str, memory_limit: str | None, allow_nonfinite: bool,
-            split_name: str | None, src: str, dst: str, weight: str | None, nodes: str | None,
+            split_name: str | None, from_raw: bool, src: str, dst: str, weight: str | None, nodes: str | None,
             node_id: str, feature_columns: str | None, label: str | None,
             node_features_npy: str | None, quiet: bool) -> None:
     """Ingest SOURCE (an OGB folder, a .npz, or CSV/TSV/Parquet edge list) into the store DEST."""
@@ -56,7 +58,7 @@ def command(source: str, dest: str, overwrite: bool, name: str | None, add_rever
         memory_limit=memory_limit, allow_nonfinite=allow_nonfinite, name=name,
     )
     if Path(source).is_dir():
-        reader_options = {"split": split_name}
+        reader_options = {"split": split_name, **({"from_raw": True} if from_raw else {})}
     elif source.endswith(".npz"):
         reader_options = {}
     else:

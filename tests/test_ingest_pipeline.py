@@ -42,7 +42,7 @@ def test_cli_node_features_option(tmp_path):
     assert result.exit_code == 0, result.output
     result = CliRunner().invoke(cli, ["ingest", str(tmp_path / "edges.csv"), str(tmp_path / "t"),
                                       "--node-features", str(tmp_path / "missing.npy"), "--quiet"])
-    assert result.exit_code == 1 and "missing.npy: file not found" in result.output
+    assert result.exit_code == 2 and "missing.npy: file not found" in result.output
     assert not (tmp_path / "t").exists()
 
 

@@ -197,7 +197,7 @@ def read_array(root: str | os.PathLike, key: str, *, in_memory: bool = False) ->
         if len(views) == 1:
             return views[0]
         return np.concatenate(views, axis=0)
-    return zarr.open_array(str(Path(root) / key), mode="r")[...]
+    return zarr.open_array(str(Path(root) / key), mode="r", zarr_format=3)[...]
 
 
 def array_nbytes(root: str | os.PathLike, key: str) -> int:
