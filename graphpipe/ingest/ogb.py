@@ -25,11 +25,12 @@ import numpy as np
 
 from graphpipe.ingest.chunks import EdgeChunk
 from graphpipe.ingest.csvparse import (
-    NEEDS_SLOW_PATH,
     ParseFailure,
     count_columns,
-    parse_block,
-    parse_block_slow,
+    count_lines,
+    first_line,
+    line_of_row,
+    parse_block_exact,
 )
 from graphpipe.ingest.errors import IngestError
 from graphpipe.ingest.safe_load import load_npz, load_torch_file
@@ -39,30 +40,34 @@ from graphpipe.ingest.textio import iter_line_blocks
 SPLIT_NAMES = ("train", "valid", "test")
 
 
+_BOM = b"\xef\xbb\xbf"
+
+
 def iter_csv_rows(path: Path, dtype: np.dtype | type, *, ncols: int | None = None,
                   display: str | None = None) -> Iterator[tuple[int, np.ndarray]]:
     """Yield ``(first_line, rows)`` for consecutive blocks of a headerless numeric CSV file.
 
     ``first_line`` is the 1-based line number of ``rows[0]``; every row must have
-    ``ncols`` fields (default: as many as the first line).
+    ``ncols`` fields (default: as many as the first non-empty line). Lines end in
+    ``\\n``, ``\\r\\n`` or ``\\r``; empty lines are skipped and a UTF-8 byte-order
+    mark at the start of the file is ignored, as pyarrow and pandas read such files.
     """
     display = display or str(path)
-    line = 1
-    for block in iter_line_blocks(path):
+    line = 1  # physical line number at the start of the block
+    for index, block in enumerate(iter_line_blocks(path)):
+        if index == 0 and block.startswith(_BOM):
+            block = block[len(_BOM):]
         if ncols is None:
-            ncols = count_columns(block[: block.find(b"\n") + 1])
-        try:
-            rows = parse_block(block, ncols, dtype)
-        except ParseFailure as fail:
-            if fail.code == NEEDS_SLOW_PATH:
-                try:
-                    rows = parse_block_slow(block, ncols, dtype)
-                except Exception as exc:  # pyarrow names the row itself
-                    raise IngestError(f"{display}: near line {line + fail.row}: {exc}") from exc
-            else:
-                raise IngestError(f"{display}: line {line + fail.row}: {fail.describe(ncols)}") from None
-        yield line, rows
-        line += rows.shape[0]
+            head = first_line(block)
+            ncols = count_columns(head) if head is not None else None
+        if ncols is not None:
+            try:
+                rows = parse_block_exact(block, ncols, dtype)
+            except ParseFailure as fail:
+                raise IngestError(f"{display}: line {line + fail.line}: {fail.describe(ncols)}") from None
+            if rows.shape[0]:
+                yield line + line_of_row(block, 0), rows
+        line += count_lines(block)
 
 
 def read_csv_table(path: Path, dtype: np.dtype | type, *, display: str | None = None) -> np.ndarray:
@@ -251,8 +256,10 @@ def _read_raw_csv(ogb: OgbRawFolder, kind: str, split: str | None, name: str) ->
 
 
 def _first_line_columns(path: Path) -> int:
-    for block in iter_line_blocks(path, block_bytes=1 << 16):
-        return count_columns(block[: block.find(b"\n") + 1])
+    for index, block in enumerate(iter_line_blocks(path, block_bytes=1 << 16)):
+        head = first_line(block[len(_BOM):] if index == 0 and block.startswith(_BOM) else block)
+        if head is not None:
+            return count_columns(head)
     raise IngestError(f"{path}: empty file")
 
 
