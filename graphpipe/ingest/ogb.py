@@ -35,7 +35,7 @@ from graphpipe.ingest.csvparse import (
 from graphpipe.ingest.errors import IngestError
 from graphpipe.ingest.safe_load import load_npz, load_torch_file
 from graphpipe.ingest.source import DatasetSource, RowBlock
-from graphpipe.ingest.textio import iter_line_blocks
+from graphpipe.ingest.textio import DEFAULT_BLOCK_BYTES, iter_line_blocks
 
 SPLIT_NAMES = ("train", "valid", "test")
 
@@ -44,7 +44,8 @@ _BOM = b"\xef\xbb\xbf"
 
 
 def iter_csv_rows(path: Path, dtype: np.dtype | type, *, ncols: int | None = None,
-                  display: str | None = None) -> Iterator[tuple[int, np.ndarray]]:
+                  display: str | None = None,
+                  block_bytes: int = DEFAULT_BLOCK_BYTES) -> Iterator[tuple[int, np.ndarray]]:
     """Yield ``(first_line, rows)`` for consecutive blocks of a headerless numeric CSV file.
 
     ``first_line`` is the 1-based line number of ``rows[0]``; every row must have
@@ -54,7 +55,7 @@ def iter_csv_rows(path: Path, dtype: np.dtype | type, *, ncols: int | None = Non
     """
     display = display or str(path)
     line = 1  # physical line number at the start of the block
-    for index, block in enumerate(iter_line_blocks(path)):
+    for index, block in enumerate(iter_line_blocks(path, block_bytes)):
         if index == 0 and block.startswith(_BOM):
             block = block[len(_BOM):]
         if ncols is None:
@@ -70,9 +71,11 @@ def iter_csv_rows(path: Path, dtype: np.dtype | type, *, ncols: int | None = Non
         line += count_lines(block)
 
 
-def read_csv_table(path: Path, dtype: np.dtype | type, *, display: str | None = None) -> np.ndarray:
+def read_csv_table(path: Path, dtype: np.dtype | type, *, display: str | None = None,
+                   ncols: int | None = None, block_bytes: int = DEFAULT_BLOCK_BYTES) -> np.ndarray:
     """A whole (small) headerless numeric CSV file as a ``(rows, cols)`` array."""
-    parts = [rows for _line, rows in iter_csv_rows(path, dtype, display=display)]
+    parts = [rows for _line, rows in iter_csv_rows(path, dtype, display=display, ncols=ncols,
+                                                   block_bytes=block_bytes)]
     if not parts:
         return np.zeros((0, 1), dtype=dtype)
     return np.concatenate(parts, axis=0)
