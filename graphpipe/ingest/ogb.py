@@ -28,7 +28,7 @@ from graphpipe.ingest.csvparse import (
     ParseFailure,
     count_columns,
     count_lines,
-    first_line,
+    first_nonempty_line,
     line_of_row,
     parse_block_exact,
 )
@@ -56,11 +56,14 @@ def iter_csv_rows(path: Path, dtype: np.dtype | type, *, ncols: int | None = Non
     display = display or str(path)
     line = 1  # physical line number at the start of the block
     for index, block in enumerate(iter_line_blocks(path, block_bytes)):
-        if index == 0 and block.startswith(_BOM):
-            block = block[len(_BOM):]
+        if index == 0:
+            block = block.removeprefix(_BOM)
         if ncols is None:
-            head = first_line(block)
-            ncols = count_columns(head) if head is not None else None
+            head = first_nonempty_line(block)
+            try:
+                ncols = count_columns(head) if head is not None else None
+            except ValueError as exc:
+                raise IngestError(f"{display}: line {line + line_of_row(block, 0)}: {exc}") from None
         if ncols is not None:
             try:
                 rows = parse_block_exact(block, ncols, dtype)
@@ -260,9 +263,12 @@ def _read_raw_csv(ogb: OgbRawFolder, kind: str, split: str | None, name: str) ->
 
 def _first_line_columns(path: Path) -> int:
     for index, block in enumerate(iter_line_blocks(path, block_bytes=1 << 16)):
-        head = first_line(block[len(_BOM):] if index == 0 and block.startswith(_BOM) else block)
+        head = first_nonempty_line(block.removeprefix(_BOM) if index == 0 else block)
         if head is not None:
-            return count_columns(head)
+            try:
+                return count_columns(head)
+            except ValueError as exc:
+                raise IngestError(f"{path}: {exc}") from None
     raise IngestError(f"{path}: empty file")
 
 

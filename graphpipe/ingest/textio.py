@@ -4,8 +4,9 @@
 when it is installed, else with :mod:`gzip`; the inflating thread releases the
 GIL, so a consumer parsing block *k* overlaps with the inflation of block *k+1*.
 Blocks are cut at line boundaries: every block ends with a line ending (``\\n``,
-``\\r\\n`` or a lone ``\\r``, never between the ``\\r`` and ``\\n`` of a pair; a
-final line without one gets ``\\n`` appended). A line longer than
+``\\r\\n`` or a lone ``\\r``, never between the ``\\r`` and ``\\n`` of a pair),
+except the last block when the file's last line has none (nothing is added: an
+unterminated quote at the end must read as pyarrow reads the file). A line longer than
 ``max_line_bytes`` (default 64 MiB, far beyond any numeric table's row) is refused
 rather than buffered without bound; a long line is gathered in pieces and joined
 once, so the work stays linear in its length.
@@ -82,7 +83,7 @@ def _split_lines(path: Path, fh, block_bytes: int, max_line_bytes: int,
         pending, pending_bytes = ([data[cut:]], len(data) - cut) if cut < len(data) else ([], 0)
         yield block
     if pending and not stop.is_set():
-        yield b"".join(pending) + b"\n"
+        yield b"".join(pending)  # the last line, without a line ending
 
 
 def iter_line_blocks(path: str | os.PathLike, block_bytes: int = DEFAULT_BLOCK_BYTES,

@@ -25,6 +25,7 @@ import pyarrow.csv as pcsv
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from graphpipe.ingest.csvparse import ParseFailure, parse_block
 from graphpipe.ingest.errors import IngestError
 from graphpipe.ingest.ogb import read_csv_table
 
@@ -34,7 +35,7 @@ DTYPES = (np.int64, np.float32, np.float64)
 
 def oracle(data: bytes, ncols: int | None, dtype) -> np.ndarray | None:
     """pyarrow's reading of the whole file ``data`` (``None``: refused)."""
-    body = data[len(BOM):] if data.startswith(BOM) else data
+    body = data.removeprefix(BOM)
     if not body.strip(b"\r\n"):
         return np.zeros((0, ncols or 1), dtype=dtype)
     kind = pa.int64() if np.dtype(dtype).kind == "i" else pa.float64()
@@ -142,15 +143,27 @@ def inputs(dtype) -> st.SearchStrategy[bytes]:
         max_size=40).map(b"".join))
 
 
+def fast_in_parts(data: bytes, ncols: int, dtype, parts: int) -> np.ndarray | None:
+    """The Numba parser alone, ``data`` cut in ``parts`` ranges (``None``: it stopped)."""
+    try:
+        return parse_block(data.removeprefix(BOM), ncols, dtype, parts=parts)
+    except ParseFailure:
+        return None
+
+
 def check(data: bytes, dtype, ncols: int | None, block_bytes: int) -> None:
     expected = oracle(data, ncols, dtype)
     got = ours(data, ncols, dtype, block_bytes)
     assert same(got, expected), (data, ncols, np.dtype(dtype).name, got, expected)
+    if ncols is not None:  # what the fast path accepts, in any number of parts, is exact
+        for parts in (2, 5):
+            fast = fast_in_parts(data, ncols, dtype, parts)
+            assert fast is None or same(fast, expected), (data, ncols, parts, fast, expected)
 
 
 def tokens() -> list[bytes]:
     """Every odd word, and a few numbers with every decoration, each alone in a field."""
-    numbers = [b"1", b"-7", b"0", b"12", b"1.5", b"-0.25", b"1e3", b"9223372036854775807"]
+    numbers = [b"-7", b"0", b"1.5", b"1e3", b"9223372036854775807"]
     decorated = [p + n + q for n in numbers for p in [b""] + PRE for q in [b""] + POST]
     return list(_words.elements) + decorated
 
@@ -160,7 +173,7 @@ def check_tokens() -> None:
     in each dtype: same numbers as pyarrow, or both refuse."""
     for token in tokens():
         for dtype in DTYPES:
-            for data, ncols in ((token + b"\n", 1), (b"5," + token + b",6\r\n", 3), (token, None)):
+            for data, ncols in ((token + b"\n", 1), (b"5," + token + b",6\r\n", 3)):
                 check(data, dtype, ncols, 1 << 20)
     print(f"ok: {len(tokens())} tokens")
 
