@@ -178,7 +178,7 @@ def bench_aggregate(args) -> None:
 
 
 def bench_quantize(args) -> None:
-    from graphpipe.ops.quantize import dequantize, quantize
+    from graphpipe.ops.features.quantize import dequantize, quantize
     rows, feat = (200_000, 256) if not args.quick else (50_000, 256)
     x = torch.randn(rows, feat)
     gbytes = x.numel() * 4 / 1e9

@@ -31,9 +31,9 @@ CACHE = Path(os.environ.get("TMPDIR", "/tmp")) / "graphpipe_bench_feature_bits"
 
 
 def community_store(num_nodes: int):
-    from graphpipe.ingest.generate import community_graph, write_ogb_raw
     from graphpipe.ingest.pipeline import ingest
     from graphpipe.store import GraphStore
+    from graphpipe.synthetic import community_graph, write_ogb_raw
 
     root = CACHE / f"community{num_nodes}"
     if not (root / "store" / "manifest.json").exists():

@@ -36,7 +36,7 @@ DGL_PYTHON = ROOT / ".venv-dgl" / "bin" / "python"
 
 
 def prepare_ogb(workdir: Path, scale: int, edge_factor: int, feature_dim: int) -> Path:
-    from graphpipe.ingest.generate import rmat_graph, write_ogb_raw
+    from graphpipe.synthetic import rmat_graph, write_ogb_raw
 
     folder = workdir / f"rmat{scale}_ef{edge_factor}_f{feature_dim}"
     if not (folder / "raw" / "edge.csv.gz").is_file():
@@ -48,7 +48,7 @@ def prepare_ogb(workdir: Path, scale: int, edge_factor: int, feature_dim: int) -
 
 
 def prepare_csv_npy(workdir: Path, scale: int, edge_factor: int, feature_dim: int) -> Path:
-    from graphpipe.ingest.generate import rmat_graph, write_edge_list
+    from graphpipe.synthetic import rmat_graph, write_edge_list
 
     folder = workdir / f"csv_rmat{scale}_ef{edge_factor}_f{feature_dim}"
     if (folder / "metadata.yaml").is_file():
@@ -81,7 +81,7 @@ def run_ogb_reader(folder: Path) -> dict:
         shutil.rmtree(processed)
     processed.mkdir()
     setup = ("from ogb.nodeproppred import NodePropPredDataset\n"
-             "from graphpipe.ingest.generate import ogb_meta_dict\n"
+             "from graphpipe.synthetic import ogb_meta_dict\n"
              f"meta = ogb_meta_dict({str(folder)!r})")
     work = f"d = NodePropPredDataset(name={folder.name!r}, meta_dict=meta); result = int(d.graph['edge_index'].shape[1])"
     out = measure(setup, work)

@@ -52,7 +52,7 @@ def bench_store(cache_dir: Path = DEFAULT_CACHE, scale: int = 21, edge_factor: i
         return GraphStore.open(path), feat_npy
     from sampling import build_graph  # benchmarks/sampling.py: R-MAT CSC cached as .npy
 
-    from graphpipe.ingest.generate import random_normal, random_splits
+    from graphpipe.synthetic import random_normal, random_splits
 
     indptr, indices, generator = build_graph(cache_dir, scale, edge_factor)
     n = indptr.shape[0] - 1

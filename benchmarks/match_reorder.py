@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from loader import DEFAULT_CACHE, bench_store
 
 from graphpipe.loaders import NeighborLoader
-from graphpipe.ops.reorder import match_degree_matrix
+from graphpipe.ops.features.reorder import match_degree_matrix
 
 BATCH = 8000
 

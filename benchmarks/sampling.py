@@ -77,10 +77,10 @@ def build_graph(cache_dir: Path, scale: int = 21, edge_factor: int = 16, seed: i
     if p_ptr.exists() and p_idx.exists() and p_src.exists():
         return np.load(p_ptr), np.load(p_idx, mmap_mode=None), p_src.read_text()
     try:
-        from graphpipe.ingest.generate_graphs import rmat_edges
+        from graphpipe.synthetic.rmat import rmat_edges
 
         src, dst = rmat_edges(scale, edge_factor, a=0.57, b=0.19, c=0.19, seed=seed)
-        generator = "graphpipe.ingest.generate_graphs.rmat_edges"
+        generator = "graphpipe.synthetic.rmat.rmat_edges"
     except ImportError:
         src, dst = _rmat_fallback(scale, edge_factor, seed)
         generator = "benchmarks/sampling.py _rmat_fallback"

@@ -64,7 +64,7 @@ def rmat_data(scale: int, edge_factor: int = 16) -> tuple[object, Path]:
     path = CACHE / f"rmat{scale}_store"
     if (path / "manifest.json").exists() and (npy / "labels.npy").exists():
         return GraphStore.open(path), npy
-    from graphpipe.ingest.generate import random_normal, random_splits, rmat_edges
+    from graphpipe.synthetic import random_normal, random_splits, rmat_edges
 
     npy.mkdir(parents=True, exist_ok=True)
     src, dst = rmat_edges(scale, edge_factor, seed=0)
@@ -100,9 +100,9 @@ def rmat_data(scale: int, edge_factor: int = 16) -> tuple[object, Path]:
 
 def community_data(num_nodes: int) -> tuple[object, Path, object]:
     """The community store (through write_ogb_raw + ingest), .npy copies, the graph."""
-    from graphpipe.ingest.generate import community_graph, write_ogb_raw
     from graphpipe.ingest.pipeline import ingest
     from graphpipe.store import GraphStore
+    from graphpipe.synthetic import community_graph, write_ogb_raw
 
     graph = community_graph(num_nodes, 10, avg_degree=10, feature_dim=64, seed=0)
     root = CACHE / f"community{num_nodes}"

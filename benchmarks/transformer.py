@@ -67,7 +67,7 @@ def graph_csc(num_nodes: int) -> tuple[np.ndarray, np.ndarray]:
     if path.exists():
         data = np.load(path)
         return data["indptr"], data["indices"]
-    from graphpipe.ingest.generate import community_graph
+    from graphpipe.synthetic import community_graph
 
     g = community_graph(num_nodes, max(2, num_nodes // 16384), avg_degree=10, feature_dim=0,
                         seed=0)
@@ -173,7 +173,7 @@ def prepare(method: str, path: str, threshold_mult: float = 5.0):
                 q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), attn_mask=mask)
             return out.transpose(0, 1)
     elif method == "cluster_sparse":
-        from graphpipe.ops.cluster_sparse import cluster_sparse_attention, cluster_sparse_pattern
+        from graphpipe.ops.attention.cluster_sparse import cluster_sparse_attention, cluster_sparse_pattern
 
         t0 = time.perf_counter()
         beta_g = indices.shape[0] / s / s

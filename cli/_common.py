@@ -10,7 +10,9 @@ import click
 
 from graphpipe.store.errors import StoreError
 
-EXIT_BAD_INPUT = 2  # bad input (dataset, store, arguments); click's usage errors also exit 2
+EXIT_BAD_INPUT = 1
+EXIT_INVALID_INPUT = 2
+"""Exit code of commands that read untrusted input (``ingest``): bad input, refused destination."""
 
 
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
@@ -19,8 +21,12 @@ def fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
     sys.exit(code)
 
 
-def friendly_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn the library's errors (bad input, bad store, bad arguments) into one-line CLI errors."""
+def friendly_errors(fn: Callable[..., Any] | None = None, *,
+                    code: int = EXIT_BAD_INPUT) -> Callable[..., Any]:
+    """Turn the library's errors (bad input, bad store, bad arguments) into one-line CLI errors
+    exiting with ``code`` (``@friendly_errors`` or ``@friendly_errors(code=2)``)."""
+    if fn is None:
+        return functools.partial(friendly_errors, code=code)
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -28,7 +34,7 @@ def friendly_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
             return fn(*args, **kwargs)
         except (StoreError, ValueError, KeyError, FileNotFoundError) as exc:
             message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-            fail(str(message))
+            fail(str(message), code=getattr(exc, "exit_code", code))
         except KeyboardInterrupt:
             fail("interrupted; nothing was written", code=130)
 

@@ -17,7 +17,7 @@ import click
 def command(store: str, method: str, bins: int) -> None:
     """Group the nodes of STORE by in-degree and store `derived/degree_group` (int8) and
     `derived/degree_order` (node IDs, hottest first)."""
-    from graphpipe.ops.centrality import write_centrality
+    from graphpipe.derive import write_centrality
     from graphpipe.store import GraphStore
 
     opened = GraphStore.open(store)

@@ -115,7 +115,7 @@ class _Progress:
 def _write_dataset(graph, folder: Path, *, name: str, fmt: str, binary: bool, id_kind: str,
                    feature_layout: str, seed: int, progress: _Progress) -> dict[str, Any]:
     """Write ``graph`` into the (empty) ``folder``; returns a description for generate.json."""
-    from graphpipe.ingest import generate as gen
+    from graphpipe import synthetic as gen
 
     params = dict(graph.params)
     counts = {"num_nodes": graph.num_nodes, "num_edges": graph.num_edges,
@@ -179,7 +179,7 @@ def _run(dest: str, make_graph: Callable[[], Any], *, fmt: str, binary: bool, ov
                 f"--feature-layout {feature_layout} needs --format parquet (got --format {fmt})"
             )
         try:
-            check_destination(dest_path, overwrite=overwrite)
+            check_destination(dest_path, overwrite=overwrite, require_store=False)  # a dataset, not a store
         except StoreError as exc:
             raise GenerateError(str(exc)) from None
         remove_stale_temps(dest_path)
@@ -199,7 +199,7 @@ def _run(dest: str, make_graph: Callable[[], Any], *, fmt: str, binary: bool, ov
                 if description:
                     (tmp / "generate.json").write_text(json.dumps(description, indent=2) + "\n")
                 with progress.stage("committing"):
-                    commit_directory(tmp, dest_path, overwrite=overwrite)
+                    commit_directory(tmp, dest_path, overwrite=overwrite, require_store=False)
             except BaseException:
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise
@@ -258,7 +258,7 @@ def command() -> None:
 def rmat(dest, fmt, binary, seed, train_frac, valid_frac, id_kind, feature_layout, overwrite,
          quiet, scale, edge_factor, feature_dim, num_classes, no_permute, threads) -> None:
     """R-MAT power-law topology with random features, labels and splits."""
-    from graphpipe.ingest.generate import rmat_graph
+    from graphpipe.synthetic import rmat_graph
 
     def make():
         return rmat_graph(scale, edge_factor, feature_dim=feature_dim, num_classes=num_classes,
@@ -283,7 +283,7 @@ def community(dest, fmt, binary, seed, train_frac, valid_frac, id_kind, feature_
               overwrite, quiet, nodes, classes, avg_degree, feature_dim, homophily,
               feature_noise, degree_skew, directed) -> None:
     """Community graph: class-homophilous edges and a noisy class signal in the features."""
-    from graphpipe.ingest.generate import community_graph
+    from graphpipe.synthetic import community_graph
 
     def make():
         return community_graph(nodes, classes, avg_degree=avg_degree, feature_dim=feature_dim,

@@ -6,13 +6,15 @@ import time
 
 import click
 
-from graphpipe.cli._common import friendly_errors, human_bytes
+from graphpipe.cli._common import EXIT_INVALID_INPUT, friendly_errors, human_bytes
 
 
 @click.command("ingest")
 @click.argument("source", type=click.Path(path_type=str))
 @click.argument("dest", type=click.Path(path_type=str))
-@click.option("--overwrite", is_flag=True, help="Replace DEST if it exists (only once the new store is complete).")
+@click.option("--overwrite", is_flag=True,
+              help="Replace DEST if it is a graphpipe store (only once the new store is complete; "
+                   "never a plain folder or an input).")
 @click.option("--name", default=None, help="Dataset name recorded in the manifest.")
 @click.option("--add-reverse-edges", is_flag=True, help="Add d→s for every s→d (OGB's add_inverse_edge).")
 @click.option("--remove-self-loops", is_flag=True, help="Drop edges v→v.")
@@ -24,6 +26,10 @@ from graphpipe.cli._common import friendly_errors, human_bytes
               help="Feature compression (none keeps features memory-mappable).")
 @click.option("--memory-limit", default=None, help="Bound on the working set, e.g. 2GB (out-of-core build).")
 @click.option("--allow-nonfinite", is_flag=True, help="Keep NaN/inf features instead of refusing them.")
+@click.option("--clamp-float16", is_flag=True,
+              help="With --feature-dtype float16, clamp values beyond ±65504 instead of refusing them.")
+@click.option("--allow-isolated-nodes", is_flag=True,
+              help="Accept a declared node count far above what the edges touch (isolated nodes).")
 @click.option("--split", "split_name", default=None, help="OGB: which split/<name> to use.")
 @click.option("--from-raw", "from_raw", is_flag=True,
               help="OGB: read only raw/ (never processed/) and split CSVs rather than split_dict.pt.")
@@ -38,11 +44,12 @@ from graphpipe.cli._common import friendly_errors, human_bytes
 @click.option("--node-features", "node_features_npy", default=None, type=click.Path(),
               help="A .npy (N, F) matrix to use as node features.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars.")
-@friendly_errors
+@friendly_errors(code=EXIT_INVALID_INPUT)
 def command(source: str, dest: str, overwrite: bool, name: str | None, add_reverse_edges: bool,
             remove_self_loops: bool, deduplicate: bool, no_sort: bool, build_csr: bool,
             feature_dtype: str, compression: str, memory_limit: str | None, allow_nonfinite: bool,
-            split_name: str | None, from_raw: bool, src: str, dst: str, weight: str | None, nodes: str | None,
+            clamp_float16: bool, allow_isolated_nodes: bool, split_name: str | None, from_raw: bool,
+            src: str, dst: str, weight: str | None, nodes: str | None,
             node_id: str, feature_columns: str | None, label: str | None,
             node_features_npy: str | None, quiet: bool) -> None:
     """Ingest SOURCE (an OGB folder, a .npz, or CSV/TSV/Parquet edge list) into the store DEST."""
@@ -56,6 +63,7 @@ def command(source: str, dest: str, overwrite: bool, name: str | None, add_rever
         deduplicate=deduplicate, sort_neighbors=not no_sort, build_csr=build_csr,
         feature_dtype=feature_dtype, compression=None if compression == "none" else compression,
         memory_limit=memory_limit, allow_nonfinite=allow_nonfinite, name=name,
+        clamp_float16=clamp_float16, allow_isolated_nodes=allow_isolated_nodes,
     )
     if Path(source).is_dir():
         reader_options = {"split": split_name, **({"from_raw": True} if from_raw else {})}
@@ -70,7 +78,7 @@ def command(source: str, dest: str, overwrite: bool, name: str | None, add_rever
     started = time.perf_counter()
     from graphpipe.store.atomic import check_destination
 
-    check_destination(dest, overwrite=overwrite)
+    check_destination(dest, overwrite=overwrite, sources=[source, nodes, node_features_npy])
     dataset = open_source(source, **reader_options)
     if node_features_npy:
         attach_npy_features(dataset, node_features_npy)

@@ -20,7 +20,7 @@ from graphpipe.cli._common import friendly_errors
 def command(store: str, num_parts: int, recursive: bool, seed: int, overwrite: bool) -> None:
     """Partition the graph of STORE into K parts with METIS and store each node's part,
     the cluster order (perm) and its inverse; other K's partitions are kept."""
-    from graphpipe.ops.partition import write_partition
+    from graphpipe.derive import write_partition
     from graphpipe.store import GraphStore
 
     opened = GraphStore.open(store)

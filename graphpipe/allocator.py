@@ -17,7 +17,7 @@ import os
 import sys
 import threading
 
-__all__ = ["tune_allocator"]
+__all__ = ["release_free_memory", "tune_allocator"]
 
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
@@ -57,3 +57,21 @@ def tune_allocator(trim_threshold: int = 256 << 20, mmap_threshold: int = 32 << 
         _DONE = bool(mallopt(_M_MMAP_THRESHOLD, int(mmap_threshold))) and \
             bool(mallopt(_M_TRIM_THRESHOLD, int(trim_threshold)))
         return _DONE
+
+
+def release_free_memory() -> bool:
+    """Hand the free memory of glibc's heaps back to the OS (``malloc_trim(0)``): what a
+    process calls after a large, rare allocation (the service after a big request) so that
+    :func:`tune_allocator`'s thresholds do not keep it mapped. Thread-safe; a few ms.
+
+    Returns:
+        True when memory was released; False when none was, or off glibc.
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        malloc_trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return False
+    malloc_trim.argtypes, malloc_trim.restype = [ctypes.c_size_t], ctypes.c_int
+    return bool(malloc_trim(0))

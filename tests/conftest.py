@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from graphpipe.ingest.generate import (
+from graphpipe.synthetic import (
     SyntheticGraph,
     community_graph,
     ogb_meta_dict,

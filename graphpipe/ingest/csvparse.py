@@ -107,12 +107,13 @@ def _row_bound(buf: np.ndarray, start: int, stop: int) -> int:
     """An upper bound on the non-empty lines of ``buf[start:stop]``: its line-ending bytes,
     plus one if it does not end with one. Exact for ``\\n`` files without empty lines; a
     single pass without loop-carried state (as fast as counting ``\\n`` alone)."""
+    start = max(start, 0)
     stop = min(stop, buf.shape[0])
     if start >= stop:
         return 0
     lf = 0
     cr = 0
-    for i in range(max(start, 0), stop):
+    for i in range(start, stop):
         lf += buf[i] == 10
         cr += buf[i] == 13
     return lf + cr + (0 if _is_eol(buf[stop - 1]) else 1)
@@ -410,7 +411,8 @@ def parse_block(block: bytes, ncols: int, dtype: np.dtype | type, *, parts: int 
     buf = np.frombuffer(block, dtype=np.uint8)
     as_int = dtype.kind in "iu"
     if parts is None:
-        parts = max(1, min(numba.get_num_threads() * 4, len(buf) // (1 << 18) or 1))
+        parts = min(numba.get_num_threads() * 4, len(buf) // (1 << 18) or 1)
+    parts = max(1, int(parts))
     out_f, out_i, status, offsets = _parse_block(buf, ncols, as_int, skip_empty_lines, parts, _POW10)
     written = status[:, 4]
     bad = np.flatnonzero(status[:, 0])

@@ -13,7 +13,11 @@ edges):
 2. Pass 1 over the edge files validates every field (with its file and line),
    counts the edges and, without a node table, finds the ID space: the largest
    ID when the IDs are non-negative integers (kept as they are), else the
-   sorted unique external IDs (dense ID = rank).
+   sorted unique external IDs (dense ID = rank). Non-negative integer IDs that
+   are *sparse* are mapped too (a second pass collects the unique IDs): sparse
+   means ``max ID + 1 > max(SPARSE_IDS_FLOOR, SPARSE_IDS_FACTOR * 2 * E)``, i.e.
+   fewer than one ID in eight could be an edge's endpoint (``map_ids=False``
+   keeps them dense anyway; the pipeline then asks for ``allow_isolated_nodes``).
 3. ``edge_chunks()`` / ``edge_features()`` / ``node_features()`` re-read the
    files batch by batch whenever the pipeline asks.
 
@@ -60,6 +64,10 @@ _COMPRESSION_SUFFIXES = (".gz", ".bz2", ".zst", ".lz4", ".br")
 _PARQUET_SUFFIXES = (".parquet", ".pq")
 _TEXT_SUFFIXES = (".csv", ".tsv", ".tab", ".txt", ".edges", ".el")
 _INT_TEXT = r"^\s*-?[0-9]+\s*$"
+SPARSE_IDS_FLOOR = 1 << 20
+"""Non-negative integer IDs below this are always kept as dense IDs (unless map_ids=True)."""
+SPARSE_IDS_FACTOR = 8
+"""Above the floor, IDs are mapped when max ID + 1 exceeds this many times 2E."""
 _SPLIT_NAMES = {"train": "train", "training": "train", "valid": "valid", "val": "valid",
                 "validation": "valid", "dev": "valid", "test": "test", "testing": "test"}
 
@@ -728,6 +736,12 @@ class _NeedsMap(Exception):
     """A negative integer ID appeared while the IDs were assumed to be dense."""
 
 
+def ids_are_sparse(max_id: int, num_edges: int) -> bool:
+    """Whether non-negative integer IDs up to ``max_id`` are too sparse to use as dense IDs."""
+    space = int(max_id) + 1
+    return space > max(SPARSE_IDS_FLOOR, SPARSE_IDS_FACTOR * 2 * int(num_edges))
+
+
 class _EdgeListReader:
     """The edge files, their ID space and the node table; methods feed a DatasetSource."""
 
@@ -740,6 +754,7 @@ class _EdgeListReader:
         self.external: np.ndarray | pa.Array | None = None
         self.num_nodes = nodes.num_nodes if nodes is not None else 0
         self.num_edges = 0
+        self.mapped_because: str | None = None
 
     # one pass over the edge files -------------------------------------------------
     def _id_type(self) -> pa.DataType:
@@ -785,6 +800,11 @@ class _EdgeListReader:
             self._scan(collect)
         except _NeedsMap:
             self._scan(True)
+            return
+        if not collect and self.nodes is None and self.map_ids is None and \
+                ids_are_sparse(self.num_nodes - 1, self.num_edges):
+            self._scan(True)
+            self.mapped_because = "sparse"
 
     def _scan(self, collect: bool) -> None:
         collector = UniqueCollector(self.kind) if collect else None
@@ -891,8 +911,9 @@ def read_edge_list(paths: str | os.PathLike | Sequence[str | os.PathLike], *,
             empty = none); default: ``"split"`` when that column exists.
         id_type: ``auto`` (int64 when every ID is an integer, else strings), ``int`` or ``string``.
         map_ids: without a node table, integer IDs that are all non-negative are kept as the
-            dense IDs (N = max + 1) unless ``map_ids=True``; negative IDs are mapped by sorted
-            unique value unless ``map_ids=False`` (then an error). String IDs are always mapped.
+            dense IDs (N = max + 1) unless ``map_ids=True`` or they are sparse (see the module
+            docstring); negative IDs are mapped by sorted unique value unless ``map_ids=False``
+            (then an error). String IDs are always mapped.
         name: dataset name (default: the first file's stem).
         block_rows: the most rows per edge chunk / row block.
 
@@ -963,6 +984,7 @@ def read_edge_list(paths: str | os.PathLike | Sequence[str | os.PathLike], *,
         external_ids = pa.array(reader.external, pa.int64()) if reader.kind == "int" else reader.external
 
     extra: dict = {"edge_files": ";".join(edge_paths), "id_type": reader.kind,
+                   **({"ids_mapped": "sparse integer IDs"} if reader.mapped_because else {}),
                    "edge_file": edge_paths[0] if len(edge_paths) == 1 else ";".join(edge_paths)}
     source = DatasetSource(
         name=name or _stem(edge_paths[0]),
@@ -980,6 +1002,9 @@ def read_edge_list(paths: str | os.PathLike | Sequence[str | os.PathLike], *,
         extra["edge_feature_columns"] = ",".join(value_columns)
     if node_data is not None:
         extra["node_table"] = node_data.spec.path
+        source.num_nodes_backed = True
+        if node_data.labels is not None:
+            extra["label_file"] = f"{node_data.spec.path}: column {label!r}"
         if node_data.feature_columns:
             source.node_features = lambda: _node_features(node_data, block_rows)
             source.feature_dim = node_data.feature_dim

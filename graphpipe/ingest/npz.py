@@ -6,7 +6,9 @@ Recognised keys (every other key is ignored and listed in ``extra["ignored_keys"
 - ``num_nodes``: scalar int N (default: rows of ``x``, else length of ``y``, else max ID + 1).
 - ``x``: ``(N, F)`` (or ``(N,)``, read as ``F = 1``) node features.
 - ``y``: ``(N,)`` or ``(N, T)`` labels: integers → int64 multiclass classification; booleans (or
-  0/1/NaN floats with ``T > 1``) → binary classification; other floats → regression.
+  0/1/NaN floats with ``T > 1``) → binary classification; ``(N,)`` floats holding NaN and
+  otherwise only integers → multiclass classification with NaN = unlabelled (OGB's
+  convention; stored as -1); other floats → regression.
 - ``train_idx`` / ``valid_idx`` (or ``val_idx``) / ``test_idx``: int node IDs, or boolean
   ``(N,)`` masks ``train_mask`` / ``valid_mask`` (or ``val_mask``) / ``test_mask``.
 - ``edge_attr``: ``(E,)`` or ``(E, D)`` numeric edge features (float32 row blocks).
@@ -136,6 +138,8 @@ def _labels(path: str, y: np.ndarray, num_nodes: int, origin: str) -> tuple[np.n
         known = y[~np.isnan(y)]
         if y.ndim == 2 and y.shape[1] > 1 and known.size and np.isin(known, (0.0, 1.0)).all():
             return y, "binary classification", 2
+        if y.ndim == 1 and known.size < y.size and known.size and (known == np.round(known)).all():
+            return y, "multiclass classification", None     # OGB's convention: NaN = unlabelled
         return y, "regression", None
     raise IngestError(f"{path}: y: dtype {y.dtype}, expected numbers")
 
@@ -241,6 +245,9 @@ def read_npz(path: str | os.PathLike, name: str | None = None, *, block_rows: in
         source.edge_feature_dim = int(attr.shape[1]) if attr.ndim == 2 else 1
     ignored = sorted(set(arrays) - _KNOWN)
     source.extra = {"edge_file": edge_source, "num_nodes_from": origin}
+    if "y" in arrays:
+        source.extra["label_file"] = f"{path}: y"
+    source.num_nodes_backed = "x" in arrays or "y" in arrays
     if ignored:
         source.extra["ignored_keys"] = ",".join(ignored)
     return source

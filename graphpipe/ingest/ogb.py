@@ -33,6 +33,7 @@ from graphpipe.ingest.csvparse import (
     parse_block_exact,
 )
 from graphpipe.ingest.errors import IngestError
+from graphpipe.ingest.labels import UNLABELED
 from graphpipe.ingest.safe_load import load_npz, load_torch_file
 from graphpipe.ingest.source import DatasetSource, RowBlock
 from graphpipe.ingest.textio import DEFAULT_BLOCK_BYTES, iter_line_blocks
@@ -85,9 +86,15 @@ def read_csv_table(path: Path, dtype: np.dtype | type, *, display: str | None = 
 
 
 def _labels_from_float(values: np.ndarray) -> np.ndarray:
-    """OGB reads labels with pandas: integral columns stay integers, others are floats."""
-    if values.size and np.isfinite(values).all() and (values == np.round(values)).all():
-        values = values.astype(np.int64)
+    """OGB reads labels with pandas: integral columns stay integers, others are floats.
+
+    NaN marks an unlabelled node (ogbn-papers100M): when every other value is an integer
+    the labels are classes, and NaN becomes -1 (:data:`graphpipe.ingest.labels.UNLABELED`).
+    """
+    known = values[~np.isnan(values)]
+    if known.size and np.isfinite(known).all() and (known == np.round(known)).all() \
+            and np.abs(known).max() <= 2.0 ** 53:
+        values = np.where(np.isnan(values), UNLABELED, values).astype(np.int64)
     return values[:, 0] if values.ndim == 2 and values.shape[1] == 1 else values
 
 
@@ -257,7 +264,8 @@ def _read_raw_csv(ogb: OgbRawFolder, kind: str, split: str | None, name: str) ->
         labels=labels, task_type=_task_type(labels), num_classes=_num_classes(labels),
         splits=splits, split_sources=split_sources,
         extra={"edge_file": edge_display, "num_nodes_file": ogb.rel(ogb.raw / "num-node-list.csv.gz"),
-               "num_edges_file": ogb.rel(ogb.raw / "num-edge-list.csv.gz")},
+               "num_edges_file": ogb.rel(ogb.raw / "num-edge-list.csv.gz"),
+               **({"label_file": ogb.rel(label_path)} if labels is not None else {})},
     )
 
 
@@ -355,6 +363,9 @@ def _read_raw_npz(ogb: OgbRawFolder, kind: str, split: str | None, name: str) ->
                             data.get("node_feat"), data.get("edge_feat"), labels, display)
     source.num_input_edges = int(data["num_edges_list"][0])
     source.extra["num_edges_file"] = f"{display}['num_edges_list']"
+    source.extra["num_nodes_file"] = f"{display}['num_nodes_list']"
+    if labels is not None:
+        source.extra["label_file"] = ogb.rel(label_path)
     return source
 
 

@@ -4,10 +4,26 @@ Stages, each with its own progress bar: topology (edge list → CSC through
 :func:`graphpipe.ingest.csc_builder.build_csc`), node features (row blocks →
 ``node/feat``), edge features, labels, splits, ID map; then checksums and the
 atomic rename. Any error leaves ``dest`` exactly as it was.
+
+Checks made before any work (see :mod:`graphpipe.ingest.labels` for the labels):
+
+- ``dest``: with ``overwrite`` only an existing graphpipe store is replaced, never a
+  plain directory or an input of this ingest (:func:`graphpipe.store.atomic.check_destination`).
+- Node count: a declared ``N`` that the data does not back (no labels, node table or
+  feature rows read up front) must not exceed ``max(ISOLATED_NODES_FLOOR,
+  ISOLATED_NODES_FACTOR * 2 * E)``, i.e. at least one node in eight could have an edge;
+  ``allow_isolated_nodes`` lifts this.
+- Splits: integer IDs in ``[0, N)``, no ID twice in one split, splits pairwise disjoint.
+- float16 features: a finite value beyond float16's range (65504) is refused, or clamped
+  to it with ``clamp_float16``.
+
+A full disk (ENOSPC) or too little memory ends the ingest with one line naming
+``dest``; the temporary tree is removed and ``dest`` stays as it was.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import threading
@@ -20,14 +36,22 @@ import numpy as np
 
 from graphpipe.ingest.csc_builder import CscOptions, build_csc
 from graphpipe.ingest.errors import IngestError
+from graphpipe.ingest.labels import normalize_labels
 from graphpipe.ingest.source import DatasetSource, RowBlock
 from graphpipe.store import GraphStore, StoreWriter
 from graphpipe.store.arrays import RowWriter
 from graphpipe.store.atomic import check_destination
+from graphpipe.store.errors import StoreError
 
 ProgressFn = Callable[[str, int, int], None]
 CONCURRENT_STAGES_MIN_MEMORY = 2 << 30
 """Memory limit (bytes) from which topology and node features are ingested side by side."""
+ISOLATED_NODES_FLOOR = 1 << 20
+"""Declared node counts up to this are accepted whatever the number of edges."""
+ISOLATED_NODES_FACTOR = 8
+"""Above the floor, a declared N may be at most this many times the 2E nodes edges can touch."""
+FLOAT16_MAX = float(np.finfo(np.float16).max)
+_DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 _SIZE_UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "KIB": 1 << 10, "M": 1 << 20,
                "MB": 1 << 20, "MIB": 1 << 20, "G": 1 << 30, "GB": 1 << 30, "GIB": 1 << 30,
                "T": 1 << 40, "TB": 1 << 40, "TIB": 1 << 40}
@@ -57,6 +81,10 @@ class IngestOptions:
         memory_limit: bytes (or ``"2GB"``) bounding the builder's working set; default: half
             of the memory available when the ingest starts.
         allow_nonfinite: keep NaN/inf features instead of refusing them.
+        allow_isolated_nodes: accept a declared node count far above what the edges use
+            (see the module docstring); refused by default.
+        clamp_float16: with ``feature_dtype="float16"``, clamp finite values beyond ±65504
+            to ±65504 instead of refusing them.
         name: dataset name for the manifest (default: the source's).
     """
 
@@ -70,6 +98,8 @@ class IngestOptions:
     compression: str | None = None
     memory_limit: int | str | None = None
     allow_nonfinite: bool = False
+    allow_isolated_nodes: bool = False
+    clamp_float16: bool = False
     name: str | None = None
 
 
@@ -140,7 +170,19 @@ def attach_npy_features(source: DatasetSource, path: str | os.PathLike) -> Datas
                 yield RowBlock(start, values.reshape(count, dim), str(path), start + 1)
 
     source.node_features, source.feature_dim = blocks, dim
+    source.num_nodes_backed = True
+    source.extra["node_features_file"] = str(path)
     return source
+
+
+def input_paths(source: DatasetSource) -> list[str]:
+    """Every file or folder ``source`` reads (an overwrite must never replace one of them)."""
+    paths = [source.source_path]
+    for key in ("edge_files", "node_table", "node_features_file"):
+        value = source.extra.get(key)
+        if isinstance(value, str) and value:
+            paths.extend(value.split(";") if key == "edge_files" else [value])
+    return paths
 
 
 def ingest(source: DatasetSource | str | os.PathLike, dest: str | os.PathLike,
@@ -149,11 +191,12 @@ def ingest(source: DatasetSource | str | os.PathLike, dest: str | os.PathLike,
     """Ingest ``source`` (a :class:`DatasetSource` or a path) into a new store at ``dest``.
 
     Returns the opened store. Raises :class:`IngestError` (bad input, naming the
-    file and line/field) or :class:`graphpipe.store.StoreError` (destination);
-    in every failure ``dest`` is left as it was.
+    file and line/field) or :class:`graphpipe.store.StoreError` (destination, full
+    disk); in every failure ``dest`` is left as it was.
     """
     options = options or IngestOptions()
-    check_destination(dest, overwrite=options.overwrite)
+    given = [source] if not isinstance(source, DatasetSource) else input_paths(source)
+    check_destination(dest, overwrite=options.overwrite, sources=given)
     memory_limit = parse_size(options.memory_limit)
     if memory_limit is None:
         memory_limit = default_memory_limit()
@@ -162,53 +205,31 @@ def ingest(source: DatasetSource | str | os.PathLike, dest: str | os.PathLike,
         raise ValueError(f"'feature_dtype' must be float32 or float16 (got {options.feature_dtype!r})")
     if not isinstance(source, DatasetSource):
         source = open_source(source, **(reader_options or {}))
-    report = progress or (lambda stage, done, total: None)
+        check_destination(dest, overwrite=options.overwrite, sources=input_paths(source))
+    _check_node_count(source, options)
     _check_splits(source)
-
-    with StoreWriter(dest, name=options.name or source.name, overwrite=options.overwrite) as writer:
-        csc_options = CscOptions(
-            add_reverse_edges=options.add_reverse_edges, remove_self_loops=options.remove_self_loops,
-            deduplicate=options.deduplicate, sort_neighbors=options.sort_neighbors,
-            build_csr=options.build_csr, memory_limit=memory_limit,
-        )
-        # Node features stream into their array in a second thread while the topology is
-        # built: both stages release the GIL (inflate, Numba parsing and scattering).
-        features_job = None
-        # Under a tight memory limit the stages run one after the other, so their working
-        # sets do not add up.
-        concurrent = memory_limit >= CONCURRENT_STAGES_MIN_MEMORY
-        pool = ThreadPoolExecutor(1, thread_name_prefix="ingest-features") if (
-            concurrent and source.node_features is not None and _threadsafe_numba()) else None
-        stop = threading.Event()
-
-        def write_node_features() -> int:
-            return _write_rows(writer, "node/feat", source.node_features(), source.num_nodes,
-                               source.feature_dim, feature_dtype, options, report, "node features",
-                               what="nodes", expected_from=source.extra.get("num_nodes_file"), stop=stop)
-
-        try:
-            if pool is not None:
-                features_job = pool.submit(write_node_features)
-            stats = build_csc(_non_empty(source), source.num_nodes, writer, csc_options, progress=report)
-            if source.num_input_edges is not None and stats.num_input_edges != source.num_input_edges:
-                where = source.extra.get("edge_file", "edge list")
-                declared_in = source.extra.get("num_edges_file", "the dataset's metadata")
-                raise IngestError(f"{where}: {stats.num_input_edges} edges, but {declared_in} says "
-                                  f"{source.num_input_edges}")
-            if source.node_features is not None:
-                dim = features_job.result() if features_job is not None else write_node_features()
-        except BaseException:
-            stop.set()
-            if features_job is not None:
-                features_job.cancel()
-                try:
-                    features_job.result()
-                except BaseException:  # noqa: BLE001 - the first error is the one reported
-                    pass
+    labels = normalize_labels(source)
+    try:
+        _build_store(source, dest, options, memory_limit, feature_dtype, labels,
+                     progress or (lambda stage, done, total: None))
+    except OSError as exc:
+        if exc.errno not in _DISK_FULL:
             raise
-        finally:
-            if pool is not None:
-                pool.shutdown(wait=True)
+        raise StoreError(f"{dest}: cannot write the store: {exc.strerror.lower()} "
+                         f"(errno {errno.errorcode.get(exc.errno, exc.errno)}); nothing was written, "
+                         f"{dest} is as it was") from None
+    except MemoryError:
+        raise StoreError(f"{dest}: not enough memory to build the store of {source.num_nodes:,} nodes "
+                         f"(try --memory-limit); nothing was written, {dest} is as it was") from None
+    return GraphStore.open(dest)
+
+
+def _build_store(source: DatasetSource, dest: str | os.PathLike, options: IngestOptions,
+                 memory_limit: int, feature_dtype: np.dtype, labels, report: ProgressFn) -> None:
+    """Write every stage into a temporary tree and commit it to ``dest``."""
+    with StoreWriter(dest, name=options.name or source.name, overwrite=options.overwrite) as writer:
+        stats, dim = _write_topology_and_features(source, writer, options, memory_limit,
+                                                  feature_dtype, report)
         m = writer.manifest
         m["num_nodes"], m["num_edges"] = int(source.num_nodes), int(stats.num_edges)
         m["graph"].update(
@@ -227,13 +248,9 @@ def ingest(source: DatasetSource | str | os.PathLike, dest: str | os.PathLike,
             m["edge_features"] = {"dim": dim, "dtype": str(feature_dtype),
                                   "rows": "edge-list order; csc/edge_id >= num_input_edges is the "
                                           "reverse of edge (edge_id - num_input_edges)"}
-        if source.labels is not None:
-            labels = np.ascontiguousarray(source.labels)
-            if labels.shape[0] != source.num_nodes:
-                raise IngestError(f"labels: {labels.shape[0]} rows, but the graph has {source.num_nodes} nodes")
-            writer.write_array("node/label", labels)
-            m["labels"] = {"shape": list(labels.shape), "dtype": str(labels.dtype),
-                           "task_type": source.task_type, "num_classes": source.num_classes}
+        if labels is not None:
+            writer.write_array("node/label", labels.values)
+            m["labels"] = labels.manifest_entry()
             if source.extra.get("label_classes") is not None:
                 m["labels"]["classes"] = list(source.extra["label_classes"])
         if source.splits:
@@ -249,7 +266,74 @@ def ingest(source: DatasetSource | str | os.PathLike, dest: str | os.PathLike,
         report("writing", 0, 1)
         writer.commit()
         report("writing", 1, 1)
-    return GraphStore.open(dest)
+
+
+def _write_topology_and_features(source: DatasetSource, writer: StoreWriter, options: IngestOptions,
+                                 memory_limit: int, feature_dtype: np.dtype, report: ProgressFn):
+    """Build the CSC and, side by side when memory allows, the node features; ``(stats, dim)``."""
+    csc_options = CscOptions(
+        add_reverse_edges=options.add_reverse_edges, remove_self_loops=options.remove_self_loops,
+        deduplicate=options.deduplicate, sort_neighbors=options.sort_neighbors,
+        build_csr=options.build_csr, memory_limit=memory_limit,
+    )
+    # Node features stream into their array in a second thread while the topology is
+    # built: both stages release the GIL (inflate, Numba parsing and scattering).
+    features_job = None
+    # Under a tight memory limit the stages run one after the other, so their working
+    # sets do not add up.
+    concurrent = memory_limit >= CONCURRENT_STAGES_MIN_MEMORY
+    pool = ThreadPoolExecutor(1, thread_name_prefix="ingest-features") if (
+        concurrent and source.node_features is not None and _threadsafe_numba()) else None
+    stop = threading.Event()
+    dim = None
+
+    def write_node_features() -> int:
+        return _write_rows(writer, "node/feat", source.node_features(), source.num_nodes,
+                           source.feature_dim, feature_dtype, options, report, "node features",
+                           what="nodes", expected_from=source.extra.get("num_nodes_file"), stop=stop)
+
+    try:
+        if pool is not None:
+            features_job = pool.submit(write_node_features)
+        stats = build_csc(_non_empty(source), source.num_nodes, writer, csc_options, progress=report)
+        if source.num_input_edges is not None and stats.num_input_edges != source.num_input_edges:
+            where = source.extra.get("edge_file", "edge list")
+            declared_in = source.extra.get("num_edges_file", "the dataset's metadata")
+            raise IngestError(f"{where}: {stats.num_input_edges} edges, but {declared_in} says "
+                              f"{source.num_input_edges}")
+        if source.node_features is not None:
+            dim = features_job.result() if features_job is not None else write_node_features()
+    except BaseException:
+        stop.set()
+        if features_job is not None:
+            features_job.cancel()
+            try:
+                features_job.result()
+            except BaseException:  # noqa: BLE001 - the first error is the one reported
+                pass
+        raise
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True)
+    return stats, dim
+
+
+def _check_node_count(source: DatasetSource, options: IngestOptions) -> None:
+    """Refuse a declared N far above the nodes the edges can touch (unless allowed)."""
+    edges = source.num_input_edges
+    if options.allow_isolated_nodes or source.num_nodes_backed or edges is None:
+        return
+    if source.labels is not None and len(source.labels) == source.num_nodes:
+        return
+    touchable = 2 * int(edges)
+    if source.num_nodes <= max(ISOLATED_NODES_FLOOR, ISOLATED_NODES_FACTOR * touchable):
+        return
+    origin = source.extra.get("num_nodes_from")
+    where = source.extra.get("num_nodes_file") or (
+        f"{source.source_path}: {origin}" if origin else source.extra.get("edge_file", source.source_path))
+    raise IngestError(f"{where}: {source.num_nodes:,} nodes declared, but the {edges:,} edges touch at "
+                      f"most {touchable:,}; pass --allow-isolated-nodes to keep the others as isolated "
+                      f"nodes")
 
 
 def _non_empty(source: DatasetSource) -> Iterator:
@@ -288,12 +372,43 @@ def _check_splits(source: DatasetSource) -> None:
         bad = np.flatnonzero((ids < 0) | (ids >= n))
         if bad.size:
             raise IngestError(f"{where}: line {bad[0] + 1}: node id {ids[bad[0]]} out of range [0, {n})")
+        _check_unique_split(ids, name, where)
         for other, other_ids in seen.items():
             common = np.intersect1d(ids, other_ids)
             if common.size:
                 raise IngestError(f"{where}: {common.size} node(s) also in split {other!r}, "
                                   f"first: {common[:5].tolist()}")
         seen[name] = ids
+
+
+def _check_unique_split(ids: np.ndarray, name: str, where: str) -> None:
+    """An ID listed twice in one split would weigh that node twice: refuse it."""
+    if ids.size < 2:
+        return
+    order = np.argsort(ids, kind="stable")
+    ordered = ids[order]
+    repeats = np.flatnonzero(ordered[1:] == ordered[:-1])
+    if repeats.size:
+        later = int(order[repeats + 1].min())        # the first entry repeating an earlier one
+        node = int(ids[later])
+        first = int(np.flatnonzero(ids == node)[0])
+        raise IngestError(f"{where}: split {name!r}: node {node} listed twice (lines {first + 1} "
+                          f"and {later + 1})")
+
+
+def _to_float16(values: np.ndarray, block: RowBlock, clamp: bool) -> np.ndarray:
+    """``values`` as float16; a finite value beyond ±65504 is refused (or clamped with ``clamp``)."""
+    with np.errstate(over="ignore"):            # overflow is detected below, by value
+        out = values.astype(np.float16)
+    overflow = np.isinf(out) & np.isfinite(values) if values.dtype.kind == "f" else np.isinf(out)
+    if not overflow.any():
+        return out
+    if clamp:
+        return np.clip(values, -FLOAT16_MAX, FLOAT16_MAX).astype(np.float16)
+    row, col = np.argwhere(overflow)[0]
+    raise IngestError(f"{block.source}: line {block.first_line + row}, column {col + 1}: value "
+                      f"{values[row, col]} does not fit in float16 (|x| <= {FLOAT16_MAX:g}); "
+                      f"use --feature-dtype float32, or --clamp-float16 to clamp it")
 
 
 def _write_rows(writer: StoreWriter, key: str, blocks: Iterator[RowBlock], num_rows: int,
@@ -325,7 +440,10 @@ def _write_rows(writer: StoreWriter, key: str, blocks: Iterator[RowBlock], num_r
                 row, col = np.argwhere(~finite)[0]
                 raise IngestError(f"{block.source}: line {block.first_line + row}, column {col + 1}: "
                                   f"non-finite value {values[row, col]} (pass --allow-nonfinite to keep it)")
-        rows_writer.write(values.astype(dtype, copy=False))
+        if dtype == np.float16:
+            rows_writer.write(_to_float16(values, block, options.clamp_float16))
+        else:
+            rows_writer.write(values.astype(dtype, copy=False))
         done += values.shape[0]
         report(stage, done, num_rows)
     if rows_writer is None:

@@ -59,7 +59,11 @@ class DatasetSource:
         external_ids: external ID of every dense node (int64 or string Arrow array) when
             the source had non-dense IDs, else None.
         node_table: extra per-node columns (one row per dense ID), or None.
-        extra: anything else worth recording in the manifest's provenance.
+        num_nodes_backed: True when per-node data read up front (a node table, feature
+            rows, labels) has ``num_nodes`` rows; False when N is only declared (or the
+            largest ID + 1), which the pipeline bounds by the number of edges.
+        extra: anything else worth recording in the manifest's provenance (``label_file``
+            names the labels' file in error messages).
     """
 
     name: str
@@ -79,4 +83,5 @@ class DatasetSource:
     split_sources: dict[str, str] = field(default_factory=dict)
     external_ids: pa.Array | None = None
     node_table: pa.Table | None = None
+    num_nodes_backed: bool = False
     extra: dict = field(default_factory=dict)

@@ -23,10 +23,10 @@ node set) and reordered cluster by cluster, original order kept inside a cluster
 the token stays at position 0 as a cluster of its own. ``reorder="store"`` uses
 the store's global partition (``graphpipe partition STORE --parts K``) restricted
 to the sequence instead. ``pattern="cluster-sparse"`` adds the block format of
-:func:`graphpipe.ops.cluster_sparse.cluster_sparse_pattern` over those clusters.
+:func:`graphpipe.ops.attention.cluster_sparse.cluster_sparse_pattern` over those clusters.
 
 Graph-level store layout (written by
-:func:`graphpipe.ingest.generate_graph_level.write_graph_level_store`):
+:func:`graphpipe.synthetic.graph_level.write_graph_level_store`):
 ``graph/ptr`` int64 ``(G + 1,)`` (graph ``g`` owns nodes ``[ptr[g], ptr[g + 1])``),
 ``graph/label`` int64 ``(G,)``, and split tables holding **graph** IDs.
 
@@ -50,8 +50,9 @@ import numba
 import numpy as np
 import torch
 
-from graphpipe.loaders.stages import GraphData, resolve_graph_data
-from graphpipe.ops.cluster_sparse import (
+from graphpipe.loaders.graph_data import GraphData, resolve_graph_data
+from graphpipe.ops._core.checks import check_int
+from graphpipe.ops.attention.cluster_sparse import (
     ClusterSparsePattern,
     ThresholdTuner,
     cluster_sparse_pattern,
@@ -61,9 +62,9 @@ from graphpipe.ops.partition import (
     cluster_offsets,
     cluster_permutation,
     induced_subgraph,
-    partition_keys,
     symmetric_csr,
 )
+from graphpipe.store.derived import partition_keys
 
 __all__ = [
     "ClusterLoader",
@@ -106,7 +107,7 @@ class SequenceBatch:
         offsets: int64 ``(K + 1,)`` cluster boundaries over positions (the token is a
             cluster of its own at the front) when reordered and ``B == 1``; else None.
         cluster_sparse: the cluster-sparse rewrite of the pattern
-            (:func:`graphpipe.ops.cluster_sparse.cluster_sparse_pattern`) when
+            (:func:`graphpipe.ops.attention.cluster_sparse.cluster_sparse_pattern`) when
             ``pattern="cluster-sparse"``; else None. ``indptr``/``indices`` keep the
             exact pattern.
         spd: int64 ``(B, S, S)`` shortest-path-distance buckets over the symmetrised
@@ -343,14 +344,6 @@ _PATTERNS = ("sparse", "cluster-sparse")
 _PLACEMENTS = ("random", "cover")
 
 
-def _check_int(value: Any, name: str, minimum: int, *, allow_none: bool = False) -> int | None:
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"'{name}' must be an integer >= {minimum} (got {value!r})")
-    return int(value)
-
-
 def _check_choice(value: Any, name: str, choices: tuple) -> Any:
     if not isinstance(value, str) or value not in choices:
         raise ValueError(f"'{name}' must be one of {list(choices)} (got {value!r})")
@@ -389,7 +382,7 @@ class ClusterLoader:
 
     **Graph-level stores** (``graph/ptr`` int64 ``(G + 1,)``: graph ``g`` owns nodes
     ``[ptr[g], ptr[g + 1])``; ``graph/label`` int64 ``(G,)``; the store's splits hold
-    *graph* IDs, see :mod:`graphpipe.ingest.generate_graph_level`): each graph is
+    *graph* IDs, see :mod:`graphpipe.synthetic.graph_level`): each graph is
     one sequence, ``batch_size`` graphs per batch padded to the longest (or to
     ``seq_len`` when given), ``graph_y`` the graph labels, ``y`` all -100, degrees
     within the graph. Padding positions get only a self-loop.
@@ -418,7 +411,7 @@ class ClusterLoader:
         block: d_b of the cluster-sparse format.
         threshold: cluster-sparse transfer threshold: a float (a multiplier of the
             sequence's ``β_G = nnz / S²`` when ``threshold_relative``, else absolute),
-            or a :class:`graphpipe.ops.cluster_sparse.ThresholdTuner` (its current
+            or a :class:`graphpipe.ops.attention.cluster_sparse.ThresholdTuner` (its current
             threshold, read per sequence; :meth:`set_threshold` replaces it).
         threshold_relative: see ``threshold``.
         placement: ``"random"`` or ``"cover"`` sub-block placement (seeded by ``seed``).
@@ -449,14 +442,14 @@ class ClusterLoader:
         self.reorder = _check_choice(reorder, "reorder", _REORDERS)
         self.pattern = _check_choice(pattern, "pattern", _PATTERNS)
         self.placement = _check_choice(placement, "placement", _PLACEMENTS)
-        self.parts = _check_int(parts, "parts", 1)
-        self.block = _check_int(block, "block", 1)
-        self.seed = _check_int(seed, "seed", 0)
-        self.max_degree = _check_int(max_degree, "max_degree", 0)
-        self.max_dist = _check_int(max_dist, "max_dist", 1)
-        self.spd_max_len = _check_int(spd_max_len, "spd_max_len", 0)
-        self.pad_multiple = _check_int(pad_multiple, "pad_multiple", 1)
-        cache_size = _check_int(cache_size, "cache_size", 0)
+        self.parts = check_int("parts", parts, 1)
+        self.block = check_int("block", block, 1)
+        self.seed = check_int("seed", seed, 0)
+        self.max_degree = check_int("max_degree", max_degree, 0)
+        self.max_dist = check_int("max_dist", max_dist, 1)
+        self.spd_max_len = check_int("spd_max_len", spd_max_len, 0)
+        self.pad_multiple = check_int("pad_multiple", pad_multiple, 1)
+        cache_size = check_int("cache_size", cache_size, 0)
         if shuffle not in (True, False, "once"):
             raise ValueError(f"'shuffle' must be True, False or 'once' (got {shuffle!r})")
         self.shuffle = shuffle
@@ -494,7 +487,7 @@ class ClusterLoader:
     def _init_node_level(self, seq_len: Any, batch_size: Any, input_nodes: Any, min_len: int) -> None:
         if seq_len is None:
             raise ValueError("'seq_len' is required for node-level stores (got None)")
-        self.seq_len = _check_int(seq_len, "seq_len", min_len)
+        self.seq_len = check_int("seq_len", seq_len, min_len)
         if batch_size not in (None, 1) or isinstance(batch_size, bool):
             raise ValueError(f"'batch_size' must be None or 1 for node-level stores: one sequence "
                              f"per batch (got {batch_size!r})")
@@ -526,10 +519,10 @@ class ClusterLoader:
         else:
             self.graph_labels = np.full(num_graphs, IGNORE_INDEX, dtype=np.int64)
         self.labels = None
-        self.batch_size = 32 if batch_size is None else _check_int(batch_size, "batch_size", 1)
+        self.batch_size = 32 if batch_size is None else check_int("batch_size", batch_size, 1)
         self.items_per_batch = self.batch_size
         self.input_nodes = self._graph_ids(input_nodes, num_graphs)
-        self.seq_len = _check_int(seq_len, "seq_len", min_len, allow_none=True)
+        self.seq_len = check_int("seq_len", seq_len, min_len, allow_none=True)
         if self.seq_len is not None and self.input_nodes.size:
             longest = int(np.diff(ptr)[self.input_nodes].max()) + int(self.global_token)
             if longest > self.seq_len:

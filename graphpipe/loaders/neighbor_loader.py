@@ -14,20 +14,14 @@ from typing import Any
 import numpy as np
 import torch
 
+from graphpipe.loaders.graph_data import GraphData, resolve_graph_data
 from graphpipe.loaders.minibatch import MiniBatch
-from graphpipe.loaders.sampler import BaseSampler, LocalSampler
-from graphpipe.loaders.stages import (
-    FeatureCache,
-    GatherStage,
-    GraphData,
-    LoaderStats,
-    PreparedBatch,
-    ReorderStage,
-    SampleStage,
-    StatsRef,
-    TransferStage,
-    resolve_graph_data,
-)
+from graphpipe.loaders.prepared import PreparedBatch
+from graphpipe.loaders.rows import DegreeCachedRows, QuantizedRowSource, RowSource
+from graphpipe.loaders.sampler import BaseSampler, LocalSampler, SamplerInput
+from graphpipe.loaders.stages import GatherStage, ReorderStage, SampleStage, TransferStage
+from graphpipe.loaders.stats import LoaderStats, StatsRef
+from graphpipe.ops._core.checks import check_fanouts as _check_fanouts
 
 __all__ = ["NeighborLoader"]
 
@@ -85,7 +79,7 @@ class NeighborLoader:
         reorder_by: ``"match"`` (FastGL's match degree, default) or ``"overlap"`` (raw
             shared-node counts, which minimise the rows loaded directly).
         feature_bits: None (rows as stored) or 8, 4, 2, 1: low-bit feature transfer
-            (per-row stochastic quantization, :mod:`graphpipe.ops.quantize`). Store rows
+            (per-row stochastic quantization, :mod:`graphpipe.ops.features.quantize`). Store rows
             are quantized as they are gathered (rounding seeded per batch from ``seed``,
             so equal seeds give equal batches), the static cache once at build time;
             Match reuses the previous batch's quantized rows (so reused rows equal what
@@ -95,6 +89,10 @@ class NeighborLoader:
 
     Attributes:
         stats: :class:`LoaderStats` of the current (or last) epoch.
+        rows: the :class:`graphpipe.loaders.rows.RowSource` the gather stage reads (the
+            store's rows, wrapped in the degree cache and in quantization when asked),
+            None with ``features=False``.
+        cache: the :class:`graphpipe.loaders.rows.DegreeCachedRows` of ``cache="degree"``.
     """
 
     def __init__(self, store_or_arrays: Any, fanouts: Sequence[int], batch_size: int, *,
@@ -147,36 +145,42 @@ class NeighborLoader:
             raise ValueError("'store_or_arrays' has no node features ('node/feat' or 'x'); "
                              "pass features=False to load topology and labels only")
         self.input_nodes = _resolve_input_nodes(input_nodes, self.data)
-        if self.features and cache == "degree":
-            budget = _cache_budget(cache_rows, self.data.num_nodes)
-            self.cache: FeatureCache | None = FeatureCache.by_degree(self.data, budget)
-        else:
-            if cache is not None:
-                _cache_budget(cache_rows, self.data.num_nodes)
-            self.cache = None
+        self.cache: DegreeCachedRows | None = None
+        self.rows = self._row_source(cache, cache_rows)
 
         self.sampler = sampler if sampler is not None else LocalSampler(
             self.data.indptr, self.data.indices, self.fanouts, replace=replace, num_threads=num_threads)
-        if not hasattr(self.sampler, "sample_from_nodes"):
-            raise ValueError(f"'sampler' must have a sample_from_nodes method (got {type(sampler).__name__})")
-        bind = getattr(self.sampler, "bind_fanouts", None)
-        if sampler is not None and callable(bind):  # e.g. RemoteSampler: learns the loader's fanouts
-            bind(self.fanouts, replace)
+        if not isinstance(self.sampler, BaseSampler):
+            raise ValueError(f"'sampler' must be a graphpipe.loaders.BaseSampler "  # noqa: TRY004 - the project reports bad arguments as ValueError
+                             f"(got {type(sampler).__name__})")
+        if sampler is not None and self.sampler.supports_bind_fanouts:  # e.g. RemoteSampler
+            self.sampler.bind_fanouts(self.fanouts, replace)
 
         self._stats = StatsRef()
-        on_device = self.device.type != "cpu" and self.features
         self.sample = SampleStage(self.sampler, self._stats)
         self.reorder = ReorderStage(match_reorder is True, self._stats, reorder_by)
-        self.gather = GatherStage(self.data, self.cache, match_reorder in (True, "match"), self._stats,
-                                  features=self.features, on_device=on_device,
-                                  pin_memory=self.device.type == "cuda",
-                                  feature_bits=self.feature_bits if self.features else None,
-                                  seed=self.seed)
-        self.transfer = TransferStage(self.device, self.data,
-                                      self.cache if self.feature_bits is None else None, self._stats)
+        self.gather = GatherStage(self.rows, self.data.num_nodes, self.data.labels,
+                                  match_reorder in (True, "match"), self._stats,
+                                  on_device=self.device.type != "cpu",
+                                  pin_memory=self.device.type == "cuda", seed=self.seed)
+        self.transfer = TransferStage(self.device, self.rows, self._stats)
         self._epoch = 0
         self._active: weakref.ref | None = None
         self._handed_out: tuple[torch.Tensor, int] | None = None  # last x given out, its version
+
+    def _row_source(self, cache: str | None, cache_rows: float) -> RowSource | None:
+        """The feature rows the gather stage reads: the store's, wrapped in the degree cache
+        (``cache="degree"``, kept as :attr:`cache`) and in quantization (``feature_bits``)."""
+        budget = _cache_budget(cache_rows, self.data.num_nodes) if cache is not None else 0
+        if not self.features:
+            return None
+        rows: RowSource = self.data.feature_rows()
+        if cache == "degree":
+            rows = self.cache = DegreeCachedRows.by_degree(rows, self.data.indptr, budget,
+                                                           store=self.data.store)
+        if self.feature_bits is not None:
+            rows = QuantizedRowSource(rows, self.feature_bits, seed=self.seed)
+        return rows
 
     # -- sizes --------------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -220,12 +224,12 @@ class NeighborLoader:
         """Steps 1–3 of one epoch: sample each window, reorder it, gather each batch.
 
         With ``sample_ahead`` the next window is sampled in a helper thread while the
-        batches of the current one are gathered, or, when the sampler has
-        ``sample_stream``, the next windows are streamed through it.
+        batches of the current one are gathered, or, when the sampler declares
+        ``supports_stream``, the next windows are streamed through it.
         """
         batches = self.epoch_batches(epoch)
         keys = self.batch_keys(epoch, len(batches))
-        windows = [(batches[s:s + self.window], keys[s:s + self.window])
+        windows = [SamplerInput(batches[s:s + self.window], keys[s:s + self.window])
                    for s in range(0, len(batches), self.window)]
         if not windows:
             return
@@ -233,7 +237,7 @@ class NeighborLoader:
             for seed_batches, window_keys in windows:
                 yield from self._reorder_and_gather(self.sample(seed_batches, window_keys), window_keys)
             return
-        if hasattr(self.sampler, "sample_stream"):  # the sampler keeps windows in flight itself
+        if self.sampler.supports_stream:  # the sampler keeps windows in flight itself
             stream = self.sample.stream(windows)
             try:
                 for (_seed_batches, window_keys), outputs in zip(windows, stream):
@@ -413,18 +417,6 @@ def _progress_bar(total: int, epoch: int) -> tuple[Any, Any]:
 
 
 # -- argument checks ----------------------------------------------------------------------------
-def _check_fanouts(fanouts: Sequence[int]) -> list[int]:
-    if isinstance(fanouts, (str, bytes)) or not hasattr(fanouts, "__len__"):
-        raise ValueError(f"'fanouts' must be a sequence of integers (got {fanouts!r})")
-    values = list(fanouts)
-    if not values:
-        raise ValueError("'fanouts' must not be empty (got [])")
-    for f in values:
-        if isinstance(f, bool) or not isinstance(f, (int, np.integer)) or f < -1:
-            raise ValueError(f"'fanouts' entries must be integers >= -1 (got {values})")
-    return [int(f) for f in values]
-
-
 def _resolve_input_nodes(input_nodes: Any, data: GraphData) -> np.ndarray:
     if input_nodes is None:
         return np.arange(data.num_nodes, dtype=np.int64)

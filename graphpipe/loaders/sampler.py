@@ -1,36 +1,76 @@
 """The sampler interface the loaders compose (PyG ``BaseSampler`` style) and the local
 Fused-Map sampler.
 
-A sampler turns a window of seed batches into sampled subgraphs; it knows
-nothing about features, devices or batch order. Anything with a
-``sample_from_nodes`` method of this signature plugs into
-:class:`graphpipe.loaders.NeighborLoader` (``sampler=``), e.g. a remote sampler
-that asks a sampling service over Arrow Flight.
+A sampler turns a window of seed batches (a :class:`SamplerInput`) into sampled
+subgraphs; it knows nothing about features, devices or batch order. A subclass of
+:class:`BaseSampler` plugs into :class:`graphpipe.loaders.NeighborLoader`
+(``sampler=``), e.g. a remote sampler that asks a sampling service over Arrow Flight.
+It implements :meth:`BaseSampler.sample_from_nodes` and declares its optional
+abilities (zarr's ``supports_*`` style; the loader asks these, never ``hasattr``):
+
+* ``supports_stream``: :meth:`BaseSampler.sample_stream` keeps several windows in
+  flight itself; a prefetching loader then streams its windows through it instead of
+  sampling one window ahead in a helper thread;
+* ``supports_bind_fanouts``: :meth:`BaseSampler.bind_fanouts` takes the loader's
+  fanouts (and ``replace``); a loader given such a sampler calls it once.
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
 from graphpipe.allocator import tune_allocator
 from graphpipe.ops.sampling import SampleOutput, sample_neighbors_batches
 
-__all__ = ["BaseSampler", "LocalSampler", "SampleOutput"]
+__all__ = ["BaseSampler", "LocalSampler", "SampleOutput", "SamplerInput"]
+
+
+class SamplerInput(NamedTuple):
+    """One window of seed batches for a sampler (PyG's ``NodeSamplerInput``, per window).
+    A tuple, so ``seed_batches, keys = window`` unpacks it.
+
+    Attributes:
+        seed_batches: per batch, int64 ``(B_i,)`` unique global node IDs (the seeds).
+        keys: per batch, a non-negative integer random key.
+    """
+
+    seed_batches: Sequence[np.ndarray]
+    keys: Sequence[int]
 
 
 class BaseSampler(abc.ABC):
     """Samples the multi-hop neighbourhoods of a window of seed batches.
 
-    A sampler that can keep several windows in flight (the service's
-    :class:`graphpipe.service.RemoteSampler`) may also define
-    ``sample_stream(windows, *, depth)``: an iterator over ``(seed_batches, seeds)``
-    pairs yielding, in order, what :meth:`sample_from_nodes` returns for each; a
-    prefetching :class:`graphpipe.loaders.NeighborLoader` then streams its windows
-    through it instead of sampling one window ahead in a helper thread.
+    Subclasses implement :meth:`sample_from_nodes`; the optional abilities have
+    defaults and are declared by ``supports_*`` properties (see the module docstring).
     """
+
+    @property
+    def supports_stream(self) -> bool:
+        """True when :meth:`sample_stream` keeps windows in flight itself (default False:
+        the loader samples one window ahead in a helper thread instead)."""
+        return False
+
+    @property
+    def supports_bind_fanouts(self) -> bool:
+        """True when the sampler takes the loader's fanouts through :meth:`bind_fanouts`."""
+        return False
+
+    def bind_fanouts(self, fanouts: Sequence[int], replace: bool = False) -> None:
+        """Take the loader's ``fanouts`` and ``replace`` (default: the sampler has its own,
+        nothing to do)."""
+
+    def sample_stream(self, windows: Iterable[SamplerInput], *,
+                      depth: int = 2) -> Iterator[list[SampleOutput]]:
+        """What :meth:`sample_from_nodes` returns for each ``(seed_batches, keys)`` of
+        ``windows``, in order, up to ``depth`` windows in flight (default: one window at a
+        time, in the caller's thread)."""
+        for seed_batches, keys in windows:
+            yield self.sample_from_nodes(seed_batches, keys)
 
     @abc.abstractmethod
     def sample_from_nodes(self, seed_batches: Sequence[np.ndarray],

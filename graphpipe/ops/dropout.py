@@ -22,17 +22,14 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
+from graphpipe.ops._core.rng import splitmix64
+
 __all__ = ["dropout_keep_mask", "relu_dropout"]
 
 _CHUNK = 1 << 16
 
 
-@numba.njit(inline="always")
-def _splitmix(z: np.uint64) -> np.uint64:
-    z = z + np.uint64(0x9E3779B97F4A7C15)
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
+_splitmix = splitmix64  # graphpipe.ops._core.rng: mix64(z + GOLDEN)
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)

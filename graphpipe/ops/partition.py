@@ -18,11 +18,10 @@ both ways, self-loops dropped, duplicates merged.
 - :class:`SequencePartitioner`: METIS per sequence (on the induced subgraph) with a
   small LRU cache keyed by the sequence's node *set* (hash of the sorted IDs) and the
   METIS parameters, since sequences repeat across epochs.
-- :func:`write_partition`: stores ``partition/k{K}/part``, ``/perm``, ``/inverse`` in a
-  store as derived arrays (called by ``graphpipe partition``).
 
-Nothing here reads files except :func:`write_partition`, which receives an open
-store object and uses its ``edit()`` method.
+Nothing here reads or writes files: :func:`graphpipe.derive.write_partition` stores
+``partition/k{K}/part``, ``/perm``, ``/inverse`` as derived arrays of a store (called by
+``graphpipe partition``).
 """
 
 from __future__ import annotations
@@ -44,9 +43,7 @@ __all__ = [
     "edge_cut",
     "induced_subgraph",
     "metis_partition",
-    "partition_keys",
     "symmetric_csr",
-    "write_partition",
 ]
 
 
@@ -366,64 +363,3 @@ class SequencePartitioner:
         perm, inverse = cluster_permutation(parts)
         return SequencePartition(parts, perm, inverse, cluster_offsets(parts, self.num_parts),
                                  int(cut))
-
-
-def partition_keys(num_parts: int) -> dict[str, str]:
-    """Store keys of a K-way partition: ``{"part", "perm", "inverse"}`` -> array key."""
-    k = _check_parts_arg(num_parts)
-    return {name: f"partition/k{k}/{name}" for name in ("part", "perm", "inverse")}
-
-
-def write_partition(store: Any, num_parts: int, *, recursive: bool = False, seed: int = 0,
-                    overwrite: bool = False) -> dict[str, Any]:
-    """Partition a store's graph and add the result as derived arrays.
-
-    Writes ``partition/k{K}/part`` (int32 ``(N,)``), ``partition/k{K}/perm`` and
-    ``partition/k{K}/inverse`` (int64 ``(N,)``, see :func:`cluster_permutation`) and
-    ``manifest["derived"]["partition_k{K}"]`` (edge cut, parameters, part sizes). Other
-    K's entries and every other array are left untouched.
-
-    Args:
-        store: an open :class:`graphpipe.store.GraphStore`.
-        num_parts: K.
-        recursive, seed: as in :func:`metis_partition`.
-        overwrite: replace an existing K-way partition (only its own keys); without it
-            an existing one raises ``ValueError``.
-
-    Returns:
-        The manifest entry written.
-    """
-    k = _check_parts_arg(num_parts)
-    name = f"partition_k{k}"
-    keys = partition_keys(k)
-    derived = store.manifest.get("derived") or {}
-    exists = name in derived or any(store.has_array(key) for key in keys.values())
-    if exists and not overwrite:
-        raise ValueError(f"{store.path}: a {k}-way partition is already stored ({name}); "
-                         f"pass overwrite=True (--overwrite) to replace it")
-    result = metis_partition(store.indptr, store.indices, k, recursive=recursive, seed=seed)
-    perm, inverse = cluster_permutation(result.parts, k)
-    sizes = np.bincount(result.parts.astype(np.int64), minlength=k)
-    entry = {
-        "method": "metis",
-        "num_parts": k,
-        "recursive": bool(recursive),
-        "seed": int(seed),
-        "objective": "edge_cut",
-        "edge_cut": int(result.edge_cut),
-        "part_sizes": [int(s) for s in sizes],
-        "arrays": keys,
-    }
-    with store.edit() as editor:
-        editor.write_array(keys["part"], result.parts, replace=exists)
-        editor.write_array(keys["perm"], perm, replace=exists)
-        editor.write_array(keys["inverse"], inverse, replace=exists)
-        if editor.manifest.get("derived") is None:
-            editor.manifest["derived"] = {}
-        editor.manifest["derived"][name] = entry
-        editor.commit()
-    store.manifest = type(store).open(store.path).manifest
-    if hasattr(store, "_cache"):
-        for key in keys.values():
-            store._cache.pop(key, None)
-    return entry

@@ -7,7 +7,9 @@ so any language with a Flight client can call it.
 Protocol (version 1)
 --------------------
 
-Transport: Arrow Flight over gRPC, ``grpc://HOST:PORT``. When the server has a token
+Transport: Arrow Flight over gRPC, ``grpc://HOST:PORT``, or ``grpc+tls://HOST:PORT`` when
+the server has a certificate (``--tls-cert``/``--tls-key``; clients pass the roots to
+trust, ``Client(url, tls_root_certs=PEM)``). When the server has a token
 (``--token-file``), every call must carry the header ``authorization: Bearer <token>``;
 otherwise it fails with status UNAUTHENTICATED.
 
@@ -18,14 +20,18 @@ request order, streaming: each request batch is answered as soon as it is read, 
 client may also keep the stream open and send its next request after reading the
 previous answer (:meth:`Client.sample_stream` holds a few such streams to keep
 windows in flight). Unknown parameters, wrong schemas, nulls, out-of-range or
-duplicate IDs, bad fanouts and requests over the limits (``--max-seeds``,
-``--max-rows``, and ``--max-response-bytes`` for a response record batch: one sampled
-batch with its feature rows, or one ``features`` batch) fail the call with status
-INVALID_ARGUMENT and a message naming the field, the value and the limit; the server
-keeps serving.
+duplicate IDs, bad fanouts, JSON over 64 KiB or nested deeper than 4 levels, and
+requests over the limits (``--max-seeds``, ``--max-rows``, ``--max-request-bytes`` for
+an upper bound, computed before any work, of what one ``sample`` request batch makes
+the server allocate, and ``--max-response-bytes`` for a response record batch: one
+sampled batch with its feature rows, or one ``features`` batch) fail the call with
+status INVALID_ARGUMENT and a message naming the field, the value and the limit; the
+server keeps serving. Error replies carry no traceback and no server path; an
+unexpected server error is status INTERNAL with only ``internal error, request id
+ID``, and the server's log has the traceback under that ID.
 
-``sample`` — parameters ``fanouts`` (list of ints >= -1, seed hop first, -1 = all
-neighbours), ``replace`` (bool, default false), ``features`` (bool, default false),
+``sample`` — parameters ``fanouts`` (1 to 16 ints in [-1, 2**31-1], seed hop first,
+-1 = all neighbours), ``replace`` (bool, default false), ``features`` (bool, default false),
 ``labels`` (bool, default false).
   Request: ``seeds: list<int64>`` (unique dense IDs of one batch), ``key: int64``
   (>= 0, the batch's random key); one row per seed batch, at most ``--max-seeds`` seeds
@@ -69,13 +75,16 @@ Metadata operations use **DoAction**; the result is one UTF-8 JSON body: ``info`
 Shared memory (same host, optional; :mod:`graphpipe.service.arena`). A client on the
 server's host may receive ``sample`` responses without the network copies:
 
-- DoAction ``attach_arena`` with body ``{"bytes": N, "pid": CLIENT_PID}`` → ``{"arena": ID,
+- DoAction ``attach_arena`` with body ``{"bytes": N}`` → ``{"arena": ID,
   "path": FILE, "bytes": N, "nonce": HEX}``: the server created ``FILE`` (under
   ``/dev/shm``, mode 0600, all ``N`` bytes allocated; at most ``--shared-memory-mib``
   over all clients, else INVALID_ARGUMENT naming the limit). The client maps it
-  read-write, checks that it starts with the nonce, and unlinks it. DoAction
-  ``detach_arena`` ``{"arena": ID}`` gives it back; the server also drops the arenas of
-  processes that exited and of arenas no call used for 10 minutes.
+  read-write, checks that it starts with the nonce, and unlinks it. The arena belongs
+  to the connection that attached it (only loopback peers of the server's own user get
+  one; a ``"pid"`` in the body is ignored): other connections that name it get no arena.
+  DoAction ``detach_arena`` ``{"arena": ID}`` gives it back; the server also drops the
+  arenas whose connection closed and those no call used for 10 minutes, and removes
+  on start the arena files of its dead predecessors.
 - ``sample`` with the parameter ``"arena": ID``: each response row that fits in a free
   segment of the arena is written there as an Arrow IPC stream (the response schema and
   a one-row record batch) and announced by a metadata-only message (no record batch)

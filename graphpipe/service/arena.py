@@ -15,7 +15,17 @@ result.
 
 Server side: :class:`ServerArena` (one per attached client) and :class:`ArenaRegistry`
 (attach, detach, and a reaper that unlinks files nobody mapped and drops the arenas of
-clients that exited or fell silent). Client side: :class:`ClientArena`.
+connections that closed or fell silent). Client side: :class:`ClientArena`.
+
+Ownership. An arena belongs to the connection that attached it (its gRPC peer address,
+with the authenticated identity when there is one; a token server has already refused
+calls without the token): a call from any other connection that names it is treated as
+naming no arena (its batches go over Flight, its frees are ignored, a detach answers
+false). Arenas are handed out only to loopback peers, and only when the peer's socket,
+as ``/proc/net/tcp`` lists it, belongs to the server's own user (the file is mode 0600
+anyway). The server trusts no process ID a client sends. On start the registry removes
+the arena files that servers of this user left in its directory when they died
+(``graphpipe-arena-<server pid>-<hex>`` whose server pid no longer runs).
 """
 
 from __future__ import annotations
@@ -24,7 +34,9 @@ import bisect
 import logging
 import mmap
 import os
+import re
 import secrets
+import stat
 import threading
 import time
 import weakref
@@ -34,7 +46,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["ALIGN", "HEADER_BYTES", "ArenaRegistry", "ClientArena", "ServerArena"]
+from graphpipe.service import peers
+
+__all__ = ["ALIGN", "HEADER_BYTES", "ArenaRegistry", "ClientArena", "ServerArena", "remove_stale_files"]
 
 log = logging.getLogger("graphpipe.service")
 
@@ -43,6 +57,8 @@ ALIGN = 64
 #: the arena's first bytes hold a random nonce the client checks after mapping
 HEADER_BYTES = ALIGN
 MIN_ARENA_BYTES = 1 << 20
+#: names of arena files: ``graphpipe-arena-<server pid>-<16 hex digits>``
+_FILE_NAME = re.compile(r"graphpipe-arena-(\d+)-[0-9a-f]{16}")
 
 
 def _round_up(n: int) -> int:
@@ -57,11 +73,12 @@ class ServerArena:
             else by :meth:`unlink` (the reaper, :meth:`ArenaRegistry.close`).
         nbytes: arena size in bytes (allocated up front: ``OSError`` ENOSPC when the
             file system cannot hold it).
-        pid: the client's process ID (the reaper drops the arena once it exited).
+        owner: the connection that attached it (see the module docstring); the reaper
+            drops the arena once that connection closed.
     """
 
-    def __init__(self, path: str, nbytes: int, pid: int):
-        self.path, self.nbytes, self.pid = path, int(nbytes), int(pid)
+    def __init__(self, path: str, nbytes: int, owner: str):
+        self.path, self.nbytes, self.owner = path, int(nbytes), str(owner)
         self.id = secrets.token_hex(8)
         self.nonce = secrets.token_bytes(16)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
@@ -154,10 +171,12 @@ class ServerArena:
 class ArenaRegistry:
     """The arenas a server handed out, at most ``max_bytes`` in all, under ``directory``.
 
+    On start it removes the stale arena files of dead servers (:func:`remove_stale_files`).
     A reaper thread (every ``reap_interval`` seconds) unlinks an arena's file when its
     client has not mapped it after ``unmapped_timeout`` seconds, and drops arenas whose
-    client process is gone (same host: ``kill(pid, 0)``) or that no call used for
-    ``idle_timeout`` seconds (their client then gets its batches over Flight).
+    connection closed (its socket no longer established, see :mod:`graphpipe.service.peers`)
+    or that no call used for ``idle_timeout`` seconds (their client then gets its batches
+    over Flight).
     """
 
     def __init__(self, max_bytes: int, directory: str = "/dev/shm", *, idle_timeout: float = 600.0,
@@ -169,6 +188,10 @@ class ArenaRegistry:
         self._stop = threading.Event()
         self._reaper = None
         if self.enabled:
+            removed = remove_stale_files(directory)
+            if removed:
+                log.info("removed %d stale shared-memory arena file(s) of dead servers from %s",
+                         len(removed), directory)
             self._reaper = threading.Thread(target=self._reap_loop, args=(reap_interval,),
                                             name="graphpipe-arena-reaper", daemon=True)
             self._reaper.start()
@@ -178,17 +201,18 @@ class ArenaRegistry:
         """Whether this server hands out arenas at all."""
         return self.max_bytes > 0 and os.path.isdir(self.directory)
 
-    def attach(self, nbytes: Any, pid: Any) -> ServerArena:
-        """A new arena of ``nbytes`` for the client process ``pid``; ValueError naming the
-        limit when refused, OSError when the file system cannot hold it."""
+    def attach(self, nbytes: Any, owner: str) -> ServerArena:
+        """A new arena of ``nbytes`` for the connection ``owner`` (a gRPC peer string);
+        ValueError naming the reason when refused, OSError when the file system cannot
+        hold it."""
         if not self.enabled:
             raise ValueError("this server hands out no shared memory (--shared-memory-mib 0 "
                              f"or no {self.directory})")
-        for name, value in (("bytes", nbytes), ("pid", pid)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"'{name}' must be a positive integer (got {value!r})")
+        if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 1:
+            raise ValueError(f"'bytes' must be a positive integer (got {nbytes!r:.40})")
         if nbytes < MIN_ARENA_BYTES:
             raise ValueError(f"'bytes' must be at least {MIN_ARENA_BYTES} (got {nbytes})")
+        _check_local_owner(owner)
         with self._lock:
             in_use = sum(a.nbytes for a in self._arenas.values())
             if in_use + nbytes > self.max_bytes:
@@ -196,26 +220,31 @@ class ArenaRegistry:
                                  f"--shared-memory-mib {self.max_bytes >> 20} in all ({in_use} bytes "
                                  "handed out)")
             path = os.path.join(self.directory, f"graphpipe-arena-{os.getpid()}-{secrets.token_hex(8)}")
-            arena = ServerArena(path, nbytes, pid)
+            arena = ServerArena(path, nbytes, owner)
             self._arenas[arena.id] = arena
         return arena
 
-    def get(self, arena_id: Any) -> ServerArena | None:
-        """The arena ``arena_id``; None when unknown (dropped by the reaper, or never attached)."""
+    def get(self, arena_id: Any, owner: str) -> ServerArena | None:
+        """The arena ``arena_id`` of connection ``owner``; None when unknown (dropped by the
+        reaper, never attached) or another connection's."""
         with self._lock:
             arena = self._arenas.get(arena_id) if isinstance(arena_id, str) else None
-        if arena is not None:
-            arena.last_used = time.monotonic()
-            arena.unlink()  # the client used it, so it has mapped it
+        if arena is None or arena.owner != owner:
+            return None
+        arena.last_used = time.monotonic()
+        arena.unlink()  # the client used it, so it has mapped it
         return arena
 
-    def detach(self, arena_id: Any) -> bool:
-        """Drop arena ``arena_id`` (its memory is freed once the client unmaps it too)."""
+    def detach(self, arena_id: Any, owner: str | None = None) -> bool:
+        """Drop arena ``arena_id`` (its memory is freed once the client unmaps it too);
+        with ``owner`` only when it is that connection's."""
         with self._lock:
-            arena = self._arenas.pop(arena_id, None) if isinstance(arena_id, str) else None
-        if arena is not None:
-            arena.unlink()
-        return arena is not None
+            arena = self._arenas.get(arena_id) if isinstance(arena_id, str) else None
+            if arena is None or (owner is not None and arena.owner != owner):
+                return False
+            del self._arenas[arena_id]
+        arena.unlink()
+        return True
 
     def __len__(self) -> int:
         with self._lock:
@@ -238,8 +267,9 @@ class ArenaRegistry:
             if arena.linked and now - arena.attached_at > self.unmapped_timeout:
                 arena.unlink()
             reason = None
-            if not _process_alive(arena.pid):
-                reason = f"client process {arena.pid} exited"
+            sock = peers.local_socket(arena.owner)
+            if sock is not None and sock.state != peers.ESTABLISHED:
+                reason = f"connection {arena.owner} closed"
             elif now - arena.last_used > self.idle_timeout:
                 reason = f"unused for {self.idle_timeout:.0f} s"
             if reason is not None and self.detach(arena.id):
@@ -265,12 +295,51 @@ class ArenaRegistry:
             arena.unlink()
 
 
+def _check_local_owner(owner: str) -> None:
+    """Refuse (ValueError) an arena for a peer that is not on loopback, or whose socket
+    belongs to another user (when ``/proc/net/tcp`` tells)."""
+    if not peers.is_loopback_peer(owner):
+        raise ValueError(f"shared-memory arenas are for clients on the server's host over loopback "
+                         f"(this call comes from {owner.split(' ', 1)[0]})")
+    sock = peers.local_socket(owner)
+    if sock is not None and sock is not peers.GONE and sock.uid != os.getuid():
+        raise ValueError("shared-memory arenas are for clients of the server's own user "
+                         f"(uid {os.getuid()}; this connection's is {sock.uid})")
+
+
+def remove_stale_files(directory: str) -> list[str]:
+    """Unlink the arena files in ``directory`` that servers left when they died: regular
+    files named ``graphpipe-arena-<pid>-<hex>``, owned by this user, whose ``pid`` is not
+    this process and no longer runs. Returns the names removed."""
+    removed = []
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return removed
+    me, uid = os.getpid(), os.getuid()
+    for name in names:
+        match = _FILE_NAME.fullmatch(name)
+        if match is None or int(match.group(1)) == me or _process_alive(int(match.group(1))):
+            continue
+        path = os.path.join(directory, name)
+        try:
+            info = os.lstat(path)
+            if stat.S_ISREG(info.st_mode) and info.st_uid == uid:
+                os.unlink(path)
+                removed.append(name)
+        except OSError:
+            continue
+    return removed
+
+
 def _process_alive(pid: int) -> bool:
+    if pid <= 0:
+        return True  # not a process of its own: leave the file alone
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:  # exists, owned by another user
+    except (PermissionError, OverflowError):  # exists, owned by another user / not a pid
         return True
     return True
 

@@ -98,8 +98,13 @@ class Client:
     """A connection to a graphpipe service.
 
     Args:
-        url: ``grpc://host:port`` (what ``graphpipe serve`` prints).
-        token: bearer token when the server was started with ``--token-file``.
+        url: ``grpc://host:port``, or ``grpc+tls://host:port`` for a server started with
+            ``--tls-cert``/``--tls-key`` (what ``graphpipe serve`` prints).
+        token: bearer token when the server was started with ``--token-file`` (send it
+            only over TLS or loopback: it travels in the clear otherwise).
+        tls_root_certs: PEM bytes (or a path to a PEM file) of the certificate(s) to trust
+            for a ``grpc+tls://`` server, e.g. its self-signed certificate; None: the
+            system's roots.
         timeout: per-call timeout in seconds (None: no timeout).
         tune_malloc: call :func:`graphpipe.allocator.tune_allocator` (glibc: keep
             freed memory for reuse rather than faulting fresh pages in for every
@@ -119,13 +124,14 @@ class Client:
     """
 
     def __init__(self, url: str, token: str | None = None, *, timeout: float | None = None,
-                 tune_malloc: bool = True, shared_memory: bool | None = None, arena_mib: int = 256):
-        if not isinstance(url, str) or not url.startswith(("grpc://", "grpc+tcp://")):
-            raise ValueError(f"'url' must look like grpc://host:port (got {url!r})")
+                 tune_malloc: bool = True, shared_memory: bool | None = None, arena_mib: int = 256,
+                 tls_root_certs: bytes | str | os.PathLike | None = None):
+        if not isinstance(url, str) or not url.startswith(("grpc://", "grpc+tcp://", "grpc+tls://")):
+            raise ValueError(f"'url' must look like grpc://host:port or grpc+tls://host:port (got {url!r})")
         if token is not None and (not isinstance(token, str) or not token):
-            raise ValueError(f"'token' must be a non-empty string or None (got {token!r})")
+            raise ValueError("'token' must be a non-empty string or None")
         self.url = url
-        self._flight = fl.FlightClient(url)
+        self._flight = fl.FlightClient(url, **_tls_options(url, tls_root_certs))
         headers = [(b"authorization", f"Bearer {token}".encode())] if token else []
         self._options = fl.FlightCallOptions(headers=headers, timeout=timeout)
         self._id_type: str | None = None
@@ -432,6 +438,18 @@ class Client:
         return f"Client({self.url!r})"
 
 
+def _tls_options(url: str, root_certs: bytes | str | os.PathLike | None) -> dict[str, Any]:
+    """FlightClient keyword arguments for ``url``'s transport: the trusted roots for TLS."""
+    if root_certs is None:
+        return {}
+    if not url.startswith("grpc+tls://"):
+        raise ValueError(f"'tls_root_certs' needs a grpc+tls:// url (got {url!r})")
+    if not isinstance(root_certs, bytes):
+        with open(root_certs, "rb") as fh:
+            root_certs = fh.read()
+    return {"tls_root_certs": root_certs}
+
+
 def _check_window(seed_batches: Sequence[np.ndarray], keys: Sequence[int]) -> bool:
     """Check a window's seed batches and keys; False when it is empty."""
     if len(seed_batches) != len(keys):
@@ -520,22 +538,33 @@ class RemoteSampler(BaseSampler):
     :meth:`sample_stream` (2 in flight), otherwise one call per window.
 
     Args:
-        url: ``grpc://host:port``.
+        url: ``grpc://host:port`` or ``grpc+tls://host:port``.
         token: bearer token (``--token-file`` servers).
         fanouts: neighbours per hop, seed hop first; None until :meth:`bind_fanouts`
             is called (by a loader that supports it).
         replace: sample with replacement.
         timeout: per-call timeout in seconds.
-        tune_malloc, shared_memory, arena_mib: see :class:`Client`.
+        tune_malloc, shared_memory, arena_mib, tls_root_certs: see :class:`Client`.
     """
 
     def __init__(self, url: str, token: str | None = None, *, fanouts: Sequence[int] | None = None,
                  replace: bool = False, timeout: float | None = None, tune_malloc: bool = True,
-                 shared_memory: bool | None = None, arena_mib: int = 256):
+                 shared_memory: bool | None = None, arena_mib: int = 256,
+                 tls_root_certs: bytes | str | os.PathLike | None = None):
         self.client = Client(url, token, timeout=timeout, tune_malloc=tune_malloc,
-                             shared_memory=shared_memory, arena_mib=arena_mib)
+                             shared_memory=shared_memory, arena_mib=arena_mib, tls_root_certs=tls_root_certs)
         self.fanouts = None if fanouts is None else [int(f) for f in fanouts]
         self.replace = bool(replace)
+
+    @property
+    def supports_stream(self) -> bool:
+        """Yes: :meth:`sample_stream` keeps windows in flight on the service."""
+        return True
+
+    @property
+    def supports_bind_fanouts(self) -> bool:
+        """Yes: a loader hands its fanouts over with :meth:`bind_fanouts`."""
+        return True
 
     def bind_fanouts(self, fanouts: Sequence[int], replace: bool = False) -> None:
         """Take the loader's fanouts (and ``replace``) when none were given; refuse different ones."""

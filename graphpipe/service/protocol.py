@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from graphpipe.ops.sampling import SampledBlock, SampleOutput
+from graphpipe.service.limits import parse_json
 
 __all__ = [
     "ACTIONS",
@@ -51,12 +52,10 @@ def encode_command(op: str, **params: Any) -> bytes:
 
 
 def parse_command(command: bytes) -> tuple[str, dict[str, Any]]:
-    """``(op, params)`` of a descriptor command; ValueError naming what is wrong."""
-    try:
-        doc = json.loads(bytes(command).decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"descriptor command must be UTF-8 JSON like {{\"op\": \"sample\", ...}} "
-                         f"(got {bytes(command)[:60]!r}: {exc})") from None
+    """``(op, params)`` of a descriptor command; ValueError naming what is wrong (not
+    UTF-8 JSON, over :data:`~graphpipe.service.limits.MAX_JSON_BYTES` or nested deeper
+    than :data:`~graphpipe.service.limits.MAX_JSON_DEPTH`)."""
+    doc = parse_json(command, "descriptor command", expected='UTF-8 JSON like {"op": "sample", ...}')
     if not isinstance(doc, dict) or not isinstance(doc.get("op"), str):
         raise ValueError(  # noqa: TRY004 - reported to the caller as an invalid argument
             f"descriptor command must be a JSON object with a string 'op' (got {doc!r:.80})")

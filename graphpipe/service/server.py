@@ -15,9 +15,12 @@ import hmac
 import json
 import logging
 import os
+import secrets
 import signal
+import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -26,21 +29,39 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.flight as fl
 
+from graphpipe.allocator import release_free_memory
 from graphpipe.ops.sampling import sample_neighbors
-from graphpipe.service import protocol
+from graphpipe.service import limits, protocol
 from graphpipe.service.arena import ArenaRegistry, ServerArena
 from graphpipe.service.idindex import StringIdIndex
 from graphpipe.store import GraphStore
 
-__all__ = ["BearerTokenMiddlewareFactory", "SamplingServer", "serve_until_signalled"]
+__all__ = ["BearerTokenMiddlewareFactory", "SamplingServer", "hide_reply_tracebacks",
+           "serve_until_signalled"]
 
 log = logging.getLogger("graphpipe.service")
 
 DEFAULT_MAX_SEEDS = 1 << 18
 DEFAULT_MAX_ROWS = 1 << 22
 DEFAULT_MAX_RESPONSE_BYTES = 1 << 30
+DEFAULT_MAX_REQUEST_BYTES = 2 << 30
 DEFAULT_SHARED_MEMORY_BYTES = 2 << 30
-MAX_LAYERS = 16
+MAX_LAYERS = limits.MAX_LAYERS
+#: after a call that moved more bytes than this, free heap memory goes back to the OS
+TRIM_AFTER_BYTES = 256 << 20
+
+
+def hide_reply_tracebacks() -> None:
+    """Keep Python tracebacks (and with them the server's file paths) out of error replies.
+
+    pyarrow's Flight server appends ``traceback.format_exception`` of a handler's
+    exception to the reply of every status but the Flight-specific ones (so to each
+    INVALID_ARGUMENT and NOT_FOUND); with ``sys.tracebacklimit = 0`` that text is only
+    ``ExceptionType: message``. Process-wide (``graphpipe serve`` calls it); the server's
+    own log keeps full tracebacks (:func:`_log_internal_error` formats them with an
+    explicit limit).
+    """
+    sys.tracebacklimit = 0
 
 
 class BearerTokenMiddlewareFactory(fl.ServerMiddlewareFactory):
@@ -84,29 +105,42 @@ class SamplingServer(fl.FlightServerBase):
             sampled batch of ``sample`` (with its feature rows), one batch of ``features``;
             a larger one fails the call (INVALID_ARGUMENT naming the size and the limit)
             instead of being sent.
+        max_request_bytes: most bytes one ``sample`` request batch may make the server
+            allocate, as an upper bound computed before any work
+            (:func:`graphpipe.service.limits.sample_bytes_bound` summed over its seed
+            batches); above it the call fails (INVALID_ARGUMENT naming bound and limit).
         shared_memory_bytes: most bytes of shared-memory arenas handed out to clients on
             this host, all together (0: none; see :mod:`graphpipe.service.arena`).
         shared_memory_dir: where arena files are created (a tmpfs).
+        tls_certificates: ``[(certificate PEM, key PEM)]`` to serve TLS; ``location``
+            must then be ``grpc+tls://host:port``.
+
+    Error replies carry the server's message; to keep pyarrow from appending the Python
+    traceback to them call :func:`hide_reply_tracebacks` (``graphpipe serve`` does).
     """
 
     def __init__(self, store: GraphStore | str | os.PathLike, location: str = "grpc://127.0.0.1:0", *,
                  token: str | None = None, threads: int | None = None,
                  max_seeds: int = DEFAULT_MAX_SEEDS, max_rows: int = DEFAULT_MAX_ROWS,
                  max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
-                 shared_memory_bytes: int = DEFAULT_SHARED_MEMORY_BYTES, shared_memory_dir: str = "/dev/shm"):
+                 max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+                 shared_memory_bytes: int = DEFAULT_SHARED_MEMORY_BYTES, shared_memory_dir: str = "/dev/shm",
+                 tls_certificates: list[tuple[bytes, bytes]] | None = None):
         self.store = store if isinstance(store, GraphStore) else GraphStore.open(store)
         threads = (os.cpu_count() or 1) if threads is None else threads
         for name, value in (("threads", threads), ("max_seeds", max_seeds), ("max_rows", max_rows),
-                            ("max_response_bytes", max_response_bytes)):
+                            ("max_response_bytes", max_response_bytes),
+                            ("max_request_bytes", max_request_bytes)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
                 raise ValueError(f"'{name}' must be a positive integer (got {value!r})")
         self.threads, self.max_seeds, self.max_rows = int(threads), int(max_seeds), int(max_rows)
-        self.max_response_bytes = int(max_response_bytes)
+        self.max_response_bytes, self.max_request_bytes = int(max_response_bytes), int(max_request_bytes)
         if isinstance(shared_memory_bytes, bool) or not isinstance(shared_memory_bytes, (int, np.integer)) \
                 or shared_memory_bytes < 0:
             raise ValueError(f"'shared_memory_bytes' must be an integer >= 0 (got {shared_memory_bytes!r})")
-        self.indptr = np.ascontiguousarray(self.store.indptr, dtype=np.int64)
-        self.indices = np.asarray(self.store.indices)
+        indptr, indices = self.store.topology()  # checked once: the sampling kernels trust it
+        self.indptr = np.ascontiguousarray(indptr, dtype=np.int64)
+        self.indices = np.asarray(indices)
         self.num_nodes = self.store.num_nodes
         if self.indptr.shape[0] != self.num_nodes + 1:
             raise ValueError(f"'store' csc/indptr has {self.indptr.shape[0]} entries for "
@@ -123,6 +157,7 @@ class SamplingServer(fl.FlightServerBase):
         self._string_index: StringIdIndex | None = None  # built on the first string lookup
         self._index_lock = threading.Lock()
         self._id_type = protocol.id_type_for(self.num_nodes, self.indices.shape[0])
+        self._shape = limits.GraphShape(self.indptr)  # the request bound's view of the graph
         if self.num_nodes:  # load the compiled sampling kernels before the first call
             sample_neighbors(self.indptr, self.indices, np.zeros(1, np.int64), [1])
         self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="graphpipe-serve")
@@ -138,57 +173,62 @@ class SamplingServer(fl.FlightServerBase):
         }
         self.arenas = ArenaRegistry(int(shared_memory_bytes), shared_memory_dir)
         middleware = {"auth": BearerTokenMiddlewareFactory(token)} if token is not None else None
-        super().__init__(location, middleware=middleware)
+        super().__init__(location, middleware=middleware, tls_certificates=tls_certificates or [])
 
     # -- plumbing ---------------------------------------------------------------------------------
-    def _call(self, context: fl.ServerCallContext, op: str, work: Callable[[dict[str, str]], int]) -> None:
-        """Run ``work`` (returns the request size; may rename ``call["op"]``) with one log
-        line and the translation of its errors into Flight statuses."""
+    def _call(self, context: fl.ServerCallContext, op: str, work: Callable[[dict[str, Any]], int]) -> None:
+        """Run ``work`` (returns the request size; may rename ``call["op"]`` and set
+        ``call["bytes"]``, what it allocated) with one log line naming a fresh request ID,
+        and the translation of its errors into Flight statuses (internal errors: only the
+        request ID in the reply, the traceback in the log)."""
         t0 = time.perf_counter()
-        call = {"op": op}
+        call: dict[str, Any] = {"op": op, "id": secrets.token_hex(6), "bytes": 0}
         with self._lock:
             self._in_flight += 1
         try:
             size = work(call)
-            log.info("%s %s size=%d %.1f ms", context.peer(), call["op"], size,
+            log.info("request %s: %s %s size=%d %.1f ms", call["id"], context.peer(), call["op"], size,
                      1e3 * (time.perf_counter() - t0))
         except Exception as exc:  # noqa: BLE001 - every handler error becomes a Flight status
-            log.info("%s %s %.1f ms error: %s", context.peer(), call["op"],
-                     1e3 * (time.perf_counter() - t0), exc)
-            raise _flight_error(exc) from None
+            log.info("request %s: %s %s %.1f ms error: %s", call["id"], context.peer(), call["op"],
+                     1e3 * (time.perf_counter() - t0), _one_line(exc))
+            raise _flight_error(exc, call["id"]) from None
         finally:
             with self._lock:
                 self._in_flight -= 1
+            if call["bytes"] > TRIM_AFTER_BYTES:
+                release_free_memory()
 
     def do_exchange(self, context: fl.ServerCallContext, descriptor: fl.FlightDescriptor,
                     reader: fl.MetadataRecordBatchReader, writer: fl.MetadataRecordBatchWriter) -> None:
-        def work(call: dict[str, str]) -> int:
+        def work(call: dict[str, Any]) -> int:
             if descriptor.descriptor_type != fl.DescriptorType.CMD:
                 raise ValueError("the DoExchange descriptor must be a command (JSON), not a path")
             op, params = protocol.parse_command(descriptor.command)
             call["op"] = op
-            return self._handlers[op](params, reader, writer)
+            return self._handlers[op](params, reader, writer, call, context)
 
         self._call(context, "exchange", work)
 
     def do_action(self, context: fl.ServerCallContext, action: fl.Action) -> list[bytes]:
         result: list[bytes] = []
 
-        def work(call: dict[str, str]) -> int:
+        def work(call: dict[str, Any]) -> int:
             if action.type == "info":
                 result.append(json.dumps(self.info()).encode())
             elif action.type == "health":
                 result.append(json.dumps(self.health()).encode())
             elif action.type == "attach_arena":
-                result.append(json.dumps(self._attach_arena(action.body)).encode())
+                result.append(json.dumps(self._attach_arena(action.body, _owner(context))).encode())
             elif action.type == "detach_arena":
                 params = _action_params(action.body, ("arena",), "detach_arena")
-                result.append(json.dumps({"detached": self.arenas.detach(params.get("arena"))}).encode())
+                detached = self.arenas.detach(params.get("arena"), owner=_owner(context))
+                result.append(json.dumps({"detached": detached}).encode())
             else:
-                raise ValueError(f"'action' must be one of {list(protocol.ACTIONS)} (got {action.type!r})")
+                raise ValueError(f"'action' must be one of {list(protocol.ACTIONS)} (got {action.type!r:.80})")
             return 0
 
-        self._call(context, action.type, work)
+        self._call(context, str(action.type)[:40], work)
         return result
 
     def list_actions(self, context: fl.ServerCallContext) -> list[tuple[str, str]]:
@@ -203,6 +243,7 @@ class SamplingServer(fl.FlightServerBase):
         return {**self.store.manifest,
                 "server": {"protocol_version": protocol.PROTOCOL_VERSION, "max_seeds": self.max_seeds,
                            "max_rows": self.max_rows, "max_response_bytes": self.max_response_bytes,
+                           "max_request_bytes": self.max_request_bytes,
                            "threads": self.threads,
                            "operations": list(protocol.DATA_OPS), "actions": list(protocol.ACTIONS),
                            "id_map_type": self._id_map.external_type,
@@ -237,24 +278,30 @@ class SamplingServer(fl.FlightServerBase):
         with self._lock:
             return 0 < self._in_flight == self._idle
 
-    def _attach_arena(self, body: bytes) -> dict[str, Any]:
+    def _attach_arena(self, body: bytes, owner: str) -> dict[str, Any]:
+        """A new arena for the connection ``owner`` (``pid`` in the body is accepted for
+        older clients and ignored: the server trusts no process ID a client claims)."""
         params = _action_params(body, ("bytes", "pid"), "attach_arena")
+        pid = params.get("pid", 1)
+        if isinstance(pid, bool) or not isinstance(pid, int) or pid < 1:
+            raise ValueError(f"'pid' must be a positive integer (got {pid!r:.40}); it is ignored")
         try:
-            arena = self.arenas.attach(params.get("bytes"), params.get("pid"))
+            arena = self.arenas.attach(params.get("bytes"), owner)
         except OSError as exc:
-            raise ValueError(f"cannot create a shared-memory arena of {params.get('bytes')} bytes in "
-                             f"{self.arenas.directory}: {exc}; ask for fewer bytes") from None
-        log.info("attached shared-memory arena %s (%d bytes) for process %d", arena.id, arena.nbytes, arena.pid)
+            raise ValueError(f"cannot create a shared-memory arena of {params.get('bytes')} bytes: "
+                             f"{exc.strerror or exc}; ask for fewer bytes") from None
+        log.info("attached shared-memory arena %s (%d bytes) for %s", arena.id, arena.nbytes, owner)
         return {"arena": arena.id, "path": arena.path, "bytes": arena.nbytes, "nonce": arena.nonce.hex()}
 
     # -- sample ---------------------------------------------------------------------------------
     def _sample(self, params: dict[str, Any], reader: fl.MetadataRecordBatchReader,
-                writer: fl.MetadataRecordBatchWriter) -> int:
+                writer: fl.MetadataRecordBatchWriter, call: dict[str, Any],
+                context: fl.ServerCallContext) -> int:
         _only(params, ("fanouts", "replace", "features", "labels", "arena"), "sample")
-        fanouts = _fanouts(params.get("fanouts"))
+        fanouts = limits.check_fanouts(params.get("fanouts"))
         if "arena" in params and not isinstance(params["arena"], str):
-            raise ValueError(f"'arena' must be a string (got {params['arena']!r})")
-        arena = self.arenas.get(params["arena"]) if "arena" in params else None
+            raise ValueError(f"'arena' must be a string (got {params['arena']!r:.40})")
+        arena = self.arenas.get(params["arena"], owner=_owner(context)) if "arena" in params else None
         replace = _flag(params, "replace")
         want_x, want_y = _flag(params, "features"), _flag(params, "labels")
         if want_x and self._feature is None:
@@ -264,6 +311,9 @@ class SamplingServer(fl.FlightServerBase):
         schema = protocol.sample_response_schema(len(fanouts), id_type=self._id_type,
                                                  feature=self._feature if want_x else None,
                                                  label=self._label if want_y else None)
+        kernel_fanouts = limits.effective_fanouts(fanouts, replace, self._shape.max_degree)
+        row_bytes = _row_bytes(self._feature) if want_x else 0
+        seed_row_bytes = _row_bytes(self._label) if want_y else 0
         writer.begin(schema)
         schema_bytes = schema.serialize().size if arena is not None else 0
         total = 0
@@ -272,7 +322,15 @@ class SamplingServer(fl.FlightServerBase):
             _free_segments(arena, metadata)
             seed_batches, keys = self._seed_batches(batch)
             total += sum(len(b) for b in seed_batches)
-            args = (schema, fanouts, replace, want_x, want_y, arena, schema_bytes)
+            bound = sum(limits.sample_bytes_bound(self._shape, b, kernel_fanouts, replace, row_bytes,
+                                                  seed_row_bytes) for b in seed_batches)
+            if bound > self.max_request_bytes:
+                raise ValueError(
+                    f"sample request of {len(seed_batches)} batch(es), {total} seeds, fanouts {fanouts} "
+                    f"could take up to {bound} bytes; this server's limit is --max-request-bytes "
+                    f"{self.max_request_bytes} per request batch; use fewer seeds or smaller fanouts")
+            call["bytes"] = max(call["bytes"], bound)
+            args = (schema, kernel_fanouts, replace, want_x, want_y, arena, schema_bytes)
             if len(seed_batches) == 1:  # no hand-off to the pool for a single batch
                 _send_rows([self._sample_one(seed_batches[0], keys[0], *args)], writer, arena)
                 continue
@@ -312,6 +370,9 @@ class SamplingServer(fl.FlightServerBase):
 
     def _seed_batches(self, batch: pa.RecordBatch) -> tuple[list[np.ndarray], list[int]]:
         seeds_col, keys_col = batch.column(0), batch.column(1)
+        if len(seeds_col) > self.max_seeds:
+            raise ValueError(f"request has {len(seeds_col)} seed batches; this server's limit is "
+                             f"--max-seeds {self.max_seeds} per request batch")
         if seeds_col.null_count or seeds_col.values.null_count:
             raise ValueError("'seeds' must not contain nulls")
         if keys_col.null_count:
@@ -340,7 +401,9 @@ class SamplingServer(fl.FlightServerBase):
 
     # -- ID map and features ---------------------------------------------------------------------
     def _lookup(self, params: dict[str, Any], reader: fl.MetadataRecordBatchReader,
-                writer: fl.MetadataRecordBatchWriter) -> int:
+                writer: fl.MetadataRecordBatchWriter, call: dict[str, Any],
+                context: fl.ServerCallContext) -> int:
+        del call, context
         _only(params, ("strict",), "lookup")
         strict = _flag(params, "strict", True)
         expected = protocol.lookup_request_schema(self._id_map.external_type)
@@ -373,7 +436,9 @@ class SamplingServer(fl.FlightServerBase):
             return self._string_index
 
     def _reverse_lookup(self, params: dict[str, Any], reader: fl.MetadataRecordBatchReader,
-                        writer: fl.MetadataRecordBatchWriter) -> int:
+                        writer: fl.MetadataRecordBatchWriter, call: dict[str, Any],
+                        context: fl.ServerCallContext) -> int:
+        del call, context
         _only(params, (), "reverse_lookup")
         kind = pa.string() if self._id_map.external_type == "string" else pa.int64()
         out_schema = pa.schema([("external_id", kind)])
@@ -387,7 +452,9 @@ class SamplingServer(fl.FlightServerBase):
         return total
 
     def _features(self, params: dict[str, Any], reader: fl.MetadataRecordBatchReader,
-                  writer: fl.MetadataRecordBatchWriter) -> int:
+                  writer: fl.MetadataRecordBatchWriter, call: dict[str, Any],
+                  context: fl.ServerCallContext) -> int:
+        del context
         _only(params, ("labels",), "features")
         want_y = _flag(params, "labels")
         if self._feature is None:
@@ -408,6 +475,7 @@ class SamplingServer(fl.FlightServerBase):
                 row_bytes += np.dtype(self._label[0]).itemsize * (self._label[1] or 1)
             self._check_response(len(ids) * row_bytes, f"features response of {len(ids)} rows",
                                  "ask for fewer rows per request batch")
+            call["bytes"] = max(call["bytes"], len(ids) * row_bytes)
             cols = [protocol.fixed_rows(self.store.features(ids))]
             if want_y:
                 cols.append(protocol.fixed_rows(np.take(self.store.labels, ids, axis=0)))
@@ -431,17 +499,32 @@ class SamplingServer(fl.FlightServerBase):
 
 
 # -- helpers ------------------------------------------------------------------------------------
-def _flight_error(exc: BaseException) -> BaseException:
-    """The Flight status of a handler error: invalid argument, not found, unauthenticated..."""
-    if isinstance(exc, (fl.FlightError, pa.ArrowInvalid, pa.ArrowKeyError)):
+def _flight_error(exc: BaseException, request_id: str) -> BaseException:
+    """The Flight status of a handler error: INVALID_ARGUMENT (ValueError, TypeError,
+    IndexError), NOT_FOUND (KeyError), Flight's own errors as raised; anything else is
+    INTERNAL with only ``request_id`` in the reply (the traceback goes to the log)."""
+    if isinstance(exc, fl.FlightError):
         return exc
-    message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-    if isinstance(exc, (ValueError, TypeError, IndexError)):
-        return pa.ArrowInvalid(message)
+    if isinstance(exc, (ValueError, TypeError, IndexError)):  # pyarrow's own included
+        return pa.ArrowInvalid(_one_line(exc))
     if isinstance(exc, KeyError):
-        return pa.ArrowKeyError(message)
-    log.exception("internal error", exc_info=exc)
-    return fl.FlightServerError(f"internal error: {type(exc).__name__}: {message}")
+        return pa.ArrowKeyError(_one_line(exc))
+    _log_internal_error(exc, request_id)
+    return fl.FlightInternalError(f"internal error, request id {request_id} (the server's log has "
+                                  "the details)")
+
+
+def _one_line(exc: BaseException) -> str:
+    """The message of ``exc`` (a KeyError's without quotes), on one line, at most 1000 characters."""
+    message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+    return " ".join(str(message).split())[:1000]
+
+
+def _log_internal_error(exc: BaseException, request_id: str) -> None:
+    """Log ``exc`` with its full traceback (an explicit limit: ``sys.tracebacklimit`` may
+    be 0 in this process, see :func:`hide_reply_tracebacks`)."""
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=1000))
+    log.error("request %s: internal error\n%s", request_id, text.rstrip())
 
 
 def _request_batches(server: SamplingServer, reader: fl.MetadataRecordBatchReader, expected: pa.Schema,
@@ -534,11 +617,8 @@ def _free_segments(arena: ServerArena | None, metadata: bytes | None) -> None:
     the arena is gone: its client gets its batches over Flight from now on)."""
     if not metadata:
         return
-    try:
-        doc = json.loads(metadata)
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise ValueError(f"request app_metadata must be JSON like {{\"free\": [offset, ...]}} "
-                         f"(got {metadata[:60]!r})") from None
+    doc = limits.parse_json(metadata, "request app_metadata", max_bytes=limits.MAX_METADATA_BYTES,
+                            expected='JSON like {"free": [offset, ...]}')
     offsets = doc.get("free", []) if isinstance(doc, dict) else None
     if not isinstance(offsets, list) or not all(isinstance(o, int) and not isinstance(o, bool)
                                                 for o in offsets):
@@ -550,14 +630,23 @@ def _free_segments(arena: ServerArena | None, metadata: bytes | None) -> None:
 
 def _action_params(body: bytes, allowed: tuple[str, ...], action: str) -> dict[str, Any]:
     """The JSON object body of an action, with only ``allowed`` keys."""
-    try:
-        params = json.loads(bytes(body) or b"{}")
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise ValueError(f"{action} body must be a JSON object (got {bytes(body)[:60]!r})") from None
+    params = limits.parse_json(bytes(body) or b"{}", f"{action} body", expected="a JSON object")
     if not isinstance(params, dict):
         raise ValueError(f"{action} body must be a JSON object (got {params!r:.60})")  # noqa: TRY004
     _only(params, allowed, action)
     return params
+
+
+def _owner(context: fl.ServerCallContext) -> str:
+    """Who a call comes from, for arena ownership: the connection (gRPC peer address,
+    e.g. ``ipv4:127.0.0.1:53616``), and the authenticated identity when there is one."""
+    identity = context.peer_identity()
+    return context.peer() + (f" {identity.decode(errors='replace')}" if identity else "")
+
+
+def _row_bytes(spec: tuple[np.dtype, int | None]) -> int:
+    """Bytes of one feature or label row of ``(dtype, width or None)``."""
+    return np.dtype(spec[0]).itemsize * (spec[1] or 1)
 
 
 def _check_ids(ids: np.ndarray, num_nodes: int, name: str, where: str = "") -> None:
@@ -579,17 +668,6 @@ def _flag(params: dict[str, Any], name: str, default: bool = False) -> bool:
     if not isinstance(value, bool):
         raise ValueError(f"'{name}' must be true or false (got {value!r})")  # noqa: TRY004 - invalid argument
     return value
-
-
-def _fanouts(value: Any) -> list[int]:
-    if not isinstance(value, list) or not value:
-        raise ValueError(f"'fanouts' must be a non-empty list of integers (got {value!r})")
-    if len(value) > MAX_LAYERS:
-        raise ValueError(f"'fanouts' may have at most {MAX_LAYERS} hops (got {len(value)})")
-    for f in value:
-        if isinstance(f, bool) or not isinstance(f, int) or f < -1:
-            raise ValueError(f"'fanouts' entries must be integers >= -1 (got {value})")
-    return [int(f) for f in value]
 
 
 def serve_until_signalled(server: SamplingServer, *, drain_timeout: float = 60.0,

@@ -3,7 +3,7 @@
 See ``docs/store-format.md`` for the layout.
 """
 
-from graphpipe.store.errors import ManifestVersionError, StoreError
+from graphpipe.store.errors import CorruptStoreError, ManifestVersionError, StoreError
 from graphpipe.store.manifest import FORMAT_VERSION
 from graphpipe.store.reader import GraphStore
 from graphpipe.store.tables import IdMap
@@ -11,6 +11,7 @@ from graphpipe.store.writer import StoreEditor, StoreWriter
 
 __all__ = [
     "FORMAT_VERSION",
+    "CorruptStoreError",
     "GraphStore",
     "IdMap",
     "ManifestVersionError",

@@ -10,6 +10,7 @@ Compressed arrays (``compression="zstd"``) are read through zarr.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -21,7 +22,7 @@ import numpy as np
 import xxhash
 import zarr
 
-from graphpipe.store.errors import StoreError
+from graphpipe.store.errors import CorruptStoreError, StoreError
 
 CHUNK_TARGET_BYTES = 64 << 20
 """Target size of one feature chunk (bytes); rows per chunk follow from the row width."""
@@ -99,7 +100,23 @@ def create_raw_array(
         return np.zeros(shape, dtype=dtype)
     path = chunk_paths(root, key, shape, (max(1, shape[0]),) + shape[1:])[0]
     path.parent.mkdir(parents=True, exist_ok=True)
-    return np.memmap(path, dtype=dtype, mode="w+", shape=shape)
+    _reserve(path, math.prod(shape) * dtype.itemsize)
+    return np.memmap(path, dtype=dtype, mode="r+", shape=shape)
+
+
+def _reserve(path: Path, nbytes: int) -> None:
+    """Create ``path`` with ``nbytes`` allocated on disk, so a full disk is an ``OSError``
+    (ENOSPC) here rather than a SIGBUS when a page of the memory map is first written."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        try:
+            os.posix_fallocate(fd, 0, nbytes)
+        except OSError as exc:
+            if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+                raise
+            os.ftruncate(fd, nbytes)      # no fallocate on this filesystem: a sparse file
+    finally:
+        os.close(fd)
 
 
 def chunk_grid(shape: tuple[int, ...], chunks: tuple[int, ...]) -> list[tuple[int, ...]]:
@@ -122,9 +139,12 @@ def array_metadata(root: str | os.PathLike, key: str) -> dict[str, Any]:
     try:
         meta = json.loads(path.read_text())
     except FileNotFoundError as exc:
-        raise StoreError(f"{path}: missing (array {key!r} is listed but not present)") from exc
-    if meta.get("node_type") != "array":
-        raise StoreError(f"{path}: not a zarr array")
+        raise CorruptStoreError(f"{path}: missing (array {key!r} is listed but not present)") from exc
+    except (ValueError, OSError) as exc:  # not JSON, not UTF-8, not a file
+        detail = str(exc).strip().splitlines()[0][:120] if str(exc).strip() else type(exc).__name__
+        raise CorruptStoreError(f"{path}: cannot be read as JSON ({detail})") from None
+    if not isinstance(meta, dict) or meta.get("node_type") != "array":
+        raise CorruptStoreError(f"{path}: not a zarr array")
     return meta
 
 
@@ -164,10 +184,10 @@ def open_chunk_views(root: str | os.PathLike, key: str) -> tuple[list[np.ndarray
     paths = chunk_paths(root, key, shape, chunks)
     for i, path in enumerate(paths):
         if not path.is_file():
-            raise StoreError(f"{path}: chunk file missing for array {key!r}")
+            raise CorruptStoreError(f"{path}: chunk file missing for array {key!r}")
         expected = math.prod(chunks) * dtype.itemsize
         if path.stat().st_size != expected:
-            raise StoreError(
+            raise CorruptStoreError(
                 f"{path}: chunk of array {key!r} has {path.stat().st_size} bytes, expected {expected}"
             )
         mm = np.memmap(path, dtype=dtype, mode="r", shape=chunks)
@@ -197,7 +217,11 @@ def read_array(root: str | os.PathLike, key: str, *, in_memory: bool = False) ->
         if len(views) == 1:
             return views[0]
         return np.concatenate(views, axis=0)
-    return zarr.open_array(str(Path(root) / key), mode="r", zarr_format=3)[...]
+    try:  # zarr v3 metadata only: a v2 ``.zarray`` could name numcodecs' pickle codec
+        return zarr.open_array(str(Path(root) / key), mode="r", zarr_format=3)[...]
+    except Exception as exc:  # noqa: BLE001 - a chunk zarr cannot decode: name the array
+        detail = str(exc).strip().splitlines()[0][:120] if str(exc).strip() else type(exc).__name__
+        raise CorruptStoreError(f"{Path(root) / key}: array {key!r} cannot be read ({detail})") from None
 
 
 def array_nbytes(root: str | os.PathLike, key: str) -> int:
@@ -234,16 +258,16 @@ def load_array(root: str | os.PathLike, key: str) -> np.ndarray:
             with open(path, "rb", buffering=0) as fh:
                 size = os.fstat(fh.fileno()).st_size
                 if size != expected:
-                    raise StoreError(f"{path}: chunk of array {key!r} has {size} bytes, "
+                    raise CorruptStoreError(f"{path}: chunk of array {key!r} has {size} bytes, "
                                      f"expected {expected}")
                 done = 0
                 while done < rows * row_bytes:
                     got = fh.readinto(target[done:])
                     if not got:
-                        raise StoreError(f"{path}: chunk of array {key!r} ended after {done} bytes")
+                        raise CorruptStoreError(f"{path}: chunk of array {key!r} ended after {done} bytes")
                     done += got
         except FileNotFoundError:
-            raise StoreError(f"{path}: chunk file missing for array {key!r}") from None
+            raise CorruptStoreError(f"{path}: chunk file missing for array {key!r}") from None
     out.setflags(write=False)  # like the memory maps: a store's arrays are read-only
     return out
 
@@ -255,7 +279,7 @@ def checksum_array(root: str | os.PathLike, key: str) -> str:
     hasher = xxhash.xxh3_128()
     for path in chunk_paths(root, key, shape, chunks):
         if not path.is_file():
-            raise StoreError(f"{path}: chunk file missing for array {key!r}")
+            raise CorruptStoreError(f"{path}: chunk file missing for array {key!r}")
         _hash_file_into(path, hasher)
     return "xxh3_128:" + hasher.hexdigest()
 

@@ -4,23 +4,34 @@ An interrupted write leaves the previous store (or nothing) at the destination,
 never half a store: the new tree only becomes visible through one rename, and an
 existing store is swapped out with ``renameat2(RENAME_EXCHANGE)`` where the
 kernel has it, so there is no instant at which the destination is missing.
+
+What may be replaced: with ``overwrite``, an existing destination is replaced
+only when it is a graphpipe store (a directory whose ``manifest.json`` names the
+store format; see :func:`is_store_dir`), never a symbolic link, never a plain
+directory or file, and never a path that is, or contains, one of the inputs
+being read (``sources``, compared after resolving symbolic links). The old store
+is deleted only after the new one has been renamed into its place.
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import json
 import os
 import shutil
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
 
 from graphpipe.store.errors import StoreError
+from graphpipe.store.manifest import FORMAT_NAME, MANIFEST_FILE
 
 _TMP_TAG = ".tmp-"
 _OLD_TAG = ".old-"
 _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2
+_MANIFEST_MAX_BYTES = 64 << 20
 
 
 def temp_sibling(dest: str | os.PathLike) -> Path:
@@ -91,25 +102,29 @@ def _exchange(a: Path, b: Path) -> bool:
     return rc == 0
 
 
-def commit_directory(tmp: str | os.PathLike, dest: str | os.PathLike, *, overwrite: bool) -> None:
+def commit_directory(tmp: str | os.PathLike, dest: str | os.PathLike, *, overwrite: bool,
+                     require_store: bool = True) -> None:
     """Move the finished tree ``tmp`` to ``dest``.
 
-    ``dest`` must not exist unless ``overwrite``; when it does, it is replaced in
-    one atomic exchange (or, lacking renameat2, two renames) and then deleted.
+    ``dest`` must not exist unless ``overwrite``; when it does, it must be a store
+    (unless ``require_store=False``, for outputs that are not stores) and is
+    replaced in one atomic exchange (or, lacking renameat2, two renames, undone if
+    the second fails), and only then deleted.
     """
     tmp, dest = Path(tmp), Path(dest)
     fsync_tree(tmp)
-    if dest.is_file():
-        raise StoreError(f"{dest}: exists and is a file, not a store directory")
+    check_destination(dest, overwrite=overwrite, require_store=require_store)
     if dest.exists():
-        if not overwrite:
-            raise StoreError(f"{dest}: already exists (pass --overwrite to replace it)")
         if _exchange(tmp, dest):
             shutil.rmtree(tmp)  # tmp now holds the old store
         else:
             old = dest.parent / f".{dest.name}{_OLD_TAG}{uuid.uuid4().hex[:8]}"
             os.rename(dest, old)
-            os.rename(tmp, dest)
+            try:
+                os.rename(tmp, dest)
+            except BaseException:
+                os.rename(old, dest)
+                raise
             shutil.rmtree(old, ignore_errors=True)
     else:
         os.rename(tmp, dest)
@@ -120,10 +135,57 @@ def commit_directory(tmp: str | os.PathLike, dest: str | os.PathLike, *, overwri
         os.close(fd)
 
 
-def check_destination(dest: str | os.PathLike, *, overwrite: bool) -> None:
-    """Refuse early (before any work) a destination that a commit would refuse."""
+def is_store_dir(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a directory (not a link) holding a graphpipe ``manifest.json``
+    (a JSON object whose ``format`` is the store format; any format version)."""
+    path = Path(path)
+    manifest = path / MANIFEST_FILE
+    if path.is_symlink() or not path.is_dir() or manifest.is_symlink() or not manifest.is_file():
+        return False
+    try:
+        if manifest.stat().st_size > _MANIFEST_MAX_BYTES:
+            return False
+        data = json.loads(manifest.read_bytes())
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and data.get("format") == FORMAT_NAME
+
+
+def _overlaps_source(dest: Path, sources: Iterable[str | os.PathLike | None]) -> str | None:
+    """The first source that ``dest`` is, or is a parent of (symbolic links resolved)."""
+    real_dest = dest.resolve()
+    for source in sources:
+        if source is None or str(source) == "":
+            continue
+        real = Path(source).resolve()
+        if real == real_dest or real_dest in real.parents:
+            return str(source)
+    return None
+
+
+def check_destination(dest: str | os.PathLike, *, overwrite: bool,
+                      sources: Iterable[str | os.PathLike | None] = (),
+                      require_store: bool = True) -> None:
+    """Refuse early (before any work) a destination that a commit would refuse.
+
+    Refused: a file; a symbolic link; an existing path without ``overwrite``; with
+    ``overwrite``, a directory that is not a graphpipe store (unless
+    ``require_store=False``) or that is, or contains, one of ``sources``.
+    """
     dest = Path(dest)
+    if dest.is_symlink():
+        raise StoreError(f"{dest}: is a symbolic link; give the store's real path")
     if dest.is_file():
         raise StoreError(f"{dest}: exists and is a file, not a store directory")
-    if dest.exists() and not overwrite:
+    if not dest.exists():
+        return
+    source = _overlaps_source(dest, sources)
+    if source is not None:
+        raise StoreError(f"{dest}: is, or contains, the input {source}; "
+                         f"choose another destination")
+    if not overwrite:
         raise StoreError(f"{dest}: already exists (pass --overwrite to replace it)")
+    if require_store and not is_store_dir(dest):
+        raise StoreError(f"{dest}: exists and is not a graphpipe store (no valid {MANIFEST_FILE}); "
+                         f"--overwrite replaces only a store: remove it yourself or choose "
+                         f"another destination")

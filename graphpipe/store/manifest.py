@@ -31,7 +31,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from graphpipe.store.errors import ManifestVersionError, StoreError
+from graphpipe.store.errors import CorruptStoreError, ManifestVersionError, StoreError
 
 FORMAT_NAME = "graphpipe-store"
 FORMAT_VERSION = 1
@@ -79,7 +79,7 @@ def read_manifest(store_path: str | os.PathLike) -> dict[str, Any]:
     try:
         manifest = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise StoreError(f"{path}: not valid JSON ({exc})") from exc
+        raise CorruptStoreError(f"{path}: not valid JSON ({exc})") from exc
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_NAME:
         raise StoreError(f"{path}: field 'format' is {manifest.get('format')!r}, expected {FORMAT_NAME!r}"
                          if isinstance(manifest, dict) else f"{path}: not a manifest object")

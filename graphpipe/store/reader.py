@@ -13,8 +13,9 @@ import numpy as np
 import pyarrow as pa
 
 from graphpipe.store import arrays as _arrays
+from graphpipe.store import checks as _checks
 from graphpipe.store import tables as _tables
-from graphpipe.store.errors import StoreError
+from graphpipe.store.errors import CorruptStoreError, StoreError
 from graphpipe.store.manifest import read_manifest
 
 _GATHER_THREADS = max(1, min(8, os.cpu_count() or 1))
@@ -31,6 +32,11 @@ class GraphStore:
 
     Open with :meth:`open`; create with :class:`graphpipe.store.StoreWriter`
     (or ``graphpipe ingest``).
+
+    A store is untrusted input: :meth:`open` checks the manifest, the first read of an
+    array checks its ``zarr.json`` and chunk sizes, and :meth:`topology` (what the
+    sampling kernels must be given) checks the CSC invariants once
+    (:mod:`graphpipe.store.checks`); each failure is a one-line :class:`StoreError`.
     """
 
     def __init__(self, path: str | os.PathLike, manifest: dict[str, Any],
@@ -39,6 +45,7 @@ class GraphStore:
         self.manifest = manifest
         self._cache: dict[str, np.ndarray] = {}
         self._in_memory = in_memory
+        self._topology: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 
     @classmethod
     def open(cls, path: str | os.PathLike,
@@ -57,8 +64,13 @@ class GraphStore:
                   topology, features, labels) go into memory when together they take at
                   most half of the memory available now; otherwise all stay memory maps.
                 * a collection of array keys (``{"node/feat"}``): those in memory.
+
+        Raises :class:`StoreError` when the manifest's counts, shapes and dtypes disagree
+        (:func:`graphpipe.store.checks.check_manifest`).
         """
         manifest = read_manifest(path)
+        if _checks.checks_enabled():
+            _checks.check_manifest(manifest, path)
         return cls(path, manifest, _resolve_in_memory(path, manifest, in_memory))
 
     @property
@@ -87,8 +99,15 @@ class GraphStore:
         if key not in self.manifest["arrays"]:
             raise StoreError(f"{self.path}: no array {key!r} in this store")
         if key not in self._cache:
+            self._check_metadata(key)
             self._cache[key] = _arrays.read_array(self.path, key, in_memory=key in self._in_memory)
         return self._cache[key]
+
+    def _check_metadata(self, key: str) -> None:
+        """The array's ``zarr.json`` against its manifest entry (before its first read)."""
+        if _checks.checks_enabled():
+            _checks.check_array_metadata(self.path, key, _arrays.array_metadata(self.path, key),
+                                         self.manifest["arrays"][key])
 
     # -- topology ------------------------------------------------------------------------------
     @property
@@ -105,6 +124,20 @@ class GraphStore:
     def edge_id(self) -> np.ndarray:
         """Original edge-list position of every CSC slot, int64, shape ``(num_edges,)``."""
         return self.array("csc/edge_id")
+
+    def topology(self, prefix: str = "csc") -> tuple[np.ndarray, np.ndarray]:
+        """``(indptr, indices)`` of ``prefix`` (``"csc"`` or ``"csr"``) once their invariants
+        hold: ``indptr`` int64 ``(N+1,)`` from 0, non-decreasing, ending at ``len(indices)``,
+        every index in ``[0, N)`` (one ``O(N + E)`` Numba pass on the first call, cached).
+        Hand these, not :attr:`indptr`/:attr:`indices`, to kernels that index with them."""
+        if prefix not in self._topology:
+            indptr, indices = self.array(f"{prefix}/indptr"), self.array(f"{prefix}/indices")
+            if _checks.checks_enabled():
+                recorded = self.manifest["arrays"][f"{prefix}/indices"].get("range")
+                _checks.check_topology(indptr, indices, self.num_nodes, name=prefix,
+                                       recorded=recorded, where=str(self.path))
+            self._topology[prefix] = (indptr, indices)
+        return self._topology[prefix]
 
     @property
     def in_degrees(self) -> np.ndarray:
@@ -139,6 +172,7 @@ class GraphStore:
     def _feature_chunks(self) -> tuple[list[np.ndarray], int] | None:
         if "node/feat" in self._in_memory:
             return None  # one in-memory array (feature_chunks reads it through array())
+        self._check_metadata("node/feat")
         return _arrays.open_chunk_views(self.path, "node/feat")
 
     def feature_chunks(self) -> tuple[list[np.ndarray], int]:
@@ -217,7 +251,12 @@ class GraphStore:
         """Sorted dense node IDs (int64) of split ``name`` (``"train"``, ``"valid"``, ``"test"``)."""
         if name not in self.manifest.get("splits", {}):
             raise KeyError(f"unknown split {name!r}; this store has {self.split_names}")
-        return _tables.split_ids(self._splits_table, name)
+        try:
+            return _tables.split_ids(self._splits_table, name)
+        except (pa.ArrowException, IndexError, KeyError, ValueError) as exc:  # a damaged table
+            detail = str(exc).strip().splitlines()[0][:120] if str(exc).strip() else type(exc).__name__
+            raise CorruptStoreError(f"{self.path / _tables.SPLITS_TABLE}: split {name!r} cannot be "
+                                    f"read ({detail})") from None
 
     @cached_property
     def id_map(self) -> _tables.IdMap:
@@ -238,6 +277,18 @@ class GraphStore:
         from graphpipe.store.writer import StoreEditor
 
         return StoreEditor(self.path)
+
+    def add_derived(self, name: str, arrays: dict[str, np.ndarray], entry: dict[str, Any], *,
+                    replace: bool = False) -> dict[str, Any]:
+        """Add derived ``arrays`` (key -> array) and ``manifest["derived"][name] = entry``
+        atomically (:func:`graphpipe.store.derived.write_derived`); this handle sees the new
+        manifest and arrays at once. Returns ``entry``."""
+        from graphpipe.store.derived import write_derived
+
+        self.manifest = write_derived(self.path, name, arrays, entry, replace=replace)
+        for key in arrays:
+            self._cache.pop(key, None)
+        return entry
 
     def __repr__(self) -> str:
         return f"GraphStore({str(self.path)!r}, nodes={self.num_nodes}, edges={self.num_edges})"

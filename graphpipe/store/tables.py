@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from graphpipe.store.errors import StoreError
+from graphpipe.store.errors import CorruptStoreError
 
 ID_MAP_TABLE = "tables/id_map.parquet"
 SPLITS_TABLE = "tables/splits.parquet"
@@ -35,8 +35,12 @@ def read_table(root: str | os.PathLike, key: str) -> pa.Table:
     """Read the Parquet table ``root/key``."""
     path = Path(root) / key
     if not path.is_file():
-        raise StoreError(f"{path}: table missing")
-    return pq.read_table(path, memory_map=True)
+        raise CorruptStoreError(f"{path}: table missing")
+    try:
+        return pq.read_table(path, memory_map=True)
+    except (pa.ArrowException, OSError) as exc:  # a damaged file: name it, one line
+        detail = str(exc).strip().splitlines()[0][:120] if str(exc).strip() else type(exc).__name__
+        raise CorruptStoreError(f"{path}: table cannot be read ({detail})") from None
 
 
 def splits_table(splits: dict[str, np.ndarray]) -> pa.Table:

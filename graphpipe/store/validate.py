@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import numpy as np
 
 from graphpipe.store import arrays as _arrays
+from graphpipe.store import checks as _checks
 from graphpipe.store.errors import StoreError
 from graphpipe.store.reader import GraphStore
 
@@ -17,45 +17,83 @@ _SCAN_BLOCK = 1 << 24
 def validate(path: str | os.PathLike, *, checksums: bool = True) -> list[str]:
     """Everything wrong with the store at ``path``, as messages (empty list: valid).
 
-    Checks: manifest readable and of a known version; every listed array and
-    table present with its recorded checksum; ``indptr`` starts at 0, is
-    non-decreasing and ends at ``len(indices)``; every index in ``[0, N)``;
-    ``edge_id`` length; feature/label row counts; split IDs in range and
-    pairwise disjoint.
+    Checks: manifest readable, of a known version, its counts/shapes/dtypes consistent;
+    every array's ``zarr.json`` agrees with the manifest (shape, dtype, chunks); every
+    listed array and table present with its recorded checksum; ``indptr`` starts at 0,
+    is non-decreasing and ends at ``len(indices)``; every index in ``[0, N)``;
+    ``edge_id`` length; feature/label row counts; split IDs in range and pairwise
+    disjoint. A missing, truncated or unreadable file is a finding like any other.
     """
-    problems: list[str] = []
     try:
         store = GraphStore.open(path)
     except StoreError as exc:
         return [str(exc)]
-    m = store.manifest
-    root = Path(path)
+    problems = _metadata_problems(store)
     if checksums:
-        for key, meta in m["arrays"].items():
-            try:
-                actual = _arrays.checksum_array(root, key)
-            except StoreError as exc:
-                problems.append(str(exc))
-                continue
-            if actual != meta.get("checksum"):
-                problems.append(f"{key}: checksum {actual} does not match the manifest's {meta.get('checksum')}")
-        for key, meta in m["tables"].items():
-            if not (root / key).is_file():
-                problems.append(f"{key}: table missing")
-                continue
+        problems += _checksum_problems(store)
+    for section in (_topology_problems, _row_problems, _split_problems):
+        try:
+            problems += section(store)
+        except (StoreError, OSError, ValueError) as exc:
+            problems.append(str(exc))
+    return list(dict.fromkeys(problems))  # one finding once, in the order found
+
+
+def _metadata_problems(store: GraphStore) -> list[str]:
+    """Each array's ``zarr.json`` against its manifest entry."""
+    problems = []
+    for key, entry in store.manifest["arrays"].items():
+        try:
+            _checks.check_array_metadata(store.path, key, _arrays.array_metadata(store.path, key), entry)
+        except (StoreError, OSError, ValueError) as exc:
+            problems.append(str(exc))
+    return problems
+
+
+def _checksum_problems(store: GraphStore) -> list[str]:
+    problems = []
+    root = store.path
+    for key, meta in store.manifest["arrays"].items():
+        try:
+            actual = _arrays.checksum_array(root, key)
+        except (StoreError, OSError, ValueError) as exc:
+            problems.append(str(exc))
+            continue
+        if actual != meta.get("checksum"):
+            problems.append(f"{key}: checksum {actual} does not match the manifest's {meta.get('checksum')}")
+    for key, meta in store.manifest["tables"].items():
+        if not (root / key).is_file():
+            problems.append(f"{key}: table missing")
+            continue
+        try:
             actual = _arrays.checksum_file(root / key)
-            if actual != meta.get("checksum"):
-                problems.append(f"{key}: checksum {actual} does not match the manifest's {meta.get('checksum')}")
+        except OSError as exc:
+            problems.append(f"{key}: cannot be read ({exc.strerror or exc})")
+            continue
+        if actual != meta.get("checksum"):
+            problems.append(f"{key}: checksum {actual} does not match the manifest's {meta.get('checksum')}")
+    return problems
+
+
+def _topology_problems(store: GraphStore) -> list[str]:
     n, e = store.num_nodes, store.num_edges
-    try:
-        indptr, indices = store.indptr, store.indices
-    except StoreError as exc:
-        return problems + [str(exc)]
-    problems += check_csc(indptr, indices, n, e, "csc")
+    if not store.has_array("csc/indptr"):
+        return []
+    indptr, indices = store.indptr, store.indices
+    problems = check_csc(indptr, indices, n, e, "csc")
+    recorded = store.manifest["arrays"]["csc/indices"].get("range")
+    actual = _checks.index_range(indices)
+    if not problems and recorded is not None and actual is not None and actual != recorded:
+        problems.append(f"csc/indices: node IDs in {actual}, but the manifest records {recorded}")
     if store.has_array("csc/edge_id") and store.edge_id.shape[0] != indices.shape[0]:
         problems.append(f"csc/edge_id: {store.edge_id.shape[0]} entries, expected {indices.shape[0]}")
     if store.has_csr:
         problems += check_csc(store.csr_indptr, store.csr_indices, n, e, "csr")
+    return problems
+
+
+def _row_problems(store: GraphStore) -> list[str]:
+    problems, n = [], store.num_nodes
     if store.has_features:
         views, _ = store.feature_chunks()
         rows = sum(v.shape[0] for v in views)
@@ -63,6 +101,11 @@ def validate(path: str | os.PathLike, *, checksums: bool = True) -> list[str]:
             problems.append(f"node/feat: {rows} rows, expected num_nodes = {n}")
     if store.has_labels and store.labels.shape[0] != n:
         problems.append(f"node/label: {store.labels.shape[0]} rows, expected num_nodes = {n}")
+    return problems
+
+
+def _split_problems(store: GraphStore) -> list[str]:
+    problems, n = [], store.num_nodes
     seen: dict[str, np.ndarray] = {}
     for name in store.split_names:
         try:
@@ -78,8 +121,8 @@ def validate(path: str | os.PathLike, *, checksums: bool = True) -> list[str]:
             common = np.intersect1d(ids, other_ids)
             if common.size:
                 problems.append(f"splits {other!r} and {name!r} share {common.size} node(s)")
-        if m["splits"].get(name) != ids.size:
-            problems.append(f"split {name!r}: {ids.size} IDs, manifest says {m['splits'].get(name)}")
+        if store.manifest["splits"].get(name) != ids.size:
+            problems.append(f"split {name!r}: {ids.size} IDs, manifest says {store.manifest['splits'].get(name)}")
         seen[name] = ids
     return problems
 

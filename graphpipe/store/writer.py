@@ -15,6 +15,7 @@ import pyarrow as pa
 import zarr
 
 from graphpipe.store import arrays as _arrays
+from graphpipe.store import checks as _checks
 from graphpipe.store import tables as _tables
 from graphpipe.store.atomic import (
     check_destination,
@@ -117,6 +118,9 @@ class StoreWriter:
     def _finalise_manifest(self) -> None:
         m = self.manifest
         m["arrays"] = {key: _arrays.describe_array(self.path, key) for key in _list_arrays(self.path)}
+        for key in _checks.INDEX_ARRAYS:  # readers check the node IDs against it (checks.py)
+            if key in m["arrays"]:
+                m["arrays"][key]["range"] = _checks.index_range(_arrays.read_array(self.path, key))
         m["tables"] = {key: _describe_table(self.path, key) for key in _list_tables(self.path)}
         prov = m.setdefault("provenance", {})
         prov.setdefault("graphpipe_version", _graphpipe_version())

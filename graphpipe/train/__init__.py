@@ -4,8 +4,10 @@
   :class:`GATConv` on :mod:`graphpipe.ops.aggregate` (blocks or PyG ``edge_index``);
 - :mod:`graphpipe.train.models`: :class:`GCN`, :class:`GraphSAGE`, :class:`GIN`,
   :class:`GAT`, :class:`MLP` and :func:`build_model`;
-- :mod:`graphpipe.train.trainer`: :class:`Trainer` (evaluation, early stopping, metrics
-  log, checkpoints with exact resume);
+- :mod:`graphpipe.train.loop`: the one epoch loop both trainers run (evaluation
+  schedule, early stopping, metrics log, checkpoints with exact resume);
+- :mod:`graphpipe.train.trainer`: :class:`Trainer` (NeighborLoader epochs, layer-wise
+  full-neighbour or sampled evaluation);
 - :mod:`graphpipe.train.checkpoint`: atomic checkpoint files;
 - :mod:`graphpipe.train.graph_transformer`: :class:`GraphormerSlim` and :class:`GT` on
   ClusterLoader sequences, attention modes in :mod:`graphpipe.train.sequence_attention`;

@@ -13,7 +13,7 @@ Every layer takes the features of a graph's *sources* and returns rows for its
   num_dst)`` says otherwise (destinations are then the first ``num_dst`` rows of ``x``).
   The CSC is built from it on every call (a one-layer convenience; models use blocks).
 
-Definitions (each matches the PyG layer of the same name; tests/test_layers.py checks
+Definitions (each matches the PyG layer of the same name; tests/train/test_layers.py checks
 them against ``torch_geometric.nn`` with copied weights):
 
 - :class:`GCNConv`: ``out = A_hat · x · W^T + b`` with ``A_hat[u, v] = 1 / sqrt(deg_dst(u)

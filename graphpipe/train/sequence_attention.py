@@ -5,9 +5,9 @@ interleaving schedule of :mod:`graphpipe.train.interleave` picks it):
 
 - ``"sparse"``: the batch's exact pattern (``indptr``/``indices``, a CSR over the
   ``B·S`` flattened positions) through :func:`graphpipe.ops.attention.sparse_attention`;
-- ``"cluster-sparse"``: the loader's :class:`~graphpipe.ops.cluster_sparse.ClusterSparsePattern`
+- ``"cluster-sparse"``: the loader's :class:`~graphpipe.ops.attention.cluster_sparse.ClusterSparsePattern`
   (``B == 1``). Without an attention bias it runs
-  :func:`~graphpipe.ops.cluster_sparse.cluster_sparse_attention`; that kernel takes no
+  :func:`~graphpipe.ops.attention.cluster_sparse.cluster_sparse_attention`; that kernel takes no
   bias, so with a bias the pattern's whole mask ``M`` (``csp.to_csr()``) runs through
   the sparse kernel with a per-entry bias instead (same mask, same numbers);
 - ``"dense"``: every query attends every real key of its own sequence (and the global
@@ -36,7 +36,7 @@ import torch
 from torch.nn import functional as F
 
 from graphpipe.ops.attention import sparse_attention
-from graphpipe.ops.cluster_sparse import ClusterSparsePattern, cluster_sparse_attention
+from graphpipe.ops.attention.cluster_sparse import ClusterSparsePattern, cluster_sparse_attention
 
 __all__ = [
     "ATTENTION_MODES",

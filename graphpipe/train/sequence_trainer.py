@@ -11,7 +11,7 @@ level) or on ``graph_y`` (graph level), one optimizer step per batch.
 - ``"sparse"``: the sequence's exact pattern, every step;
 - ``"cluster-sparse"``: the loader's cluster-sparse format every step; with
   ``threshold="auto"`` (default) TorchGT's Auto Tuner
-  (:class:`graphpipe.ops.cluster_sparse.ThresholdTuner`) steps once per epoch on the
+  (:class:`graphpipe.ops.attention.cluster_sparse.ThresholdTuner`) steps once per epoch on the
   epoch's mean loss and time, and the loader is handed the tuner
   (:meth:`ClusterLoader.set_threshold`), so the next epoch's patterns use the new
   threshold ``multiplier · β_G``; a number is a fixed multiplier of ``β_G``;
@@ -37,13 +37,12 @@ with ``patience``; the reported test accuracy is the one at the best valid epoch
 
 Metrics log (JSON lines), checkpoints (atomic; exact resume: model, optimizer, RNG
 states, loader epoch, Auto Tuner state) and the progress bar are the
-:class:`graphpipe.train.Trainer`'s.
+:class:`graphpipe.train.Trainer`'s: both run the one epoch loop
+:func:`graphpipe.train.loop.fit`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
 import logging
 import math
 import os
@@ -59,36 +58,30 @@ from torch import nn
 from torch.nn import functional as F
 
 from graphpipe.loaders.cluster import ClusterLoader
-from graphpipe.ops.cluster_sparse import ThresholdTuner, TunerDecision
-from graphpipe.train.checkpoint import (
-    CheckpointError,
-    load_checkpoint,
-    rng_state,
-    save_checkpoint,
-    set_rng_state,
-)
+from graphpipe.ops.attention.cluster_sparse import ThresholdTuner, TunerDecision
+from graphpipe.train import loop
+from graphpipe.train.checkpoint import CheckpointError, load_checkpoint
 from graphpipe.train.interleave import (
     CONDITIONS,
     HAMILTONIAN_TESTS,
     InterleaveScheduler,
     StructureSearch,
 )
+from graphpipe.train.loop import (
+    ProgressBar,
+    TrainResult,
+    check_checkpoint_model,
+    check_checkpoint_optimizer,
+    fmt_acc,
+)
 from graphpipe.train.sequence_attention import dense_attention_bytes
 from graphpipe.train.trainer import (
     OPTIMIZERS,
-    TrainResult,
-    _Bar,
     _check_int,
-    _fmt,
-    _json_default,
     accuracy,
-    check_checkpoint_model,
-    check_checkpoint_optimizer,
     check_eval_splits,
     make_optimizer,
     open_training_store,
-    restore_model_optimizer,
-    seed_everything,
 )
 
 __all__ = ["SEQUENCE_ATTENTIONS", "SequenceTrainer", "format_sequence_epoch"]
@@ -320,24 +313,16 @@ class SequenceTrainer:
         self.tuner.history = [TunerDecision(**d) for d in state["history"]]
         self.loader.set_threshold(self.tuner)
 
-    def _checkpoint_state(self, epoch: int, history: list[dict[str, Any]],
-                          best: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "model_config": getattr(self.model, "config", None) or None,
-            "model_class": type(self.model).__name__,
-            "model_state": {k: v.detach().cpu() for k, v in self.model.state_dict().items()},
-            "optimizer": {"name": self.optimizer_name, "lr": self.lr,
-                          "weight_decay": self.weight_decay},
-            "optimizer_state": self.optimizer.state_dict(),
-            "epoch": epoch,
-            "history": history,
-            "best": dict(best),
-            "rng": rng_state(),
-            "loader": {"seed": self.loader.seed, "epoch": epoch},
-            "tuner": self._tuner_state(),
-            "train": {"kind": "sequence", **self.settings, "store": self.store.name,
-                      "num_nodes": self.store.num_nodes},
-        }
+    def checkpoint_extra(self) -> dict[str, Any]:
+        """The SequenceTrainer's own checkpoint keys: ``tuner`` (Auto Tuner state or None)
+        and ``train`` (``kind: "sequence"`` and the settings checked on resume)."""
+        return {"tuner": self._tuner_state(),
+                "train": {"kind": "sequence", **self.settings, "store": self.store.name,
+                          "num_nodes": self.store.num_nodes}}
+
+    def resume_extra(self, state: dict[str, Any]) -> None:
+        """Restore the Auto Tuner (and hand it to the loader)."""
+        self._set_tuner_state(state.get("tuner"))
 
     def check_resume(self, path: str | os.PathLike) -> dict[str, Any]:
         """Load the checkpoint at ``path`` and check it belongs to this model and setting;
@@ -361,66 +346,21 @@ class SequenceTrainer:
     # ---------------------------------------------------------------------------- training
     def fit(self, resume: str | os.PathLike | None = None) -> TrainResult:
         """Train for the remaining epochs (all of them, or those after ``resume``'s)."""
-        history: list[dict[str, Any]] = []
-        best = {"valid_acc": float("nan"), "epoch": -1, "test_acc": float("nan"), "bad_epochs": 0,
-                "stopped": False}
-        start = 0
-        if resume is not None:
-            path = Path(resume)
-            state = self.check_resume(path)
-            restore_model_optimizer(state, self.model, self.optimizer, path)
-            start = int(state["epoch"])
-            history = list(state.get("history", []))
-            best.update(state.get("best", {}))
-            self._set_tuner_state(state.get("tuner"))
-            self.loader.set_epoch(int(state["loader"]["epoch"]))
-            set_rng_state(state["rng"])
-        else:
-            seed_everything(self.seed)
-            self.loader.set_epoch(0)
-        with contextlib.ExitStack() as stack:
-            log_file = None
-            if self.metrics_log is not None:
-                self.metrics_log.parent.mkdir(parents=True, exist_ok=True)
-                log_file = stack.enter_context(open(self.metrics_log, "a" if resume is not None
-                                                    else "w", encoding="utf-8"))
-            epoch = start
-            while epoch < self.epochs and not best["stopped"]:
-                record = self._run_epoch(epoch)
-                if self.tuner is not None:
-                    self.tuner.step(record["loss"], max(record["seconds"], 1e-9))
-                    self.loader.set_threshold(self.tuner)
-                    record["tuner"] = {"index": self.tuner.index,
-                                       "action": self.tuner.history[-1].action}
-                do_eval = self.evaluation != "none" and (
-                    (epoch + 1) % self.eval_every == 0 or epoch + 1 == self.epochs)
-                if do_eval:
-                    t0 = time.perf_counter()
-                    accs = self.evaluate()
-                    record.update({f"{s}_acc": accs[s] for s in _SPLITS})
-                    record["eval_seconds"] = time.perf_counter() - t0
-                    if not best["valid_acc"] >= accs["valid"]:  # also when best is nan
-                        best.update(valid_acc=accs["valid"], epoch=epoch, test_acc=accs["test"],
-                                    bad_epochs=0)
-                    else:
-                        best["bad_epochs"] += 1
-                        if self.patience is not None and best["bad_epochs"] >= self.patience:
-                            best["stopped"] = True
-                record["best_valid_acc"] = best["valid_acc"]
-                history.append(record)
-                epoch += 1
-                if log_file is not None:
-                    log_file.write(json.dumps(record, default=_json_default) + "\n")
-                    log_file.flush()
-                if self.checkpoint is not None:
-                    save_checkpoint(self.checkpoint, self._checkpoint_state(epoch, history, best))
-                if not self.quiet:
-                    print(format_sequence_epoch(record), flush=True)
-                if self.on_epoch is not None:
-                    self.on_epoch(record)
-        return TrainResult(history=history, best_epoch=int(best["epoch"]),
-                           best_valid_acc=float(best["valid_acc"]), test_acc=float(best["test_acc"]),
-                           stopped_early=bool(best["stopped"]), epochs_completed=epoch)
+        return loop.fit(self, resume)
+
+    def describe_epoch(self, record: dict[str, Any]) -> str:
+        """The epoch's printed line (:func:`format_sequence_epoch`)."""
+        return format_sequence_epoch(record)
+
+    def train_epoch(self, epoch: int) -> dict[str, Any]:
+        """One epoch of optimizer steps, then (``threshold="auto"``) one Auto Tuner step on
+        its mean loss and time; its metrics record (``tuner``: the tuner's index, action)."""
+        record = self._run_epoch(epoch)
+        if self.tuner is not None:
+            self.tuner.step(record["loss"], max(record["seconds"], 1e-9))
+            self.loader.set_threshold(self.tuner)
+            record["tuner"] = {"index": self.tuner.index, "action": self.tuner.history[-1].action}
+        return record
 
     def _loss(self, out: torch.Tensor, batch: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(loss, targets, predictions)`` over the labelled positions (graphs)."""
@@ -439,7 +379,7 @@ class SequenceTrainer:
         total = len(self.loader) if self.max_steps is None else min(self.max_steps, len(self.loader))
         if self.scheduler is not None:
             self.scheduler.start_epoch(total)
-        bar = _Bar(total, f"epoch {epoch}", enabled=not self.quiet)
+        bar = ProgressBar(total, f"epoch {epoch}", enabled=not self.quiet)
         loss_sum, correct, seen, steps = 0.0, 0, 0, 0
         trace: list[str] = []
         t0 = time.perf_counter()
@@ -514,6 +454,6 @@ def format_sequence_epoch(record: dict[str, Any]) -> str:
                       if a.get(name))
     tuner = f"  tuner index {record['tuner']['index']}" if record.get("tuner") else ""
     return (f"epoch {record['epoch']:>3}  loss {record['loss']:.4f}  batch {record['batch_acc']:.4f}  "
-            f"valid {_fmt(record['valid_acc'])}  test {_fmt(record['test_acc'])}  "
+            f"valid {fmt_acc(record['valid_acc'])}  test {fmt_acc(record['test_acc'])}  "
             f"time {record['seconds']:.2f}s (+{record['eval_seconds']:.2f}s eval)  "
             f"sequences {record['steps']}  attention {modes or '-'}{tuner}")

@@ -26,19 +26,18 @@ per batch. After each epoch (every ``eval_every`` epochs and the last):
   from it restores the model, the optimizer, the epoch, the RNG states (torch, numpy,
   Python) and the loader's seed and epoch, so ``k`` epochs + resume + ``m`` epochs
   gives the same weights as ``k + m`` straight epochs.
+
+The epoch loop (evaluation schedule, early stopping, log, checkpoint, resume) is
+:func:`graphpipe.train.loop.fit`, shared with the :class:`SequenceTrainer`; this module
+holds what is the Trainer's own: the NeighborLoader epoch and full-neighbour inference.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
 import math
 import os
-import random
-import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -48,12 +47,15 @@ from torch import nn
 from torch.nn import functional as F
 
 from graphpipe.loaders import NeighborLoader
-from graphpipe.train.checkpoint import (
-    CheckpointError,
-    load_checkpoint,
-    rng_state,
-    save_checkpoint,
-    set_rng_state,
+from graphpipe.ops._core.checks import check_int as _check_int
+from graphpipe.train import loop
+from graphpipe.train.checkpoint import CheckpointError, load_checkpoint
+from graphpipe.train.loop import (
+    ProgressBar,
+    TrainResult,
+    check_checkpoint_model,
+    check_checkpoint_optimizer,
+    fmt_acc,
 )
 
 __all__ = ["EVALUATIONS", "FEATURE_BITS", "OPTIMIZERS", "TrainResult", "Trainer", "accuracy"]
@@ -85,32 +87,6 @@ def _evaluator(cls: Any) -> Any:
     return _EVALUATOR[0]
 
 
-@dataclass
-class TrainResult:
-    """What :meth:`Trainer.fit` returns.
-
-    Attributes:
-        history: one metrics record per epoch run (also the JSON-lines log's lines).
-        best_epoch: epoch (0-based) of the best valid accuracy, or -1 without evaluation.
-        best_valid_acc: that accuracy (nan without evaluation).
-        test_acc: test accuracy at ``best_epoch`` (nan without evaluation).
-        stopped_early: early stopping ended the run.
-        epochs_completed: epochs finished (including those before a resume).
-    """
-
-    history: list[dict[str, Any]] = field(default_factory=list)
-    best_epoch: int = -1
-    best_valid_acc: float = float("nan")
-    test_acc: float = float("nan")
-    stopped_early: bool = False
-    epochs_completed: int = 0
-
-
-def _check_int(name: str, value: Any, minimum: int, allow_none: bool = False) -> None:
-    if value is None and allow_none:
-        return
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"'{name}' must be an integer >= {minimum} (got {value!r})")
 
 
 def open_training_store(store: Any) -> Any:
@@ -159,48 +135,6 @@ def make_optimizer(model: nn.Module, name: str, lr: float, weight_decay: float
     if name == "sgd":
         return torch.optim.SGD(params, lr=lr, momentum=0.9, weight_decay=weight_decay)
     raise ValueError(f"unknown optimizer {name!r}; known: {', '.join(OPTIMIZERS)}")
-
-
-def seed_everything(seed: int) -> None:
-    """Seed torch, numpy and Python ``random`` (the start of a fresh run)."""
-    torch.manual_seed(seed)
-    np.random.seed(seed)
-    random.seed(seed)
-
-
-def check_checkpoint_model(state: dict[str, Any], model: nn.Module, path: Path) -> None:
-    """Raise :class:`CheckpointError` unless the checkpoint ``state`` holds weights of
-    ``model``'s class, config, parameter names and shapes."""
-    ours = getattr(model, "config", None) or None
-    theirs = state.get("model_config")
-    if state.get("model_class") != type(model).__name__ or (ours and theirs and ours != theirs):
-        raise CheckpointError(f"checkpoint {str(path)!r} was written for model "
-                              f"{theirs or state.get('model_class')}; this run builds "
-                              f"{ours or type(model).__name__}")
-    own = {k: tuple(v.shape) for k, v in model.state_dict().items()}
-    saved = state["model_state"]
-    if not isinstance(saved, dict) or {k: tuple(v.shape) for k, v in saved.items()} != own:
-        raise CheckpointError(f"checkpoint {str(path)!r} holds weights of another model "
-                              "(parameter names or shapes differ)")
-
-
-def check_checkpoint_optimizer(state: dict[str, Any], name: str, path: Path) -> None:
-    """Raise :class:`CheckpointError` if the checkpoint used another optimizer."""
-    opt = state.get("optimizer", {})
-    if opt.get("name") not in (None, name):
-        raise CheckpointError(f"checkpoint {str(path)!r} used optimizer {opt.get('name')!r}; "
-                              f"this run uses {name!r}")
-
-
-def restore_model_optimizer(state: dict[str, Any], model: nn.Module,
-                            optimizer: torch.optim.Optimizer, path: Path) -> None:
-    """Load the checkpoint's model and optimizer states."""
-    model.load_state_dict(state["model_state"])
-    try:
-        optimizer.load_state_dict(state["optimizer_state"])
-    except (ValueError, KeyError) as exc:
-        raise CheckpointError(f"checkpoint {str(path)!r}: optimizer state does not fit "
-                              f"this model ({exc})") from None
 
 
 class Trainer:
@@ -322,22 +256,15 @@ class Trainer:
             options["feature_bits"] = self.feature_bits
         return NeighborLoader(self.store, self.fanouts, self.batch_size, input_nodes="train", **options)
 
-    def _checkpoint_state(self, epoch: int, history: list[dict[str, Any]],
-                          best: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "model_config": getattr(self.model, "config", None) or None,
-            "model_class": type(self.model).__name__,
-            "model_state": {k: v.detach().cpu() for k, v in self.model.state_dict().items()},
-            "optimizer": {"name": self.optimizer_name, "lr": self.lr, "weight_decay": self.weight_decay},
-            "optimizer_state": self.optimizer.state_dict(),
-            "epoch": epoch,
-            "history": history,
-            "best": dict(best),
-            "rng": rng_state(),
-            "loader": {"seed": self.loader.seed, "epoch": epoch},
-            "train": {"batch_size": self.batch_size, "fanouts": self.fanouts, "seed": self.seed,
-                      "store": self.store.name, "num_nodes": self.store.num_nodes},
-        }
+    def checkpoint_extra(self) -> dict[str, Any]:
+        """The Trainer's own checkpoint key: ``train`` (checked on resume)."""
+        return {"train": {"batch_size": self.batch_size, "fanouts": self.fanouts, "seed": self.seed,
+                          "store": self.store.name, "num_nodes": self.store.num_nodes}}
+
+    def resume_extra(self, state: dict[str, Any]) -> None:
+        """Rebuild the training loader if the checkpoint's loader seed differs."""
+        if int(state["loader"]["seed"]) != self.loader.seed:
+            self.loader = self._make_loader(int(state["loader"]["seed"]))
 
     def check_resume(self, path: str | os.PathLike) -> dict[str, Any]:
         """Load the checkpoint at ``path`` and check that it belongs to this model and
@@ -365,68 +292,17 @@ class Trainer:
 
         Raises :class:`CheckpointError` (nothing written) if ``resume`` is unreadable or
         belongs to another model or setting."""
-        history: list[dict[str, Any]] = []
-        best = {"valid_acc": float("nan"), "epoch": -1, "test_acc": float("nan"), "bad_epochs": 0,
-                "stopped": False}
-        start = 0
-        if resume is not None:
-            path = Path(resume)
-            state = self.check_resume(path)
-            restore_model_optimizer(state, self.model, self.optimizer, path)
-            start = int(state["epoch"])
-            history = list(state.get("history", []))
-            best.update(state.get("best", {}))
-            if int(state["loader"]["seed"]) != self.loader.seed:
-                self.loader = self._make_loader(int(state["loader"]["seed"]))
-            _start_loader_at(self.loader, int(state["loader"]["epoch"]))
-            set_rng_state(state["rng"])
-        else:
-            seed_everything(self.seed)
-            _start_loader_at(self.loader, 0)
+        return loop.fit(self, resume)
 
-        with contextlib.ExitStack() as stack:
-            log = None
-            if self.metrics_log is not None:
-                self.metrics_log.parent.mkdir(parents=True, exist_ok=True)
-                log = stack.enter_context(open(self.metrics_log, "a" if resume is not None else "w",
-                                               encoding="utf-8"))
-            epoch = start
-            while epoch < self.epochs and not best["stopped"]:
-                record = self._run_epoch(epoch)
-                do_eval = self.evaluation != "none" and (
-                    (epoch + 1) % self.eval_every == 0 or epoch + 1 == self.epochs)
-                if do_eval:
-                    t0 = time.perf_counter()
-                    accs = self.evaluate()
-                    record.update({f"{s}_acc": accs[s] for s in _SPLITS})
-                    record["eval_seconds"] = time.perf_counter() - t0
-                    if not best["valid_acc"] >= accs["valid"]:  # also when best is nan
-                        best.update(valid_acc=accs["valid"], epoch=epoch, test_acc=accs["test"],
-                                    bad_epochs=0)
-                    else:
-                        best["bad_epochs"] += 1
-                        if self.patience is not None and best["bad_epochs"] >= self.patience:
-                            best["stopped"] = True
-                record["best_valid_acc"] = best["valid_acc"]
-                history.append(record)
-                epoch += 1
-                if log is not None:
-                    log.write(json.dumps(record, default=_json_default) + "\n")
-                    log.flush()
-                if self.checkpoint is not None:
-                    save_checkpoint(self.checkpoint, self._checkpoint_state(epoch, history, best))
-                if not self.quiet:
-                    print(format_epoch(record), flush=True)
-                if self.on_epoch is not None:
-                    self.on_epoch(record)
-        return TrainResult(history=history, best_epoch=int(best["epoch"]),
-                           best_valid_acc=float(best["valid_acc"]), test_acc=float(best["test_acc"]),
-                           stopped_early=bool(best["stopped"]), epochs_completed=epoch)
+    def describe_epoch(self, record: dict[str, Any]) -> str:
+        """The epoch's printed line (:func:`format_epoch`)."""
+        return format_epoch(record)
 
-    def _run_epoch(self, epoch: int) -> dict[str, Any]:
+    def train_epoch(self, epoch: int) -> dict[str, Any]:
+        """One epoch of optimizer steps over the training loader; its metrics record."""
         self.model.train()
         total = len(self.loader) if self.max_steps is None else min(self.max_steps, len(self.loader))
-        bar = _Bar(total, f"epoch {epoch}", enabled=not self.quiet)
+        bar = ProgressBar(total, f"epoch {epoch}", enabled=not self.quiet)
         loss_sum, correct, seen, steps = 0.0, 0, 0, 0
         t0 = time.perf_counter()
         it = iter(self.loader)
@@ -525,64 +401,12 @@ class Trainer:
         return h
 
 
-def _start_loader_at(loader: NeighborLoader, epoch: int) -> None:
-    """Make ``loader``'s next ``iter()`` run epoch ``epoch`` (its batches and sampling keys
-    depend only on ``(seed, epoch)``)."""
-    loader.set_epoch(epoch)
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, (np.integer,)):
-        return int(value)
-    if isinstance(value, (np.floating,)):
-        return float(value)
-    if isinstance(value, torch.Tensor):
-        return value.tolist()
-    return str(value)
-
-
-def _fmt(value: Any) -> str:
-    return "-" if value is None else f"{value:.4f}"
-
-
 def format_epoch(record: dict[str, Any]) -> str:
     """One human-readable line for an epoch's metrics record."""
     s = record["loader"]
-    return (f"epoch {record['epoch']:>3}  loss {record['loss']:.4f}  train {_fmt(record['train_acc'])}  "
-            f"valid {_fmt(record['valid_acc'])}  test {_fmt(record['test_acc'])}  "
+    return (f"epoch {record['epoch']:>3}  loss {record['loss']:.4f}  train {fmt_acc(record['train_acc'])}  "
+            f"valid {fmt_acc(record['valid_acc'])}  test {fmt_acc(record['test_acc'])}  "
             f"time {record['seconds']:.2f}s (+{record['eval_seconds']:.2f}s eval)  "
             f"batches {s.get('batches', 0)}  sampled edges {s.get('sampled_edges', 0)}  "
             f"rows gathered {s.get('rows_gathered', 0)} reused {s.get('rows_reused', 0)} "
             f"cached {s.get('rows_cached', 0)}  wait {s.get('wait_s', 0.0):.2f}s")
-
-
-class _Bar:
-    """A rich progress bar on stderr, only on a terminal and when enabled."""
-
-    def __init__(self, total: int, label: str, enabled: bool):
-        self._progress = None
-        if not enabled or not sys.stderr.isatty():
-            return
-        from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeRemainingColumn,
-        )
-
-        self._progress = Progress(TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(),
-                                  TextColumn("loss {task.fields[loss]}"), TimeRemainingColumn(),
-                                  console=Console(stderr=True), transient=True)
-        self._task = self._progress.add_task(label, total=total, loss="-")
-        self._progress.start()
-
-    def advance(self, loss: float) -> None:
-        if self._progress is not None:
-            self._progress.update(self._task, advance=1, loss=f"{loss:.4f}")
-
-    def close(self) -> None:
-        if self._progress is not None:
-            self._progress.stop()
-            self._progress = None

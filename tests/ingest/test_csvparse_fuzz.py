@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from graphpipe.ingest.generate import community_graph, write_ogb_raw
+from graphpipe.synthetic import community_graph, write_ogb_raw
 
 CHILD = Path(__file__).with_name("csv_fuzz_child.py")
 

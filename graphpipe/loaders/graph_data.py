@@ -1,0 +1,147 @@
+"""What a loader reads, whatever it was given: :class:`GraphData` (CSC topology, feature
+row chunks, labels, splits) resolved from a store, a store path, a dict or a tuple by
+:func:`resolve_graph_data`. The feature rows are handed to the gather stage as a
+:class:`graphpipe.loaders.rows.RowSource` (:meth:`GraphData.feature_rows`)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from graphpipe.loaders.rows import ChunkedRows
+from graphpipe.store.checks import check_topology
+
+__all__ = ["GraphData", "resolve_graph_data"]
+
+
+@dataclass
+class GraphData:
+    """What a loader reads, whatever it was given.
+
+    Attributes:
+        indptr: int64 ``(N+1,)`` CSC offsets by destination.
+        indices: int32/int64 ``(E,)`` in-neighbour global IDs.
+        num_nodes: ``N``.
+        feature_chunks: row-chunk views of the features (``chunks[c]`` holds rows
+            ``c*chunk_rows ...``), or None without features.
+        chunk_rows: rows per chunk.
+        labels: ``(N,)`` or ``(N, tasks)`` labels, or None.
+        splits: ``{name: int64 node IDs}`` for array input; read from the store otherwise.
+        store: the :class:`graphpipe.store.GraphStore` when built from a store.
+    """
+
+    indptr: np.ndarray
+    indices: np.ndarray
+    num_nodes: int
+    feature_chunks: list[np.ndarray] | None
+    chunk_rows: int
+    labels: np.ndarray | None
+    splits: dict[str, np.ndarray] = field(default_factory=dict)
+    store: Any = None
+    _rows: ChunkedRows | None = field(default=None, repr=False)
+
+    def feature_rows(self) -> ChunkedRows:
+        """The feature rows as a row source over the chunk views (built once, not copied)."""
+        if self._rows is None:
+            assert self.feature_chunks is not None
+            self._rows = ChunkedRows(self.feature_chunks, self.chunk_rows)
+        return self._rows
+
+    @property
+    def split_names(self) -> list[str]:
+        return list(self.store.split_names) if self.store is not None else list(self.splits)
+
+    def split(self, name: str) -> np.ndarray:
+        if name not in self.split_names:
+            raise ValueError(f"'input_nodes' names an unknown split {name!r}; "
+                             f"known splits: {self.split_names}")
+        if self.store is not None:
+            return np.asarray(self.store.split(name), dtype=np.int64)
+        return np.asarray(self.splits[name], dtype=np.int64)
+
+    def feature_dim(self) -> int:
+        assert self.feature_chunks is not None
+        return int(self.feature_chunks[0].shape[1])
+
+
+def _to_numpy(value: Any, name: str) -> np.ndarray | None:
+    if value is None:
+        return None
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu().numpy()
+    arr = np.asarray(value)
+    if arr.dtype == object:
+        raise ValueError(f"'store_or_arrays' entry {name!r} is not a numeric array (got {type(value)})")
+    return arr
+
+
+def _from_store(store: Any) -> GraphData:
+    chunks, chunk_rows = store.feature_chunks() if store.has_features else (None, 1)
+    if chunks is not None:
+        chunks = [c.reshape(-1, 1) if c.ndim == 1 else c for c in chunks]
+    indptr, indices = store.topology()  # checked once: the sampling kernels trust it
+    return GraphData(indptr=np.asarray(indptr), indices=np.asarray(indices),
+                     num_nodes=store.num_nodes, feature_chunks=chunks, chunk_rows=int(chunk_rows),
+                     labels=np.asarray(store.labels) if store.has_labels else None, store=store)
+
+
+def _parts_of(store_or_arrays: Any) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The named arrays of a dict or tuple input, and its splits."""
+    if isinstance(store_or_arrays, dict):
+        unknown = set(store_or_arrays) - {"indptr", "indices", "x", "y", "splits"}
+        if unknown or not {"indptr", "indices"} <= set(store_or_arrays):
+            raise ValueError("'store_or_arrays' as a dict needs keys 'indptr', 'indices' and optionally "
+                             f"'x', 'y', 'splits' (got {sorted(store_or_arrays)})")
+        splits = {k: np.asarray(_to_numpy(v, k), dtype=np.int64)
+                  for k, v in (store_or_arrays.get("splits") or {}).items()}
+        return store_or_arrays, splits
+    if isinstance(store_or_arrays, (tuple, list)) and 2 <= len(store_or_arrays) <= 4:
+        return dict(zip(("indptr", "indices", "x", "y"), store_or_arrays)), {}
+    raise ValueError("'store_or_arrays' must be a GraphStore, a store path, a dict or a tuple "
+                     f"(indptr, indices, x, y) (got {type(store_or_arrays).__name__})")
+
+
+def _from_arrays(store_or_arrays: Any) -> GraphData:
+    parts, splits = _parts_of(store_or_arrays)
+    indptr = _to_numpy(parts["indptr"], "indptr")
+    indices = _to_numpy(parts["indices"], "indices")
+    if indptr is None or indptr.ndim != 1 or len(indptr) < 1:
+        raise ValueError("'store_or_arrays' indptr must be a 1-D array of N+1 offsets")
+    indptr = np.ascontiguousarray(indptr, dtype=np.int64)
+    indices = np.ascontiguousarray(indices)
+    num_nodes = len(indptr) - 1
+    check_topology(indptr, indices, num_nodes, error=ValueError, where="'store_or_arrays'")
+    x = _to_numpy(parts.get("x"), "x")
+    if x is not None:
+        x = np.ascontiguousarray(x.reshape(-1, 1) if x.ndim == 1 else x)
+        if x.shape[0] != num_nodes:
+            raise ValueError(f"'store_or_arrays' x has {x.shape[0]} rows for {num_nodes} nodes")
+    y = _to_numpy(parts.get("y"), "y")
+    if y is not None and y.shape[0] != num_nodes:
+        raise ValueError(f"'store_or_arrays' y has {y.shape[0]} rows for {num_nodes} nodes")
+    return GraphData(indptr=indptr, indices=indices, num_nodes=num_nodes,
+                     feature_chunks=None if x is None else [x],
+                     chunk_rows=max(1, num_nodes), labels=y, splits=splits)
+
+
+def resolve_graph_data(store_or_arrays: Any) -> GraphData:
+    """A :class:`GraphData` from a GraphStore, a store path, a dict with keys
+    ``indptr, indices[, x, y, splits]`` or a tuple ``(indptr, indices, x, y)``.
+
+    The topology handed on is checked (once, ``O(N + E)``) to be a CSC whose every
+    slice and index is in bounds: :meth:`GraphStore.topology` for a store, the same
+    check (raising ``ValueError``) for arrays given directly."""
+    from graphpipe.store import GraphStore
+
+    if isinstance(store_or_arrays, (str, os.PathLike)):
+        if not Path(store_or_arrays).is_dir():
+            raise ValueError(f"'store_or_arrays' is not a store directory (got {str(store_or_arrays)!r})")
+        store_or_arrays = GraphStore.open(store_or_arrays, in_memory="auto")
+    if isinstance(store_or_arrays, GraphStore):
+        return _from_store(store_or_arrays)
+    return _from_arrays(store_or_arrays)

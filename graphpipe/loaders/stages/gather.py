@@ -1,0 +1,208 @@
+"""The ``gather`` stage: the Match step of Match-Reorder (FastGL §3.3) and the feature rows
+of a batch, read from a :class:`graphpipe.loaders.rows.RowSource`.
+
+The previous batch is the one this stage produced last (across windows and epochs): its
+IDs stay resident in a :class:`graphpipe.ops.features.gather.ResidentIndex`, and on the host path
+its rows too. Each row of the next batch comes, in priority order, from the source's
+held rows (a degree cache wrapper), from the previous batch (Match), or from the
+source's backing store; with ``match=False`` no row is reused. What the stage does not
+know is which techniques the source stacks: it hands the Match positions to the source
+(:meth:`graphpipe.loaders.rows.RowSource.assemble`, one fused kernel over chunk views).
+
+Three outputs, one per path:
+
+* host (``on_device=False``): the rows assembled here into a recycled host buffer;
+* device (``on_device=True``): only the backing-store rows, staged in (pinned) memory,
+  and a :class:`graphpipe.loaders.prepared.RowPlan`; the transfer stage assembles on the
+  device, where the previous batch lives;
+* packed (the source is a :class:`graphpipe.loaders.rows.QuantizedRowSource`): the rows
+  as low-bit codes, always assembled on the host; store rows quantized with a rounding
+  seed derived from the batch's sampler key (else its sequence number) and the loader
+  seed, reused rows copied from the previous batch's packed rows.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import numpy as np
+import torch
+
+from graphpipe.loaders.from_sample import minibatch_from_sample
+from graphpipe.loaders.prepared import PreparedBatch, RowPlan
+from graphpipe.loaders.rows import PackedRows, QuantizedRowSource, RowSource, check_ids
+from graphpipe.loaders.stats import LoaderStats, StatsRef
+from graphpipe.ops.features.gather import SOURCE_CACHE, SOURCE_PREVIOUS, SOURCE_STORE, ResidentIndex
+from graphpipe.ops.features.quantize import QuantizedRows
+from graphpipe.ops.sampling import SampleOutput
+
+__all__ = ["GatherStage"]
+
+
+class GatherStage:
+    """``gather``: Match, then the feature rows of a batch from ``rows``.
+
+    Args:
+        rows: the row source (possibly wrapped: degree cache, quantization), or None to
+            gather no features.
+        num_nodes: node IDs are in ``[0, num_nodes)``.
+        labels: ``(N,)`` / ``(N, tasks)`` labels, or None.
+        match: reuse the previous batch's rows.
+        stats_ref: the loader's statistics handle.
+        on_device: stage store rows for assembly on the device (ignored for packed rows).
+        pin_memory: stage them in pinned memory (CUDA).
+        seed: the loader seed (rounding seeds of packed rows).
+    """
+
+    _POOL_SIZE = 6
+
+    def __init__(self, rows: RowSource | None, num_nodes: int, labels: np.ndarray | None, match: bool,
+                 stats_ref: StatsRef, *, on_device: bool = False, pin_memory: bool = False,
+                 seed: int = 0):
+        self.rows = rows
+        self.labels = labels
+        self.match = match
+        self.features = rows is not None
+        self.packed = isinstance(rows, QuantizedRowSource)
+        self.on_device = on_device and not self.packed  # packed rows are assembled on the host
+        self.pin_memory = pin_memory
+        self.seed = int(seed)
+        self._stats = stats_ref
+        self._resident = ResidentIndex(num_nodes)  # the previous batch's IDs, indexed
+        self._resident_rows: np.ndarray | None = None
+        self._resident_q: PackedRows | None = None
+        self._resident_token = -1
+        self._next_token = 0
+        self._pool: list[np.ndarray] = []
+
+    def _output_rows(self, k: int) -> np.ndarray:
+        """A ``(k, dim)`` output array, carved from a recycled buffer when one is free.
+
+        A buffer is free when nothing but the pool references it: the batch whose ``x``
+        was a view of it has been released by the caller (CPython reference counts are
+        exact), and it is not the resident batch (this stage holds that one). Reusing
+        it saves the page faults of fresh memory on every batch.
+        """
+        dim = self.rows.dim
+        need = k * dim
+        for i in range(len(self._pool)):
+            buf = self._pool[i]
+            # references: the pool list, ``buf`` and getrefcount's argument
+            if buf.shape[0] >= need and sys.getrefcount(buf) == 3:
+                return buf[:need].reshape(k, dim)
+        buf = np.empty(max(need, 1) + need // 4, dtype=self.rows.dtype)
+        if len(self._pool) < self._POOL_SIZE:
+            self._pool.append(buf)
+        else:  # replace the smallest free buffer, if any
+            free = [i for i in range(len(self._pool)) if sys.getrefcount(self._pool[i]) == 2]
+            if free:
+                self._pool[min(free, key=lambda i: self._pool[i].shape[0])] = buf
+        return buf[:need].reshape(k, dim)
+
+    def reset(self) -> None:
+        """Forget the resident batch (the next batch reads everything from cache/store)."""
+        self._resident.replace(None)
+        self._resident_rows = None
+        self._resident_q = None
+        self._resident_token = -1
+
+    def _match(self, n_id: np.ndarray, stats: LoaderStats) -> np.ndarray | None:
+        """int64 ``(k,)`` position of each ID in the previous batch (-1: absent), None when
+        nothing is resident; adds the pair's match degree to ``stats``."""
+        if self._resident.ids is None:
+            return None
+        prev_pos = self._resident.lookup(n_id)
+        hits = int(np.count_nonzero(prev_pos >= 0))
+        smaller = min(n_id.shape[0], self._resident.ids.shape[0])
+        stats.match_degree_sum += hits / smaller if smaller else 0.0
+        stats.match_degree_count += 1
+        return prev_pos
+
+    def __call__(self, out: SampleOutput, key: int | None = None) -> PreparedBatch:
+        t0 = time.perf_counter()
+        stats = self._stats.current
+        n_id = check_ids(out.n_id, self._resident.num_nodes)  # before any kernel indexes by it
+        k = n_id.shape[0]
+        token = self._next_token
+        self._next_token += 1
+        prev_pos = self._match(n_id, stats)
+        x = plan = quantized = None
+        counts = (0, 0, 0)
+        if self.features:
+            use_prev = prev_pos if self.match else None
+            if self.packed:
+                seed = self._batch_seed(token if key is None else key, key is not None)
+                quantized, counts = self._gather_packed(n_id, use_prev, seed)
+            elif self.on_device:
+                plan, counts = self._plan(n_id, use_prev)
+            else:
+                x, counts = self._gather_host(n_id, use_prev)
+            self._count(stats, k, counts, quantized)
+        self._resident.replace(n_id)
+        prev_token, self._resident_token = self._resident_token, token
+        if plan is not None:
+            plan.prev_token = prev_token
+
+        batch = minibatch_from_sample(out, n_id, x, self.labels)
+        stats.batches += 1
+        stats.seeds += out.batch_size
+        stats.sampled_nodes += k
+        stats.sampled_edges += sum(int(b.indices.shape[0]) for b in out.blocks)
+        stats.gather_s += time.perf_counter() - t0
+        # packed reuse reads the resident packed rows, not the x handed out: nothing to guard
+        reused = counts[1] if quantized is None else 0
+        return PreparedBatch(batch=batch, plan=plan, token=token, reused_rows=reused,
+                             quantized=quantized)
+
+    def _count(self, stats: LoaderStats, k: int, counts: tuple[int, int, int],
+               quantized: QuantizedRows | None) -> None:
+        """Row and byte counters of one batch (``counts``: held, reused, read rows)."""
+        stats.rows_needed += k
+        stats.rows_cached += counts[0]
+        stats.rows_reused += counts[1]
+        stats.rows_gathered += counts[2]
+        stored = counts[2]
+        stats.feature_bytes_full += stored * self.rows.dim * 4
+        if quantized is not None:
+            stats.feature_bytes_gathered += stored * (int(quantized.packed.shape[1]) + 8)
+        else:
+            stats.feature_bytes_gathered += stored * self.rows.dim * self.rows.dtype.itemsize
+
+    def _gather_host(self, n_id: np.ndarray,
+                     prev_pos: np.ndarray | None) -> tuple[torch.Tensor, tuple[int, int, int]]:
+        """The rows assembled on the host (kept resident for the next batch's Match)."""
+        rows, source = self.rows.assemble(
+            n_id, prev_pos=prev_pos,
+            prev_rows=self._resident_rows if prev_pos is not None else None,
+            out=self._output_rows(n_id.shape[0]))
+        counts = np.bincount(source, minlength=3)
+        self._resident_rows = rows
+        return torch.from_numpy(rows), (int(counts[SOURCE_CACHE]), int(counts[SOURCE_PREVIOUS]),
+                                        int(counts[SOURCE_STORE]))
+
+    def _batch_seed(self, value: int, is_key: bool) -> int:
+        """Rounding seed of one batch: a hash of (loader seed, batch key or sequence number)."""
+        state = np.random.SeedSequence([self.seed, int(value), 2 if is_key else 3]).generate_state(
+            1, np.uint64)
+        return int(state[0])
+
+    def _gather_packed(self, n_id: np.ndarray, prev_pos: np.ndarray | None,
+                       seed: int) -> tuple[QuantizedRows, tuple[int, int, int]]:
+        """The rows in packed form (kept resident for the next batch's Match)."""
+        quantized, split = self.rows.gather_packed(n_id, seed, prev_pos, self._resident_q)
+        self._resident_q = (quantized.packed.numpy(), quantized.mins.numpy(), quantized.scales.numpy())
+        return quantized, split.counts()
+
+    def _plan(self, n_id: np.ndarray,
+              prev_pos: np.ndarray | None) -> tuple[RowPlan, tuple[int, int, int]]:
+        """Stage the backing-store rows; the rest is assembled on the device."""
+        split = self.rows.split(n_id, prev_pos)
+        dtype = torch.from_numpy(np.empty(0, dtype=self.rows.dtype)).dtype
+        staged = torch.empty((split.store_idx.shape[0], self.rows.dim), dtype=dtype,
+                             pin_memory=self.pin_memory)
+        if split.store_idx.shape[0]:
+            self.rows.backing.gather_into(n_id[split.store_idx], staged.numpy())
+        plan = RowPlan(cache_pos=split.held_pos, prev_pos=split.prev_pos, store_idx=split.store_idx,
+                       store_rows=staged, prev_token=-1)
+        return plan, split.counts()

@@ -1,0 +1,1 @@
+"""What every technique in :mod:`graphpipe.ops` shares: worksharing over helper threads."""

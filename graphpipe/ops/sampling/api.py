@@ -1,0 +1,136 @@
+"""``sample_neighbors``: one entry point for every sampler backend, the same output on each.
+
+Backends (``backend=``):
+
+- ``"cpu"``: the Numba kernels of :mod:`graphpipe.ops.sampling.cpu`;
+- ``"cuda"``: the numba.cuda kernels of :mod:`graphpipe.ops.sampling.cuda` (a GPU, or
+  ``NUMBA_ENABLE_CUDASIM=1``); NumPy inputs are copied to the device, CuPy inputs stay
+  there and CuPy comes back;
+- ``"reference"``: the plain-Python oracle of :mod:`graphpipe.ops.sampling.reference`;
+- ``"auto"`` (default): ``"cuda"`` when the graph or the seeds already live on a GPU
+  (CuPy or numba device arrays) and numba.cuda works, ``"cpu"`` otherwise
+  (:func:`graphpipe.ops._core.backend.resolve_backend`). Host arrays never go to the GPU
+  by themselves: copying the whole graph for one batch costs more than sampling it.
+
+Same output: for the same ``(graph, seeds, fanouts, replace, seed)`` every backend returns
+equal :class:`~graphpipe.ops.sampling.types.SampleOutput` s, bit for bit. The CUDA kernels
+draw the CPU's edges but number each hop's new nodes in the order threads win an atomic
+counter; :func:`canonical_local_ids` renumbers them into the CPU's order (first
+appearance in the hop's edge list, destinations in local-ID order) on the host.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from graphpipe.ops._core.backend import numba_cuda_available, resolve_backend
+from graphpipe.ops.sampling import cpu as _cpu
+from graphpipe.ops.sampling.reference import sample_neighbors_reference
+from graphpipe.ops.sampling.types import SampleOutput
+from graphpipe.ops.sampling.types import assemble as _assemble
+
+__all__ = ["BACKENDS", "canonical_local_ids", "sample_neighbors"]
+
+BACKENDS = ("auto", "reference", "cpu", "cuda")
+
+
+def _on_gpu(*arrays: Any) -> bool:
+    """True when any of ``arrays`` is a CuPy or numba.cuda device array."""
+    for a in arrays:
+        if hasattr(a, "__cuda_array_interface__"):
+            return True
+    return False
+
+
+def sample_neighbors(indptr: Any, indices: Any, seeds: Any, fanouts: Sequence[int], *,
+                     replace: bool = False, seed: int = 0, backend: str = "auto") -> SampleOutput:
+    """Sample a multi-hop neighbourhood of ``seeds`` with Fused-Map local IDs.
+
+    Args:
+        indptr: int64 (N+1,) CSC offsets by destination (global IDs).
+        indices: int32/int64 (E,) in-neighbour global IDs.
+        seeds: int (B,) unique global node IDs in ``[0, N)``; local IDs ``0..B-1``.
+        fanouts: per hop, seed hop first; ``-1`` takes all neighbours.
+        replace: sample with replacement.
+        seed: integer key of this batch's random stream; the output is a pure function
+            of (graph, seeds, fanouts, replace, seed), whatever the backend.
+        backend: ``"auto"``, ``"cpu"``, ``"cuda"`` or ``"reference"`` (module docstring).
+
+    Returns:
+        :class:`~graphpipe.ops.sampling.types.SampleOutput` (block convention in
+        :mod:`graphpipe.ops.sampling.cpu`).
+
+    Raises:
+        ValueError: empty/invalid ``fanouts``, out-of-range or duplicate ``seeds``,
+            malformed ``indptr``/``indices``, an unknown ``backend``, ``"cpu"`` or
+            ``"reference"`` with data on a GPU, ``"cuda"`` where numba.cuda cannot run.
+
+    >>> import numpy as np
+    >>> indptr = np.array([0, 2, 3, 4]); indices = np.array([1, 2, 0, 0])
+    >>> out = sample_neighbors(indptr, indices, np.array([0]), [2], backend="cpu")
+    >>> out.n_id.tolist(), out.blocks[0].indices.tolist()
+    ([0, 1, 2], [1, 2])
+    """
+    device = "cuda" if _on_gpu(indptr, indices, seeds) else "cpu"
+    if backend == "reference" and device != "cpu":
+        raise ValueError("'backend'='reference' needs host arrays (got device arrays)")
+    backend = resolve_backend(backend, BACKENDS, device, gpu="cuda")
+    if backend == "cuda":
+        if not numba_cuda_available():
+            raise ValueError("'backend'='cuda' needs numba.cuda (no usable GPU and "
+                             "NUMBA_ENABLE_CUDASIM is not set)")
+        from graphpipe.ops.sampling.cuda import sample_neighbors_cuda
+
+        out = sample_neighbors_cuda(indptr, indices, seeds, fanouts, replace=replace, seed=seed)
+        return canonical_local_ids(out)
+    if backend == "reference":
+        return sample_neighbors_reference(indptr, indices, seeds, fanouts, replace=replace,
+                                          seed=seed)
+    return _cpu.sample_neighbors(indptr, indices, seeds, fanouts, replace=replace, seed=seed)
+
+
+def _host(a: Any) -> np.ndarray:
+    return a.get() if hasattr(a, "get") else np.asarray(a)
+
+
+def canonical_local_ids(out: SampleOutput) -> SampleOutput:
+    """``out`` with each hop's new nodes renumbered in first-appearance order (the CPU's).
+
+    Any Fused-Map numbering that gives a hop's new nodes the ID range
+    ``[num_dst, num_src)`` is mapped onto the CPU's: destinations in local-ID order,
+    each destination's edges in draw order, a new source numbered at its first edge.
+    Rows of later blocks are permuted with their destinations, edges keep their order
+    within a row. Host arrays come back; CuPy ones (detected by ``.get``) go back to CuPy.
+    """
+    as_cupy = hasattr(out.n_id, "get")
+    n_id = _host(out.n_id)
+    canon = np.arange(n_id.shape[0], dtype=np.int64)  # old local ID -> canonical local ID
+    hops = []
+    for block in reversed(out.blocks):  # seed hop first
+        indptr, indices = _host(block.indptr), _host(block.indices)
+        edge_ids = _host(block.edge_ids)
+        old_row = np.empty(block.num_dst, dtype=np.int64)
+        old_row[canon[:block.num_dst]] = np.arange(block.num_dst)
+        deg = np.diff(indptr)[old_row]
+        new_indptr = np.zeros(block.num_dst + 1, dtype=np.int64)
+        np.cumsum(deg, out=new_indptr[1:])
+        take = np.repeat(indptr[old_row] - new_indptr[:-1], deg) + np.arange(new_indptr[-1])
+        src = indices[take]
+        new = src[src >= block.num_dst]
+        uniq, first = np.unique(new, return_index=True)
+        canon[uniq[np.argsort(first, kind="stable")]] = np.arange(block.num_dst, block.num_src)
+        hops.append((new_indptr, canon[src], edge_ids[take], block.num_dst, block.num_src))
+    new_n_id = np.empty_like(n_id)
+    new_n_id[canon] = n_id
+    result = _assemble(new_n_id, out.batch_size, hops)
+    if as_cupy:
+        import cupy
+
+        for b in result.blocks:
+            b.indptr, b.indices, b.edge_ids = (cupy.asarray(a) for a in (b.indptr, b.indices,
+                                                                         b.edge_ids))
+        result.n_id = cupy.asarray(result.n_id)
+    return result

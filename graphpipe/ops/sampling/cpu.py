@@ -1,0 +1,454 @@
+"""Uniform neighbour sampling with Fused-Map ID assignment (CPU, Numba).
+
+Graph input: the store's CSC by destination. ``indptr`` int64 (N+1,), ``indices``
+int32 or int64 (E,): the in-neighbours of global node ``v`` are
+``indices[indptr[v]:indptr[v+1]]`` and the *edge slot* of a neighbour is its position
+in ``indices`` (what ``SampledBlock.edge_ids`` holds).
+
+Sampling semantics (``fanouts`` seed hop first, PyG order; DGL block convention):
+
+- hop 1 samples ``fanouts[0]`` in-neighbours of every seed; hop ``h`` samples
+  ``fanouts[h-1]`` in-neighbours of *every* destination of its block, i.e. every node
+  discovered in hops ``< h`` (seeds included), exactly like DGL's
+  ``NeighborSampler.sample_blocks``. The block of hop ``h`` has destinations
+  ``n_id[:num_dst]`` (all nodes known before hop ``h``) and sources ``n_id[:num_src]``
+  (those plus the hop's new nodes), so the destinations are a prefix of the sources.
+- uniform without replacement by default: ``min(fanout, deg)`` distinct neighbours per
+  destination, all of them (in CSC order) when ``deg <= fanout``; Floyd's algorithm on
+  positions in the row otherwise. ``replace=True``: ``fanout`` independent uniform draws
+  (none when ``deg == 0``). ``fanout == -1``: all neighbours.
+- random numbers: counter-based. Each (batch seed, hop, destination global ID) gets its
+  own SplitMix64 stream, so a destination's draws do not depend on thread count, batch
+  order or local-ID order (the GPU path in :mod:`graphpipe.ops.sampling.cuda` draws the
+  same numbers). Bounded integers use Lemire's unbiased multiply-and-reject method.
+- Fused-Map: every sampled source is inserted into a batch-sized open-addressing table
+  (:mod:`graphpipe.ops.sampling.idmap`) while sampling; first insertion assigns the next local ID.
+  The table grows (rehash) only when a hop's upper bound of distinct nodes would push
+  its load above 0.5; it never exceeds the power of two ≥ 2·N.
+
+Random numbers come from :mod:`graphpipe.ops._core.rng`, stream keys from
+:mod:`graphpipe.ops.sampling.keys`, the result types from :mod:`graphpipe.ops.sampling.types`;
+``sample_neighbors_reference`` (:mod:`graphpipe.ops.sampling.reference`) is the
+plain-Python oracle that this fast path must match exactly (same RNG, dict ID map).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+import numba
+import numpy as np
+
+from graphpipe.ops._core.checks import check_csc as _check_graph
+from graphpipe.ops._core.checks import check_fanouts as _check_fanouts
+from graphpipe.ops._core.checks import check_node_ids as _check_seeds
+from graphpipe.ops._core.intrinsics import prefetch as _prefetch
+from graphpipe.ops._core.rng import bounded as _bounded
+from graphpipe.ops.sampling.idmap import (
+    EMPTY_KEY,
+    HASH_MIX,
+    home_slot,
+    table_grow,
+    table_insert_or_get,
+)
+from graphpipe.ops.sampling.keys import _stream_key, batch_key, hop_key
+from graphpipe.ops.sampling.types import SampleOutput
+from graphpipe.ops.sampling.types import assemble as _assemble
+
+__all__ = [
+    "sample_hop_global",
+    "sample_neighbors",
+    "sample_neighbors_batches",
+]
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _choose_positions(out, base, deg, count, replace, state, scratch_set, scratch_slots):
+    """Write ``count`` row positions into ``out[base:base+count]`` (draw order).
+
+    Without replacement: Floyd's algorithm (positions distinct, uniform ``count``-subset);
+    membership by linear scan for small ``count``, else a scratch open-addressing set.
+    """
+    if replace:
+        for q in range(count):
+            state, t = _bounded(state, deg)
+            out[base + q] = t
+        return
+    if count <= 32:
+        first = deg - count
+        for j in range(first, deg):
+            q = j - first
+            state, t = _bounded(state, j + 1)
+            for p in range(q):
+                if out[base + p] == t:
+                    t = j
+                    break
+            out[base + q] = t
+        return
+    mask = scratch_set.shape[0] - 1
+    first = deg - count
+    for j in range(first, deg):
+        q = j - first
+        state, t = _bounded(state, j + 1)
+        # membership of t; if present, take j (never present: j is larger than all drawn so far)
+        slot = (t * 0x9E3779B1) & mask
+        found = False
+        while scratch_set[slot] != -1:
+            if scratch_set[slot] == t:
+                found = True
+                break
+            slot = (slot + 1) & mask
+        if found:
+            t = j
+            slot = (t * 0x9E3779B1) & mask
+            while scratch_set[slot] != -1:
+                slot = (slot + 1) & mask
+        scratch_set[slot] = t
+        scratch_slots[q] = slot
+        out[base + q] = t
+    for p in range(count):
+        scratch_set[scratch_slots[p]] = -1
+
+
+def _scratch_for(fanout: int) -> tuple[np.ndarray, np.ndarray]:
+    if fanout <= 32:
+        return np.full(1, -1, dtype=np.int64), np.empty(1, dtype=np.int64)
+    size = 1 << (2 * fanout - 1).bit_length()
+    return np.full(size, -1, dtype=np.int64), np.empty(fanout, dtype=np.int64)
+
+
+# --------------------------------------------------------------------------------------
+# Hop kernels
+
+_PREFETCH_DISTANCE = 16
+
+
+@numba.njit(cache=True, nogil=True)
+def _hop_counts(indptr, n_id, num_dst, fanout, replace):
+    local_indptr = np.empty(num_dst + 1, dtype=np.int64)
+    starts = np.empty(num_dst, dtype=np.int64)
+    degs = np.empty(num_dst, dtype=np.int64)
+    local_indptr[0] = 0
+    total = 0
+    for i in range(num_dst):
+        if i + _PREFETCH_DISTANCE < num_dst:
+            _prefetch(indptr, n_id[i + _PREFETCH_DISTANCE])
+        v = n_id[i]
+        s = indptr[v]
+        deg = indptr[v + 1] - s
+        starts[i] = s
+        degs[i] = deg
+        if fanout < 0:
+            c = deg
+        elif replace:
+            c = fanout if deg > 0 else 0
+        else:
+            c = min(deg, fanout)
+        total += c
+        local_indptr[i + 1] = total
+    return local_indptr, starts, degs, total
+
+
+@numba.njit(cache=True, nogil=True)
+def _hop_reserve(n_id, num_nodes, total, keys, values, num_graph_nodes):
+    """Grow ``n_id`` and the table so a hop adding ≤ ``total`` nodes keeps the load ≤ 0.5."""
+    bound = num_nodes + total
+    bound = min(bound, num_graph_nodes)
+    if n_id.shape[0] < bound:
+        grown = np.empty(max(bound, 2 * n_id.shape[0]) if 2 * n_id.shape[0] < num_graph_nodes else bound,
+                         dtype=np.int64)
+        grown[:num_nodes] = n_id[:num_nodes]
+        n_id = grown
+    if keys.shape[0] < 2 * bound:
+        size = keys.shape[0]
+        while size < 2 * bound:
+            size *= 2
+        keys, values = table_grow(keys, values, size, HASH_MIX)
+    return n_id, keys, values
+
+
+@numba.njit(cache=True, nogil=True)
+def _hop_fill(indptr, indices, n_id, num_nodes, num_dst, fanout, replace, hkey, keys, values,
+              local_indptr, starts, degs, local_src, edge_ids, scratch_set, scratch_slots):
+    """Sample one hop into ``edge_ids``/``local_src`` (length = the hop's edge count) and
+    Fused-Map the sources; ``n_id`` and the table must already be reserved. Returns the
+    new node count."""
+    total = local_src.shape[0]
+    # pass 1: choose the edge slots (touches only edge_ids)
+    for i in range(num_dst):
+        base = local_indptr[i]
+        count = local_indptr[i + 1] - base
+        if count == 0:
+            continue
+        start = starts[i]
+        deg = degs[i]
+        if fanout < 0 or (not replace and deg <= fanout):
+            for q in range(count):
+                edge_ids[base + q] = start + q
+        else:
+            state = _stream_key(hkey, n_id[i])
+            _choose_positions(edge_ids, base, deg, count, replace, state, scratch_set, scratch_slots)
+            for q in range(count):
+                edge_ids[base + q] += start
+    # pass 2: read the sources and Fused-Map them, edge order; software-pipelined so the
+    # random reads of ``indices`` and of the table are in flight D and 2D edges ahead
+    size = keys.shape[0]
+    dist = _PREFETCH_DISTANCE
+    for e in range(total):
+        if e + 2 * dist < total:
+            _prefetch(indices, edge_ids[e + 2 * dist])
+        if e + dist < total:
+            slot = home_slot(indices[edge_ids[e + dist]], size, HASH_MIX)
+            _prefetch(keys, slot)
+            _prefetch(values, slot)
+        u = indices[edge_ids[e]]
+        lid, is_new = table_insert_or_get(keys, values, u, num_nodes, HASH_MIX)
+        if is_new:
+            n_id[num_nodes] = u
+            num_nodes += 1
+        local_src[e] = lid
+    return num_nodes
+
+
+@numba.njit(cache=True, nogil=True)
+def _sample_hop_fused(indptr, indices, n_id, num_nodes, num_dst, fanout, replace, hkey,
+                      keys, values, num_graph_nodes, scratch_set, scratch_slots):
+    """One hop for destinations ``n_id[:num_dst]`` with its own output arrays.
+
+    Returns (local_indptr, local_src, edge_ids, n_id, num_nodes, keys, values); ``n_id``
+    and the table may be reallocated (grown) here.
+    """
+    local_indptr, starts, degs, total = _hop_counts(indptr, n_id, num_dst, fanout, replace)
+    n_id, keys, values = _hop_reserve(n_id, num_nodes, total, keys, values, num_graph_nodes)
+    local_src = np.empty(total, dtype=np.int64)
+    edge_ids = np.empty(total, dtype=np.int64)
+    num_nodes = _hop_fill(indptr, indices, n_id, num_nodes, num_dst, fanout, replace, hkey, keys, values,
+                          local_indptr, starts, degs, local_src, edge_ids, scratch_set, scratch_slots)
+    return local_indptr, local_src, edge_ids, n_id, num_nodes, keys, values
+
+
+@numba.njit(cache=True, nogil=True)
+def _sample_batch(indptr, indices, seeds, fanouts, replace, hop_keys):
+    """All hops of one batch in one nogil call.
+
+    Returns ``(dup, n_id, meta, indptrs, local_srcs, edge_ids)``: ``dup`` the index of
+    the first repeated seed or -1; ``meta[h] = (num_dst, num_src)``; the last three are
+    typed lists with one exactly-sized array per hop (exact sizes: a capacity-bound
+    buffer would cost a page fault per 4 KiB touched on every batch).
+    """
+    num_graph_nodes = indptr.shape[0] - 1
+    batch_size = seeds.shape[0]
+    num_hops = fanouts.shape[0]
+    meta = np.zeros((num_hops, 2), dtype=np.int64)
+    indptrs = numba.typed.List.empty_list(numba.types.int64[::1])
+    local_srcs = numba.typed.List.empty_list(numba.types.int64[::1])
+    edge_ids_list = numba.typed.List.empty_list(numba.types.int64[::1])
+    size = 16
+    while size < 2 * batch_size:
+        size *= 2
+    keys = np.full(size, EMPTY_KEY, dtype=indices.dtype)
+    values = np.full(size, -1, dtype=np.int32)
+    n_id = np.empty(max(batch_size, 1), dtype=np.int64)
+    dup = _insert_seeds(seeds, keys, values, n_id)
+    if dup >= 0:
+        return dup, n_id[:0], meta, indptrs, local_srcs, edge_ids_list
+    max_fanout = 0
+    for h in range(num_hops):
+        max_fanout = max(max_fanout, fanouts[h])
+    if max_fanout > 32:
+        ssize = 16
+        while ssize < 2 * max_fanout:
+            ssize *= 2
+        scratch_set = np.full(ssize, -1, dtype=np.int64)
+        scratch_slots = np.empty(max_fanout, dtype=np.int64)
+    else:
+        scratch_set = np.full(1, -1, dtype=np.int64)
+        scratch_slots = np.empty(1, dtype=np.int64)
+    num_nodes = batch_size
+    for h in range(num_hops):
+        fanout = fanouts[h]
+        num_dst = num_nodes
+        local_indptr, starts, degs, total = _hop_counts(indptr, n_id, num_dst, fanout, replace)
+        n_id, keys, values = _hop_reserve(n_id, num_nodes, total, keys, values, num_graph_nodes)
+        local_src = np.empty(total, dtype=np.int64)
+        edge_ids = np.empty(total, dtype=np.int64)
+        num_nodes = _hop_fill(indptr, indices, n_id, num_nodes, num_dst, fanout, replace, hop_keys[h], keys, values,
+                              local_indptr, starts, degs, local_src, edge_ids, scratch_set, scratch_slots)
+        meta[h, 0] = num_dst
+        meta[h, 1] = num_nodes
+        indptrs.append(local_indptr)
+        local_srcs.append(local_src)
+        edge_ids_list.append(edge_ids)
+    return -1, n_id[:num_nodes], meta, indptrs, local_srcs, edge_ids_list
+
+
+@numba.njit(cache=True, nogil=True)
+def _insert_seeds(seeds, keys, values, n_id):
+    """Insert the seeds as local 0..B-1; returns the index of the first duplicate or -1."""
+    for i in range(seeds.shape[0]):
+        _, is_new = table_insert_or_get(keys, values, seeds[i], i, HASH_MIX)
+        if not is_new:
+            return i
+        n_id[i] = seeds[i]
+    return -1
+
+
+@numba.njit(cache=True, nogil=True)
+def _sample_hop_global_kernel(indptr, indices, dst_global, fanout, replace, skeys, scratch_set, scratch_slots):
+    num_dst = dst_global.shape[0]
+    local_indptr, starts, degs, total = _hop_counts(indptr, dst_global, num_dst, fanout, replace)
+    edge_ids = np.empty(total, dtype=np.int64)
+    src_global = np.empty(total, dtype=np.int64)
+    for i in range(num_dst):
+        base = local_indptr[i]
+        count = local_indptr[i + 1] - base
+        if count == 0:
+            continue
+        start = starts[i]
+        deg = degs[i]
+        if fanout < 0 or (not replace and deg <= fanout):
+            for q in range(count):
+                edge_ids[base + q] = start + q
+        else:
+            _choose_positions(edge_ids, base, deg, count, replace, skeys[i], scratch_set, scratch_slots)
+            for q in range(count):
+                edge_ids[base + q] += start
+        for q in range(count):
+            src_global[base + q] = indices[edge_ids[base + q]]
+    return local_indptr, src_global, edge_ids
+
+
+# --------------------------------------------------------------------------------------
+# Public API
+
+
+def _sample_validated(indptr, indices, seeds, fanouts, replace, seed) -> SampleOutput:
+    bkey = batch_key(seed)
+    hop_keys = np.array([hop_key(bkey, h) for h in range(len(fanouts))], dtype=np.uint64)
+    dup, n_id, meta, indptrs, local_srcs, edge_ids = _sample_batch(
+        indptr, indices, seeds, np.asarray(fanouts, dtype=np.int64), bool(replace), hop_keys)
+    if dup >= 0:
+        raise ValueError(f"'seeds' must be unique (got {int(seeds[dup])} more than once)")
+    hops = [(ip, src, eid, num_dst, num_src)
+            for ip, src, eid, (num_dst, num_src) in zip(indptrs, local_srcs, edge_ids, meta.tolist())]
+    return _assemble(n_id, seeds.shape[0], hops)
+
+
+def sample_neighbors(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    seeds: np.ndarray,
+    fanouts: Sequence[int],
+    *,
+    replace: bool = False,
+    seed: int = 0,
+) -> SampleOutput:
+    """Sample a multi-hop neighbourhood of ``seeds`` with Fused-Map local IDs.
+
+    Args:
+        indptr: int64 (N+1,) CSC offsets by destination (global IDs).
+        indices: int32/int64 (E,) in-neighbour global IDs.
+        seeds: int (B,) unique global node IDs in ``[0, N)``; local IDs ``0..B-1``.
+        fanouts: per hop, seed hop first; ``-1`` takes all neighbours.
+        replace: sample with replacement.
+        seed: integer key of this batch's random stream; the output is a pure function
+            of (graph, seeds, fanouts, replace, seed).
+
+    Returns:
+        :class:`SampleOutput` (see the module docstring for the block convention).
+
+    Raises:
+        ValueError: empty/invalid ``fanouts``, out-of-range or duplicate ``seeds``,
+            malformed ``indptr``/``indices``.
+    """
+    indptr, indices = _check_graph(indptr, indices)
+    fanouts = _check_fanouts(fanouts)
+    seeds = _check_seeds(seeds, indptr.shape[0] - 1)
+    return _sample_validated(indptr, indices, seeds, fanouts, replace, seed)
+
+
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def _pool(num_threads: int) -> ThreadPoolExecutor:
+    """A process-wide worker pool per thread count (threads are reused across windows)."""
+    with _POOLS_LOCK:
+        pool = _POOLS.get(num_threads)
+        if pool is None:
+            pool = ThreadPoolExecutor(max_workers=num_threads, thread_name_prefix="graphpipe-sample")
+            _POOLS[num_threads] = pool
+        return pool
+
+
+def sample_neighbors_batches(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    seed_batches: Sequence[np.ndarray],
+    fanouts: Sequence[int],
+    *,
+    replace: bool = False,
+    seeds: Sequence[int],
+    num_threads: int | None = None,
+) -> list[SampleOutput]:
+    """Sample the batches of a window in parallel threads (the kernels release the GIL).
+
+    Result ``i`` equals ``sample_neighbors(indptr, indices, seed_batches[i], fanouts,
+    replace=replace, seed=seeds[i])`` whatever ``num_threads`` is.
+
+    Args:
+        seed_batches: per batch, int (B_i,) unique global seed IDs.
+        seeds: per batch, the integer random key (same length as ``seed_batches``).
+        num_threads: worker threads; default ``numba.get_num_threads()`` (≤ batches).
+    """
+    indptr, indices = _check_graph(indptr, indices)
+    fanouts = _check_fanouts(fanouts)
+    seed_batches = list(seed_batches)
+    seeds = list(seeds)
+    if len(seeds) != len(seed_batches):
+        raise ValueError(f"'seeds' must have one key per batch ({len(seed_batches)}) (got {len(seeds)})")
+    if num_threads is None:
+        num_threads = numba.get_num_threads()
+    if int(num_threads) < 1:
+        raise ValueError(f"'num_threads' must be >= 1 (got {num_threads})")
+    num_threads = min(int(num_threads), max(1, len(seed_batches)))
+    batches = [_check_seeds(b, indptr.shape[0] - 1, "seed_batches") for b in seed_batches]
+    if num_threads == 1:
+        return [_sample_validated(indptr, indices, b, fanouts, replace, s) for b, s in zip(batches, seeds)]
+    pool = _pool(num_threads)
+    futures = [pool.submit(_sample_validated, indptr, indices, b, fanouts, replace, s)
+               for b, s in zip(batches, seeds)]
+    return [f.result() for f in futures]
+
+
+def sample_hop_global(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    dst_global: np.ndarray,
+    fanout: int,
+    *,
+    replace: bool = False,
+    stream_keys: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One hop in global IDs, before any ID map (what the GPU sampling kernel computes).
+
+    Args:
+        dst_global: int (num_dst,) global destination IDs (duplicates allowed here).
+        stream_keys: uint64 (num_dst,) initial RNG state per destination; use
+            ``stream_keys(hop_key(batch_key(seed), hop), dst_global)`` to reproduce
+            :func:`sample_neighbors`, or any host-chosen values.
+
+    Returns:
+        ``(indptr_local, src_global, edge_ids)``: int64 (num_dst+1,), int64 (num_edges,)
+        global source per edge, int64 (num_edges,) edge slot per edge.
+    """
+    indptr, indices = _check_graph(indptr, indices)
+    fanout = _check_fanouts([fanout])[0]
+    dst = _check_seeds(dst_global, indptr.shape[0] - 1, "dst_global")
+    skeys = np.ascontiguousarray(stream_keys, dtype=np.uint64)
+    if skeys.shape != dst.shape:
+        raise ValueError(f"'stream_keys' must have shape {dst.shape} (got {skeys.shape})")
+    scratch_set, scratch_slots = _scratch_for(fanout)
+    return _sample_hop_global_kernel(indptr, indices, dst, fanout, bool(replace), skeys, scratch_set, scratch_slots)

@@ -1,0 +1,311 @@
+"""The one training loop that :class:`Trainer` and :class:`SequenceTrainer` run.
+
+A trainer (anything satisfying :class:`Trainable`) supplies what differs — one
+epoch of optimizer steps (:meth:`Trainable.train_epoch`), evaluation
+(:meth:`Trainable.evaluate`), its own checkpoint keys and resume checks, its
+epoch line — and :func:`fit` does what they share, in this order per epoch:
+
+1. ``record = task.train_epoch(epoch)`` (a dict with ``epoch, loss, batch_acc,
+   train_acc, valid_acc, test_acc, steps, seconds, eval_seconds`` and the trainer's
+   own keys);
+2. **evaluation** every ``eval_every`` epochs and after the last (never with
+   ``evaluation="none"``): ``task.evaluate()`` gives ``{split: accuracy}`` (at least
+   ``valid`` and ``test``), stored as ``<split>_acc``; ``eval_seconds`` is its time;
+3. **early stopping**: a valid accuracy that is not better than the best so far
+   (the first one, or any after a NaN best, always is) counts a bad epoch; after
+   ``patience`` bad evaluated epochs the run stops. The reported test accuracy is the
+   one at the best valid epoch. ``record["best_valid_acc"]`` is the best so far;
+4. the record is appended to the history, written as one JSON line to
+   ``metrics_log`` (truncated by a fresh run, appended to by a resumed one), then a
+   **checkpoint** (:mod:`graphpipe.train.checkpoint`) is written atomically, the
+   epoch line printed (unless ``quiet``) and ``on_epoch(record)`` called.
+
+A checkpoint holds ``model_config, model_class, model_state, optimizer (name, lr,
+weight_decay), optimizer_state, epoch`` (epochs completed)``, history, best, rng,
+loader (seed, next epoch)`` and the trainer's :meth:`Trainable.checkpoint_extra`
+keys. A fresh run seeds torch, numpy and ``random`` with ``seed`` and starts the
+loader at epoch 0; a resumed run restores model, optimizer, history, best, the
+trainer's extra state (:meth:`Trainable.resume_extra`), the loader's epoch and, last,
+the RNG states, so ``k`` epochs + resume + ``m`` epochs gives the same weights as
+``k + m`` straight epochs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, Protocol
+
+import numpy as np
+import torch
+from torch import nn
+
+from graphpipe.train.checkpoint import CheckpointError, rng_state, save_checkpoint, set_rng_state
+
+__all__ = ["ProgressBar", "TrainResult", "Trainable", "check_checkpoint_model",
+           "check_checkpoint_optimizer", "checkpoint_state", "fit", "fmt_acc", "json_default",
+           "restore_model_optimizer", "seed_everything"]
+
+
+@dataclass
+class TrainResult:
+    """What :meth:`Trainer.fit` and :meth:`SequenceTrainer.fit` return.
+
+    Attributes:
+        history: one metrics record per epoch run (also the JSON-lines log's lines).
+        best_epoch: epoch (0-based) of the best valid accuracy, or -1 without evaluation.
+        best_valid_acc: that accuracy (nan without evaluation).
+        test_acc: test accuracy at ``best_epoch`` (nan without evaluation).
+        stopped_early: early stopping ended the run.
+        epochs_completed: epochs finished (including those before a resume).
+    """
+
+    history: list[dict[str, Any]] = field(default_factory=list)
+    best_epoch: int = -1
+    best_valid_acc: float = float("nan")
+    test_acc: float = float("nan")
+    stopped_early: bool = False
+    epochs_completed: int = 0
+
+
+class _Loader(Protocol):
+    seed: int
+
+    def set_epoch(self, epoch: int) -> None: ...
+
+
+class Trainable(Protocol):
+    """What :func:`fit` needs of a trainer: its settings and five methods."""
+
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    optimizer_name: str
+    lr: float
+    weight_decay: float
+    loader: _Loader
+    epochs: int
+    evaluation: str          # "none": no evaluation, no early stopping
+    eval_every: int
+    patience: int | None
+    seed: int
+    checkpoint: Path | None
+    metrics_log: Path | None
+    quiet: bool
+    on_epoch: Callable[[dict[str, Any]], None] | None
+
+    def train_epoch(self, epoch: int) -> dict[str, Any]:
+        """Run one epoch of optimizer steps; its metrics record."""
+
+    def evaluate(self) -> dict[str, float]:
+        """``{split: accuracy}`` with at least ``valid`` and ``test``."""
+
+    def describe_epoch(self, record: dict[str, Any]) -> str:
+        """The epoch's printed line."""
+
+    def check_resume(self, path: str | Path) -> dict[str, Any]:
+        """Read the checkpoint at ``path``, raise :class:`CheckpointError` unless it fits."""
+
+    def resume_extra(self, state: dict[str, Any]) -> None:
+        """Restore the trainer's own state (loader seed, tuner...) before the loader's epoch."""
+
+    def checkpoint_extra(self) -> dict[str, Any]:
+        """The trainer's own checkpoint keys (``train``, ...), written last."""
+
+
+# ------------------------------------------------------------------------------- the loop
+def fit(task: Trainable, resume: str | Path | None = None) -> TrainResult:
+    """Train ``task`` for its remaining epochs (all, or those after ``resume``'s).
+
+    Raises :class:`CheckpointError` (nothing written) if ``resume`` is unreadable or
+    belongs to another model or setting."""
+    epoch, history, best = _start(task, resume)
+    with contextlib.ExitStack() as stack:
+        log = _open_log(stack, task.metrics_log, append=resume is not None)
+        while epoch < task.epochs and not best["stopped"]:
+            record = task.train_epoch(epoch)
+            if _evaluates(task, epoch):
+                _evaluate_into(task, record, best, epoch)
+            record["best_valid_acc"] = best["valid_acc"]
+            history.append(record)
+            epoch += 1
+            _publish(task, record, log, epoch, history, best)
+    return TrainResult(history=history, best_epoch=int(best["epoch"]),
+                       best_valid_acc=float(best["valid_acc"]), test_acc=float(best["test_acc"]),
+                       stopped_early=bool(best["stopped"]), epochs_completed=epoch)
+
+
+def _start(task: Trainable, resume: str | Path | None
+           ) -> tuple[int, list[dict[str, Any]], dict[str, Any]]:
+    """``(first epoch, history, best)`` of a fresh or resumed run, with the model,
+    optimizer, loader and RNGs put where that epoch begins."""
+    best: dict[str, Any] = {"valid_acc": float("nan"), "epoch": -1, "test_acc": float("nan"),
+                            "bad_epochs": 0, "stopped": False}
+    if resume is None:
+        seed_everything(task.seed)
+        task.loader.set_epoch(0)
+        return 0, [], best
+    path = Path(resume)
+    state = task.check_resume(path)
+    restore_model_optimizer(state, task.model, task.optimizer, path)
+    best.update(state.get("best", {}))
+    task.resume_extra(state)
+    task.loader.set_epoch(int(state["loader"]["epoch"]))
+    set_rng_state(state["rng"])
+    return int(state["epoch"]), list(state.get("history", [])), best
+
+
+def _evaluates(task: Trainable, epoch: int) -> bool:
+    return task.evaluation != "none" and (
+        (epoch + 1) % task.eval_every == 0 or epoch + 1 == task.epochs)
+
+
+def _evaluate_into(task: Trainable, record: dict[str, Any], best: dict[str, Any], epoch: int) -> None:
+    """Evaluate, store ``<split>_acc`` and ``eval_seconds`` in ``record``, update ``best``."""
+    t0 = time.perf_counter()
+    accs = task.evaluate()
+    record.update({f"{split}_acc": acc for split, acc in accs.items()})
+    record["eval_seconds"] = time.perf_counter() - t0
+    if not best["valid_acc"] >= accs["valid"]:  # also when best is nan
+        best.update(valid_acc=accs["valid"], epoch=epoch, test_acc=accs["test"], bad_epochs=0)
+    else:
+        best["bad_epochs"] += 1
+        if task.patience is not None and best["bad_epochs"] >= task.patience:
+            best["stopped"] = True
+
+
+def _open_log(stack: contextlib.ExitStack, path: Path | None, append: bool) -> IO[str] | None:
+    if path is None:
+        return None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return stack.enter_context(open(path, "a" if append else "w", encoding="utf-8"))
+
+
+def _publish(task: Trainable, record: dict[str, Any], log: IO[str] | None, epoch: int,
+             history: list[dict[str, Any]], best: dict[str, Any]) -> None:
+    """Log line, checkpoint (after ``epoch`` epochs), printed line, callback — in that order."""
+    if log is not None:
+        log.write(json.dumps(record, default=json_default) + "\n")
+        log.flush()
+    if task.checkpoint is not None:
+        save_checkpoint(task.checkpoint, checkpoint_state(task, epoch, history, best))
+    if not task.quiet:
+        print(task.describe_epoch(record), flush=True)
+    if task.on_epoch is not None:
+        task.on_epoch(record)
+
+
+# ------------------------------------------------------------------------------- checkpoints
+def checkpoint_state(task: Trainable, epoch: int, history: list[dict[str, Any]],
+                     best: dict[str, Any]) -> dict[str, Any]:
+    """The checkpoint dict after ``epoch`` epochs (see the module docstring)."""
+    model = task.model
+    return {
+        "model_config": getattr(model, "config", None) or None,
+        "model_class": type(model).__name__,
+        "model_state": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+        "optimizer": {"name": task.optimizer_name, "lr": task.lr, "weight_decay": task.weight_decay},
+        "optimizer_state": task.optimizer.state_dict(),
+        "epoch": epoch,
+        "history": history,
+        "best": dict(best),
+        "rng": rng_state(),
+        "loader": {"seed": task.loader.seed, "epoch": epoch},
+        **task.checkpoint_extra(),
+    }
+
+
+def check_checkpoint_model(state: dict[str, Any], model: nn.Module, path: Path) -> None:
+    """Raise :class:`CheckpointError` unless the checkpoint ``state`` holds weights of
+    ``model``'s class, config, parameter names and shapes."""
+    ours = getattr(model, "config", None) or None
+    theirs = state.get("model_config")
+    if state.get("model_class") != type(model).__name__ or (ours and theirs and ours != theirs):
+        raise CheckpointError(f"checkpoint {str(path)!r} was written for model "
+                              f"{theirs or state.get('model_class')}; this run builds "
+                              f"{ours or type(model).__name__}")
+    own = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    saved = state["model_state"]
+    if not isinstance(saved, dict) or {k: tuple(v.shape) for k, v in saved.items()} != own:
+        raise CheckpointError(f"checkpoint {str(path)!r} holds weights of another model "
+                              "(parameter names or shapes differ)")
+
+
+def check_checkpoint_optimizer(state: dict[str, Any], name: str, path: Path) -> None:
+    """Raise :class:`CheckpointError` if the checkpoint used another optimizer."""
+    opt = state.get("optimizer", {})
+    if opt.get("name") not in (None, name):
+        raise CheckpointError(f"checkpoint {str(path)!r} used optimizer {opt.get('name')!r}; "
+                              f"this run uses {name!r}")
+
+
+def restore_model_optimizer(state: dict[str, Any], model: nn.Module,
+                            optimizer: torch.optim.Optimizer, path: Path) -> None:
+    """Load the checkpoint's model and optimizer states."""
+    model.load_state_dict(state["model_state"])
+    try:
+        optimizer.load_state_dict(state["optimizer_state"])
+    except (ValueError, KeyError) as exc:
+        raise CheckpointError(f"checkpoint {str(path)!r}: optimizer state does not fit "
+                              f"this model ({exc})") from None
+
+
+def seed_everything(seed: int) -> None:
+    """Seed torch, numpy and Python ``random`` (the start of a fresh run)."""
+    torch.manual_seed(seed)
+    np.random.seed(seed)
+    random.seed(seed)
+
+
+# ------------------------------------------------------------------------------- output
+def json_default(value: Any) -> Any:
+    """JSON for numpy scalars and tensors in a metrics record (anything else: ``str``)."""
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.floating,)):
+        return float(value)
+    if isinstance(value, torch.Tensor):
+        return value.tolist()
+    return str(value)
+
+
+def fmt_acc(value: Any) -> str:
+    """An accuracy for the epoch line: 4 decimals, ``-`` when not evaluated."""
+    return "-" if value is None else f"{value:.4f}"
+
+
+class ProgressBar:
+    """A rich progress bar on stderr, only on a terminal and when enabled."""
+
+    def __init__(self, total: int, label: str, enabled: bool):
+        self._progress = None
+        if not enabled or not sys.stderr.isatty():
+            return
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeRemainingColumn,
+        )
+
+        self._progress = Progress(TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(),
+                                  TextColumn("loss {task.fields[loss]}"), TimeRemainingColumn(),
+                                  console=Console(stderr=True), transient=True)
+        self._task = self._progress.add_task(label, total=total, loss="-")
+        self._progress.start()
+
+    def advance(self, loss: float) -> None:
+        if self._progress is not None:
+            self._progress.update(self._task, advance=1, loss=f"{loss:.4f}")
+
+    def close(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None

@@ -1,0 +1,175 @@
+"""One conformance suite for every backend of ``sample_neighbors(backend=...)``.
+
+:class:`SamplerTests` holds the cases; each backend subclasses it (like zarr's
+``StoreTests``): every backend must return exactly the output of the plain-Python oracle
+(``sample_neighbors_reference``) and reject the same bad arguments. ``TestCuda`` runs where
+numba.cuda can (a GPU); on other machines ``test_cuda_suite_under_simulator`` runs that same
+class in a subprocess under ``NUMBA_ENABLE_CUDASIM=1`` (small graphs: the simulator runs
+every GPU thread in Python).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from graphpipe.ops._core.backend import numba_cuda_available
+from graphpipe.ops.sampling import SampleOutput, sample_neighbors, sample_neighbors_reference
+from graphpipe.ops.sampling.api import canonical_local_ids
+from graphpipe.ops.sampling.types import assemble
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def csc_graph(num_nodes: int, num_edges: int, seed: int, dtype=np.int64) -> tuple[np.ndarray, np.ndarray]:
+    """Random CSC by destination with a few zero in-degree nodes."""
+    rng = np.random.default_rng(seed)
+    dst = rng.integers(0, num_nodes, num_edges)
+    dst[dst % 11 == 3] = 0  # nodes 3, 14, ... get no in-edges, node 0 a hub
+    src = rng.integers(0, num_nodes, num_edges)
+    order = np.argsort(dst, kind="stable")
+    indptr = np.zeros(num_nodes + 1, dtype=np.int64)
+    np.cumsum(np.bincount(dst, minlength=num_nodes), out=indptr[1:])
+    return indptr, src[order].astype(dtype)
+
+
+def assert_same(got: SampleOutput, want: SampleOutput) -> None:
+    """Bit-for-bit equality of two sample outputs (IDs, blocks, counts)."""
+    assert np.array_equal(np.asarray(got.n_id), want.n_id)
+    assert got.batch_size == want.batch_size
+    assert list(got.num_sampled_nodes) == list(want.num_sampled_nodes)
+    assert list(got.num_sampled_edges) == list(want.num_sampled_edges)
+    assert len(got.blocks) == len(want.blocks)
+    for g, w in zip(got.blocks, want.blocks):
+        assert (g.num_dst, g.num_src) == (w.num_dst, w.num_src)
+        for name in ("indptr", "indices", "edge_ids"):
+            assert np.array_equal(np.asarray(getattr(g, name)), getattr(w, name)), name
+
+
+CASES = [
+    # num_nodes, num_edges, seeds, fanouts, replace, seed, index dtype
+    (90, 500, [0, 17, 61, 3, 44], [4, 3], False, 7, np.int64),
+    (90, 500, [5, 2, 88], [2, 2, 2], True, 1, np.int32),
+    (60, 300, [1, 0, 14], [-1], False, 0, np.int64),
+    (60, 300, [9, 30], [0, 3], False, 5, np.int32),
+    (40, 0, [4, 7], [3, 2], False, 2, np.int64),  # no edges at all
+]
+
+
+class SamplerTests:
+    """Cases every backend of ``sample_neighbors`` must pass."""
+
+    backend: str = ""
+
+    def sample(self, *args, **kwargs) -> SampleOutput:
+        return sample_neighbors(*args, backend=self.backend, **kwargs)
+
+    @pytest.mark.parametrize("case", range(len(CASES)))
+    def test_matches_reference(self, case: int) -> None:
+        n, e, seeds, fanouts, replace, seed, dtype = CASES[case]
+        indptr, indices = csc_graph(n, e, seed=case, dtype=dtype)
+        seeds = np.array(seeds, dtype=np.int64)
+        want = sample_neighbors_reference(indptr, indices, seeds, fanouts, replace=replace,
+                                          seed=seed)
+        got = self.sample(indptr, indices, seeds, fanouts, replace=replace, seed=seed)
+        assert_same(got, want)
+
+    def test_seed_changes_the_draws_only(self) -> None:
+        indptr, indices = csc_graph(90, 900, seed=3)
+        seeds = np.array([0, 1, 2, 3, 4, 5])
+        a = self.sample(indptr, indices, seeds, [3, 3], seed=1)
+        b = self.sample(indptr, indices, seeds, [3, 3], seed=2)
+        assert np.array_equal(a.n_id[:6], seeds) and np.array_equal(b.n_id[:6], seeds)
+        assert not all(np.array_equal(x.edge_ids, y.edge_ids) for x, y in zip(a.blocks, b.blocks))
+
+    @pytest.mark.parametrize("seeds,fanouts,match", [
+        ([0, 1, 1], [2], "'seeds' must be unique"),
+        ([0, 90], [2], r"'seeds' must be node IDs in \[0, 90\)"),
+        ([0, 1], [], r"'fanouts' must not be empty \(got \[\]\)"),
+        ([0, 1], [2, -2], "'fanouts' entries must be integers >= -1"),
+    ])
+    def test_rejects_bad_arguments(self, seeds, fanouts, match) -> None:
+        indptr, indices = csc_graph(90, 300, seed=4)
+        with pytest.raises(ValueError, match=match):
+            self.sample(indptr, indices, np.array(seeds), fanouts)
+
+
+class TestReference(SamplerTests):
+    backend = "reference"
+
+
+class TestCpu(SamplerTests):
+    backend = "cpu"
+
+
+class TestAuto(SamplerTests):
+    """Host arrays: ``"auto"`` is the CPU path."""
+
+    backend = "auto"
+
+
+@pytest.mark.skipif(not numba_cuda_available(), reason="numba.cuda cannot run here (see "
+                    "test_cuda_suite_under_simulator)")
+class TestCuda(SamplerTests):
+    backend = "cuda"
+
+
+@pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") == "1", reason="already simulated")
+def test_cuda_suite_under_simulator() -> None:
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           f"{Path(__file__).resolve()}::TestCuda"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    assert " passed" in proc.stdout and "skipped" not in proc.stdout, proc.stdout[-2000:]
+
+
+def test_unknown_backend_and_cuda_without_numba_cuda() -> None:
+    indptr, indices = csc_graph(20, 60, seed=0)
+    with pytest.raises(ValueError, match="'backend' must be one of"):
+        sample_neighbors(indptr, indices, np.array([0]), [2], backend="gpu")
+    if not numba_cuda_available():
+        with pytest.raises(ValueError, match="'backend'='cuda' needs numba.cuda"):
+            sample_neighbors(indptr, indices, np.array([0]), [2], backend="cuda")
+
+
+def scramble(out: SampleOutput, seed: int) -> SampleOutput:
+    """``out`` with each hop's new local IDs permuted at random (what GPU Fused-Map may
+    give): rows of later blocks follow their destinations, edges keep their row order."""
+    rng = np.random.default_rng(seed)
+    relabel = np.arange(out.n_id.shape[0])  # canonical local ID -> scrambled
+    hops = []
+    for block in reversed(out.blocks):
+        lo, hi = block.num_dst, block.num_src
+        relabel[lo:hi] = lo + rng.permutation(hi - lo)
+        canon_of_row = np.empty(block.num_dst, dtype=np.int64)
+        canon_of_row[relabel[:block.num_dst]] = np.arange(block.num_dst)
+        deg = np.diff(block.indptr)[canon_of_row]
+        indptr = np.zeros(block.num_dst + 1, dtype=np.int64)
+        np.cumsum(deg, out=indptr[1:])
+        take = np.repeat(block.indptr[canon_of_row] - indptr[:-1], deg) + np.arange(indptr[-1])
+        hops.append((indptr, relabel[block.indices[take]], block.edge_ids[take], lo, hi))
+    n_id = np.empty_like(out.n_id)
+    n_id[relabel] = out.n_id
+    return assemble(n_id, out.batch_size, hops)
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_canonical_local_ids_undoes_any_relabelling(case: int) -> None:
+    """What makes the CUDA backend's output equal the CPU's: the CPU numbering is
+    recovered from any per-hop permutation of new IDs."""
+    n, e, seeds, fanouts, replace, seed, dtype = CASES[case]
+    indptr, indices = csc_graph(n, e, seed=case, dtype=dtype)
+    want = sample_neighbors(indptr, indices, np.array(seeds), fanouts, replace=replace,
+                            seed=seed, backend="cpu")
+    for s in range(3):
+        scrambled = scramble(want, s)
+        assert_same(canonical_local_ids(scrambled), want)
+    if want.n_id.shape[0] > len(seeds) + 1:
+        assert not np.array_equal(scramble(want, 0).n_id, want.n_id) or \
+            not np.array_equal(scramble(want, 1).n_id, want.n_id)
