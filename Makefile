@@ -8,7 +8,7 @@ TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 DEMO_DIR ?= demo-data
 PEER_WHEELS ?= ../shared/peers
 
-.PHONY: venv demo test lint bench peers clean
+.PHONY: venv demo test lint fuzz bench peers clean
 
 # The CPU torch wheel goes in first: a bare `torch` requirement in a fresh
 # environment would pull a multi-GB CUDA build.
@@ -29,6 +29,11 @@ demo: venv
 
 test: venv
 	$(PY) -m pytest -q tests
+
+# The CSV parser against pyarrow on hypothesis-made bytes: 200 examples in `make test`, 20,000 here.
+FUZZ_EXAMPLES ?= 20000
+fuzz: venv
+	GRAPHPIPE_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -q tests/ingest/test_csvparse_fuzz.py
 
 lint: venv
 	$(VENV)/bin/ruff check graphpipe cli tests benchmarks

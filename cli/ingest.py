@@ -31,6 +31,8 @@ from graphpipe.cli._common import EXIT_INVALID_INPUT, friendly_errors, human_byt
 @click.option("--allow-isolated-nodes", is_flag=True,
               help="Accept a declared node count far above what the edges touch (isolated nodes).")
 @click.option("--split", "split_name", default=None, help="OGB: which split/<name> to use.")
+@click.option("--from-raw", "from_raw", is_flag=True,
+              help="OGB: read only raw/ (never processed/) and split CSVs rather than split_dict.pt.")
 @click.option("--src", default="src", show_default=True, help="Edge list: source column.")
 @click.option("--dst", default="dst", show_default=True, help="Edge list: destination column.")
 @click.option("--weight", default=None, help="Edge list: weight column (stored as an edge feature).")
@@ -46,7 +48,8 @@ from graphpipe.cli._common import EXIT_INVALID_INPUT, friendly_errors, human_byt
 def command(source: str, dest: str, overwrite: bool, name: str | None, add_reverse_edges: bool,
             remove_self_loops: bool, deduplicate: bool, no_sort: bool, build_csr: bool,
             feature_dtype: str, compression: str, memory_limit: str | None, allow_nonfinite: bool,
-            clamp_float16: bool, allow_isolated_nodes: bool, split_name: str | None, src: str, dst: str, weight: str | None, nodes: str | None,
+            clamp_float16: bool, allow_isolated_nodes: bool, split_name: str | None, from_raw: bool,
+            src: str, dst: str, weight: str | None, nodes: str | None,
             node_id: str, feature_columns: str | None, label: str | None,
             node_features_npy: str | None, quiet: bool) -> None:
     """Ingest SOURCE (an OGB folder, a .npz, or CSV/TSV/Parquet edge list) into the store DEST."""
@@ -63,7 +66,7 @@ def command(source: str, dest: str, overwrite: bool, name: str | None, add_rever
         clamp_float16=clamp_float16, allow_isolated_nodes=allow_isolated_nodes,
     )
     if Path(source).is_dir():
-        reader_options = {"split": split_name}
+        reader_options = {"split": split_name, **({"from_raw": True} if from_raw else {})}
     elif source.endswith(".npz"):
         reader_options = {}
     else:

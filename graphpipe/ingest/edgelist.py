@@ -320,7 +320,7 @@ def _iter_int_csv_fast(spec: _TableFile, columns: list[str],
     """The integer columns of a simple CSV file through :mod:`graphpipe.ingest.csvparse`
     (Numba, parallel, about an order of magnitude faster than a general CSV reader here).
     Raises :class:`_FastPathGivesUp` at the first block it cannot parse exactly."""
-    from graphpipe.ingest.csvparse import ParseFailure, parse_block
+    from graphpipe.ingest.csvparse import ParseFailure, next_line_start, parse_block
     from graphpipe.ingest.textio import iter_line_blocks
 
     positions = [spec.columns.index(c) for c in columns]
@@ -330,7 +330,7 @@ def _iter_int_csv_fast(spec: _TableFile, columns: list[str],
     for block in iter_line_blocks(spec.path):
         cut = 0
         while to_skip and cut < len(block):
-            cut = block.index(b"\n", cut) + 1
+            cut = next_line_start(block, cut)
             to_skip -= 1
             line += 1
         if cut:
@@ -338,7 +338,7 @@ def _iter_int_csv_fast(spec: _TableFile, columns: list[str],
         if not block:
             continue
         try:
-            rows = parse_block(block, ncols, np.int64)
+            rows = parse_block(block, ncols, np.int64, skip_empty_lines=False)  # lines stay exact
         except ParseFailure:
             raise _FastPathGivesUp from None
         batch = pa.RecordBatch.from_arrays([pa.array(rows[:, p]) for p in positions], names=columns)

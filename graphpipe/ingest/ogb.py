@@ -25,49 +25,61 @@ import numpy as np
 
 from graphpipe.ingest.chunks import EdgeChunk
 from graphpipe.ingest.csvparse import (
-    NEEDS_SLOW_PATH,
     ParseFailure,
     count_columns,
-    parse_block,
-    parse_block_slow,
+    count_lines,
+    first_nonempty_line,
+    line_of_row,
+    parse_block_exact,
 )
 from graphpipe.ingest.errors import IngestError
 from graphpipe.ingest.labels import UNLABELED
+from graphpipe.ingest.safe_load import load_npz, load_torch_file
 from graphpipe.ingest.source import DatasetSource, RowBlock
-from graphpipe.ingest.textio import iter_line_blocks
+from graphpipe.ingest.textio import DEFAULT_BLOCK_BYTES, iter_line_blocks
 
 SPLIT_NAMES = ("train", "valid", "test")
 
 
+_BOM = b"\xef\xbb\xbf"
+
+
 def iter_csv_rows(path: Path, dtype: np.dtype | type, *, ncols: int | None = None,
-                  display: str | None = None) -> Iterator[tuple[int, np.ndarray]]:
+                  display: str | None = None,
+                  block_bytes: int = DEFAULT_BLOCK_BYTES) -> Iterator[tuple[int, np.ndarray]]:
     """Yield ``(first_line, rows)`` for consecutive blocks of a headerless numeric CSV file.
 
     ``first_line`` is the 1-based line number of ``rows[0]``; every row must have
-    ``ncols`` fields (default: as many as the first line).
+    ``ncols`` fields (default: as many as the first non-empty line). Lines end in
+    ``\\n``, ``\\r\\n`` or ``\\r``; empty lines are skipped and a UTF-8 byte-order
+    mark at the start of the file is ignored, as pyarrow and pandas read such files.
     """
     display = display or str(path)
-    line = 1
-    for block in iter_line_blocks(path):
+    line = 1  # physical line number at the start of the block
+    for index, block in enumerate(iter_line_blocks(path, block_bytes)):
+        if index == 0:
+            block = block.removeprefix(_BOM)
         if ncols is None:
-            ncols = count_columns(block[: block.find(b"\n") + 1])
-        try:
-            rows = parse_block(block, ncols, dtype)
-        except ParseFailure as fail:
-            if fail.code == NEEDS_SLOW_PATH:
-                try:
-                    rows = parse_block_slow(block, ncols, dtype)
-                except Exception as exc:  # pyarrow names the row itself
-                    raise IngestError(f"{display}: near line {line + fail.row}: {exc}") from exc
-            else:
-                raise IngestError(f"{display}: line {line + fail.row}: {fail.describe(ncols)}") from None
-        yield line, rows
-        line += rows.shape[0]
+            head = first_nonempty_line(block)
+            try:
+                ncols = count_columns(head) if head is not None else None
+            except ValueError as exc:
+                raise IngestError(f"{display}: line {line + line_of_row(block, 0)}: {exc}") from None
+        if ncols is not None:
+            try:
+                rows = parse_block_exact(block, ncols, dtype)
+            except ParseFailure as fail:
+                raise IngestError(f"{display}: line {line + fail.line}: {fail.describe(ncols)}") from None
+            if rows.shape[0]:
+                yield line + line_of_row(block, 0), rows
+        line += count_lines(block)
 
 
-def read_csv_table(path: Path, dtype: np.dtype | type, *, display: str | None = None) -> np.ndarray:
+def read_csv_table(path: Path, dtype: np.dtype | type, *, display: str | None = None,
+                   ncols: int | None = None, block_bytes: int = DEFAULT_BLOCK_BYTES) -> np.ndarray:
     """A whole (small) headerless numeric CSV file as a ``(rows, cols)`` array."""
-    parts = [rows for _line, rows in iter_csv_rows(path, dtype, display=display)]
+    parts = [rows for _line, rows in iter_csv_rows(path, dtype, display=display, ncols=ncols,
+                                                   block_bytes=block_bytes)]
     if not parts:
         return np.zeros((0, 1), dtype=dtype)
     return np.concatenate(parts, axis=0)
@@ -89,8 +101,9 @@ def _labels_from_float(values: np.ndarray) -> np.ndarray:
 class OgbRawFolder:
     """Paths and small metadata of an OGB node-property folder."""
 
-    def __init__(self, folder: str | os.PathLike):
+    def __init__(self, folder: str | os.PathLike, *, from_raw: bool = False):
         self.folder = Path(folder)
+        self.from_raw = from_raw
         if not self.folder.exists():
             raise IngestError(f"{self.folder}: no such folder")
         if not self.folder.is_dir():
@@ -112,8 +125,10 @@ class OgbRawFolder:
             return "ogb-raw"
         if (self.raw / "data.npz").is_file():
             return "ogb-raw-npz"
-        if self.processed.is_file():
+        if self.processed.is_file() and not self.from_raw:
             return "ogb-processed"
+        if self.from_raw:
+            raise IngestError(f"{self.folder}: --from-raw: found neither raw/edge.csv.gz nor raw/data.npz")
         raise IngestError(
             f"{self.folder}: not an OGB node-property folder: found none of raw/edge.csv.gz, "
             f"raw/data.npz, processed/data_processed"
@@ -151,20 +166,31 @@ def _read_count_list(folder: OgbRawFolder, name: str) -> int:
     return count
 
 
+def _read_split_dict(folder: OgbRawFolder, dict_path: Path, csv_present: bool) -> tuple[dict, dict]:
+    """``split_dict.pt`` (a dict of index arrays), read without unpickling code."""
+    display = folder.rel(dict_path)
+    way_out = ("--from-raw reads the train/valid/test.csv.gz beside it instead" if csv_present
+               else "delete it and provide split/<name>/{train,valid,test}.csv.gz instead")
+    loaded = load_torch_file(dict_path, display, way_out=way_out)
+    if not isinstance(loaded, dict):
+        raise IngestError(f"{display}: expected a dict of index arrays, found {type(loaded).__name__}")
+    splits = {}
+    for key, value in loaded.items():
+        value = np.asarray(value)
+        if value.dtype.kind not in "iu" and not (value.dtype.kind == "f" and np.all(value == np.round(value))):
+            raise IngestError(f"{display}: split {key!r}: dtype {value.dtype}, expected integer node IDs")
+        splits[str(key)] = value.astype(np.int64).ravel()
+    return splits, {k: display for k in splits}
+
+
 def _read_splits(folder: OgbRawFolder, split: str | None, num_nodes: int) -> tuple[dict, dict]:
     split_dir = folder.split_dir(split)
     if split_dir is None:
         return {}, {}
     dict_path = split_dir / "split_dict.pt"
-    if dict_path.is_file():
-        import torch
-
-        try:
-            loaded = torch.load(dict_path, weights_only=False)
-        except Exception as exc:
-            raise IngestError(f"{folder.rel(dict_path)}: cannot load ({exc})") from exc
-        return ({k: np.asarray(v, dtype=np.int64).ravel() for k, v in loaded.items()},
-                {k: folder.rel(dict_path) for k in loaded})
+    csv_present = all((split_dir / f"{n}.csv.gz").is_file() for n in SPLIT_NAMES)
+    if dict_path.is_file() and not (folder.from_raw and csv_present):
+        return _read_split_dict(folder, dict_path, csv_present)
     splits, sources = {}, {}
     for name in SPLIT_NAMES:
         path = split_dir / f"{name}.csv.gz"
@@ -177,9 +203,14 @@ def _read_splits(folder: OgbRawFolder, split: str | None, num_nodes: int) -> tup
     return splits, sources
 
 
-def read_ogb(folder: str | os.PathLike, *, split: str | None = None, name: str | None = None) -> DatasetSource:
-    """Open an OGB node-property dataset folder as a :class:`DatasetSource`."""
-    ogb = OgbRawFolder(folder)
+def read_ogb(folder: str | os.PathLike, *, split: str | None = None, name: str | None = None,
+             from_raw: bool = False) -> DatasetSource:
+    """Open an OGB node-property dataset folder as a :class:`DatasetSource`.
+
+    ``from_raw``: read only ``raw/`` (never ``processed/``) and prefer the split CSV
+    files to ``split_dict.pt``.
+    """
+    ogb = OgbRawFolder(folder, from_raw=from_raw)
     kind = ogb.kind
     name = name or ogb.folder.name
     if kind == "ogb-raw":
@@ -239,8 +270,13 @@ def _read_raw_csv(ogb: OgbRawFolder, kind: str, split: str | None, name: str) ->
 
 
 def _first_line_columns(path: Path) -> int:
-    for block in iter_line_blocks(path, block_bytes=1 << 16):
-        return count_columns(block[: block.find(b"\n") + 1])
+    for index, block in enumerate(iter_line_blocks(path, block_bytes=1 << 16)):
+        head = first_nonempty_line(block.removeprefix(_BOM) if index == 0 else block)
+        if head is not None:
+            try:
+                return count_columns(head)
+            except ValueError as exc:
+                raise IngestError(f"{path}: {exc}") from None
     raise IngestError(f"{path}: empty file")
 
 
@@ -308,14 +344,10 @@ def _arrays_source(ogb: OgbRawFolder, kind: str, split: str | None, name: str,
 def _read_raw_npz(ogb: OgbRawFolder, kind: str, split: str | None, name: str) -> DatasetSource:
     path = ogb.raw / "data.npz"
     display = ogb.rel(path)
-    try:
-        data = np.load(path)
-        keys = set(data.files)
-    except Exception as exc:
-        raise IngestError(f"{display}: cannot read npz ({exc})") from exc
+    data = load_npz(path, display)
     for key in ("edge_index", "num_nodes_list", "num_edges_list"):
-        if key not in keys:
-            raise IngestError(f"{display}: missing key {key!r} (found {sorted(keys)})")
+        if key not in data:
+            raise IngestError(f"{display}: missing key {key!r} (found {sorted(data)})")
     if len(data["num_nodes_list"]) != 1:
         raise IngestError(f"{display}: 'num_nodes_list' lists {len(data['num_nodes_list'])} graphs; "
                           f"only single-graph datasets are supported")
@@ -323,14 +355,12 @@ def _read_raw_npz(ogb: OgbRawFolder, kind: str, split: str | None, name: str) ->
     labels = None
     label_path = ogb.raw / "node-label.npz"
     if label_path.is_file():
-        try:
-            labels = np.load(label_path)["node_label"]
-        except Exception as exc:
-            raise IngestError(f"{ogb.rel(label_path)}: cannot read key 'node_label' ({exc})") from exc
-    source = _arrays_source(
-        ogb, kind, split, name, data["edge_index"], num_nodes,
-        data["node_feat"] if "node_feat" in keys else None,
-        data["edge_feat"] if "edge_feat" in keys else None, labels, display)
+        label_data = load_npz(label_path, ogb.rel(label_path))
+        if "node_label" not in label_data:
+            raise IngestError(f"{ogb.rel(label_path)}: missing key 'node_label' (found {sorted(label_data)})")
+        labels = label_data["node_label"]
+    source = _arrays_source(ogb, kind, split, name, data["edge_index"], num_nodes,
+                            data.get("node_feat"), data.get("edge_feat"), labels, display)
     source.num_input_edges = int(data["num_edges_list"][0])
     source.extra["num_edges_file"] = f"{display}['num_edges_list']"
     source.extra["num_nodes_file"] = f"{display}['num_nodes_list']"
@@ -340,13 +370,14 @@ def _read_raw_npz(ogb: OgbRawFolder, kind: str, split: str | None, name: str) ->
 
 
 def _read_processed(ogb: OgbRawFolder, kind: str, split: str | None, name: str) -> DatasetSource:
-    import torch
-
     display = ogb.rel(ogb.processed)
+    loaded = load_torch_file(
+        ogb.processed, display,
+        way_out="ingest OGB's raw/ files instead (put raw/ in the folder; --from-raw ignores processed/)")
     try:
-        loaded = torch.load(ogb.processed, weights_only=False)
         graph, labels = loaded["graph"], loaded["labels"]
-    except Exception as exc:
-        raise IngestError(f"{display}: cannot load OGB processed data ({exc})") from exc
-    return _arrays_source(ogb, kind, split, name, graph["edge_index"], int(graph["num_nodes"]),
+        edge_index, num_nodes = graph["edge_index"], int(graph["num_nodes"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise IngestError(f"{display}: not OGB processed data (missing or bad {exc})") from None
+    return _arrays_source(ogb, kind, split, name, edge_index, num_nodes,
                           graph.get("node_feat"), graph.get("edge_feat"), labels, display)

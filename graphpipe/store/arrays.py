@@ -217,8 +217,8 @@ def read_array(root: str | os.PathLike, key: str, *, in_memory: bool = False) ->
         if len(views) == 1:
             return views[0]
         return np.concatenate(views, axis=0)
-    try:
-        return zarr.open_array(str(Path(root) / key), mode="r")[...]
+    try:  # zarr v3 metadata only: a v2 ``.zarray`` could name numcodecs' pickle codec
+        return zarr.open_array(str(Path(root) / key), mode="r", zarr_format=3)[...]
     except Exception as exc:  # noqa: BLE001 - a chunk zarr cannot decode: name the array
         detail = str(exc).strip().splitlines()[0][:120] if str(exc).strip() else type(exc).__name__
         raise CorruptStoreError(f"{Path(root) / key}: array {key!r} cannot be read ({detail})") from None

@@ -264,7 +264,7 @@ def ogb_meta_dict(
         match = re.fullmatch(r"RELEASE_v(.+)\.txt", releases[-1].name) if releases else None
         version = int(match.group(1)) if match and match.group(1).isdigit() else 1
     if binary:
-        with np.load(raw / "data.npz") as data:
+        with np.load(raw / "data.npz", allow_pickle=False) as data:
             keys = set(data.files)
         has_node_attr = "node_feat" in keys
         has_edge_attr = "edge_feat" in keys
@@ -307,7 +307,7 @@ def _read_ogb_labels(raw: Path, binary: bool) -> np.ndarray | None:
         path = raw / "node-label.npz"
         if not path.is_file():
             return None
-        with np.load(path) as data:
+        with np.load(path, allow_pickle=False) as data:
             labels = data["node_label"]
     else:
         path = raw / "node-label.csv.gz"

@@ -96,8 +96,13 @@ def test_reverse_edges_match_ogb_add_inverse_edge(raw_folder, tmp_path):
 
 
 def test_processed_folder(raw_folder, tmp_path):
+    import torch
+
     dataset, copy = _ogb_dataset(raw_folder, tmp_path)
     shutil.rmtree(copy / "raw")  # only processed/ and split/ remain
+    # OGB writes pickle protocol 4, which torch's weights-only loader refuses (see
+    # tests/ingest/test_no_pickle.py); the same content saved with torch's default protocol reads.
+    torch.save({"graph": dataset.graph, "labels": dataset.labels}, copy / "processed" / "data_processed")
     store = ingest(copy, tmp_path / "store")
     src, dst = _store_edges(store)
     ei = dataset.graph["edge_index"]
