@@ -27,7 +27,10 @@ venv: $(VENV)/.installed
 demo: venv
 	$(PY) -m graphpipe.demo --dir $(DEMO_DIR)
 
+# The docstring examples (`>>>`) of graphpipe/ first (fast), then the suite. cli/ is left
+# out: pytest would import it as `cli.*`, a second copy beside `graphpipe.cli`.
 test: venv
+	$(PY) -m pytest -q --doctest-modules graphpipe
 	$(PY) -m pytest -q tests
 
 # The CSV parser against pyarrow on hypothesis-made bytes: 200 examples in `make test`, 20,000 here.

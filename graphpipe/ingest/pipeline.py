@@ -193,6 +193,29 @@ def ingest(source: DatasetSource | str | os.PathLike, dest: str | os.PathLike,
     Returns the opened store. Raises :class:`IngestError` (bad input, naming the
     file and line/field) or :class:`graphpipe.store.StoreError` (destination, full
     disk); in every failure ``dest`` is left as it was.
+
+    An edge list with features, labels and a split (``.npz``, see
+    :mod:`graphpipe.ingest.npz`; CSV/TSV/Parquet edge lists and OGB folders go the
+    same way):
+
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> npz = os.path.join(tmp.name, "tri.npz")
+    >>> np.savez(npz, edge_index=np.array([[0, 1, 2, 0], [1, 2, 0, 2]]),
+    ...          x=np.eye(3, dtype=np.float32), y=np.array([0, 1, 1]), train_idx=np.array([0, 2]))
+    >>> store = ingest(npz, os.path.join(tmp.name, "tri"))
+    >>> store.num_nodes, store.num_edges, store.feature_dim
+    (3, 4, 3)
+    >>> store.indptr.tolist(), store.indices.tolist()  # CSC, in-neighbours sorted per node
+    ([0, 1, 2, 4], [2, 0, 0, 1])
+    >>> store.split("train").tolist(), store.labels.tolist()
+    ([0, 2], [0, 1, 1])
+    >>> ingest(npz, os.path.join(tmp.name, "tri"))    # dest exists: refused, left as it was
+    Traceback (most recent call last):
+    ...
+    graphpipe.store.errors.StoreError: ...
+    >>> tmp.cleanup()
     """
     options = options or IngestOptions()
     given = [source] if not isinstance(source, DatasetSource) else input_paths(source)

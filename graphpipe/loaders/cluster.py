@@ -427,6 +427,35 @@ class ClusterLoader:
         metis_recursive: METIS recursive bisection instead of k-way.
         cache_size: sequences whose METIS result is cached.
         device: where batches go.
+
+    A six-node ring (node ``i`` hears from ``i - 1`` and ``i + 1``) in sequences of four
+    positions: the global token, then three nodes in input order:
+
+    >>> import numpy as np
+    >>> indptr = np.array([0, 2, 4, 6, 8, 10, 12])
+    >>> indices = np.array([1, 5, 0, 2, 1, 3, 2, 4, 3, 5, 4, 0])
+    >>> x, y = np.arange(12, dtype=np.float32).reshape(6, 2), np.array([0, 1, 0, 1, 0, 1])
+    >>> loader = ClusterLoader((indptr, indices, x, y), seq_len=4, input_nodes=None,
+    ...                        reorder="none", shuffle=False)
+    >>> [seq.node_ids.tolist() for seq in loader]
+    [[[-1, 0, 1, 2]], [[-1, 3, 4, 5]]]
+    >>> seq = next(iter(loader))
+    >>> seq.mask.tolist(), seq.y.tolist(), tuple(seq.x.shape)
+    ([[False, True, True, True]], [[-100, 0, 1, 0]], (1, 4, 2))
+    >>> seq.indptr.tolist()     # attention pattern, CSR over the 4 query positions
+    [0, 4, 7, 11, 14]
+    >>> seq.indices.tolist()
+    [0, 1, 2, 3, 0, 1, 2, 0, 1, 2, 3, 0, 2, 3]
+    >>> seq.edge_kind.tolist()  # 0 self-loop, 1 graph edge, 2 global token
+    [0, 2, 2, 2, 2, 0, 1, 2, 1, 0, 1, 2, 1, 0]
+
+    With METIS (the default) the nodes of a sequence are put in cluster order;
+    ``offsets`` holds the cluster boundaries (the token is a cluster of its own):
+
+    >>> loader = ClusterLoader((indptr, indices, x, y), seq_len=7, input_nodes=None, parts=2)
+    >>> seq = next(iter(loader))
+    >>> sorted(seq.node_ids[seq.mask].tolist()), len(seq.offsets) - 1
+    ([0, 1, 2, 3, 4, 5], 3)
     """
 
     def __init__(self, store: Any, seq_len: int | None = None, *,

@@ -105,7 +105,21 @@ class MiniBatch:
 
     def to_pyg(self) -> Any:
         """This batch as ``torch_geometric.data.Data(x, edge_index, y, n_id, e_id, batch_size,
-        num_sampled_nodes, num_sampled_edges)``; ``y`` holds the seeds' labels only."""
+        num_sampled_nodes, num_sampled_edges)``; ``y`` holds the seeds' labels only.
+
+        >>> import numpy as np
+        >>> from graphpipe.loaders import NeighborLoader
+        >>> indptr, indices = np.array([0, 2, 3, 4]), np.array([1, 2, 0, 0])
+        >>> x, y = np.eye(3, dtype=np.float32), np.array([1, 0, 0])
+        >>> loader = NeighborLoader((indptr, indices, x, y), fanouts=[2], batch_size=1,
+        ...                         input_nodes=np.array([0]), seed=0)
+        >>> data = next(iter(loader)).to_pyg()
+        >>> data  # doctest: +NORMALIZE_WHITESPACE
+        Data(x=[3, 3], edge_index=[2, 2], y=[1], n_id=[3], e_id=[2], batch_size=1,
+             num_nodes=3, num_sampled_nodes=[2], num_sampled_edges=[1])
+        >>> data.edge_index.tolist(), data.n_id.tolist()
+        ([[1, 2], [0, 0]], [0, 1, 2])
+        """
         try:
             from torch_geometric.data import Data
         except ImportError as exc:  # pragma: no cover - exercised only without PyG

@@ -93,6 +93,30 @@ class NeighborLoader:
             store's rows, wrapped in the degree cache and in quantization when asked),
             None with ``features=False``.
         cache: the :class:`graphpipe.loaders.rows.DegreeCachedRows` of ``cache="degree"``.
+
+    A six-node ring (node ``i`` hears from ``i - 1`` and ``i + 1``), given as arrays; a
+    store path or :class:`graphpipe.store.GraphStore` works the same:
+
+    >>> import numpy as np, torch
+    >>> indptr = np.array([0, 2, 4, 6, 8, 10, 12])
+    >>> indices = np.array([1, 5, 0, 2, 1, 3, 2, 4, 3, 5, 4, 0])
+    >>> x = np.arange(12, dtype=np.float32).reshape(6, 2)
+    >>> y = np.array([0, 1, 0, 1, 0, 1])
+    >>> loader = NeighborLoader((indptr, indices, x, y), fanouts=[2, 1], batch_size=2,
+    ...                         input_nodes=None, shuffle=False, seed=0)
+    >>> len(loader)
+    3
+    >>> batch = next(iter(loader))
+    >>> batch.seeds.tolist(), batch.n_id.tolist()
+    ([0, 1], [0, 1, 5, 2, 4])
+    >>> batch.num_sampled_nodes, batch.num_sampled_edges
+    ([2, 2, 1], [4, 2])
+    >>> [(b.num_dst, b.num_src) for b in batch.blocks]       # input layer first
+    [(4, 5), (2, 4)]
+    >>> torch.equal(batch.x, torch.from_numpy(x)[batch.n_id]), batch.y.tolist()
+    (True, [0, 1])
+    >>> sorted(b.seeds.tolist() for b in loader)             # one epoch, every node once
+    [[0, 1], [2, 3], [4, 5]]
     """
 
     def __init__(self, store_or_arrays: Any, fanouts: Sequence[int], batch_size: int, *,

@@ -67,6 +67,27 @@ class GraphStore:
 
         Raises :class:`StoreError` when the manifest's counts, shapes and dtypes disagree
         (:func:`graphpipe.store.checks.check_manifest`).
+
+        A six-node ring ``i+1 -> i`` ingested from an ``.npz``, then opened:
+
+        >>> import os, tempfile
+        >>> import numpy as np
+        >>> from graphpipe.ingest import ingest
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> npz, path = os.path.join(tmp.name, "ring.npz"), os.path.join(tmp.name, "ring")
+        >>> np.savez(npz, src=np.array([1, 2, 3, 4, 5, 0]), dst=np.arange(6),
+        ...          x=np.arange(12, dtype=np.float32).reshape(6, 2), y=np.arange(6) % 2,
+        ...          train_idx=np.array([0, 1, 2, 3]))
+        >>> _ = ingest(npz, path)
+        >>> store = GraphStore.open(path)
+        >>> store.num_nodes, store.num_edges, store.split_names
+        (6, 6, ['train'])
+        >>> store.indptr.tolist(), store.indices.tolist()     # in-neighbours, CSC
+        ([0, 1, 2, 3, 4, 5, 6], [1, 2, 3, 4, 5, 0])
+        >>> store.features(np.array([5, 0]))
+        array([[10., 11.],
+               [ 0.,  1.]], dtype=float32)
+        >>> tmp.cleanup()
         """
         manifest = read_manifest(path)
         if _checks.checks_enabled():

@@ -473,6 +473,21 @@ def aggregate(indptr: torch.Tensor, indices: torch.Tensor, x: torch.Tensor, *, n
 
     Returns:
         ``(num_dst, F)`` tensor of ``x.dtype`` on ``x.device``.
+
+    Two destinations: node 0 receives from sources 1 and 2, node 1 from source 0.
+
+    >>> import torch
+    >>> indptr, indices = torch.tensor([0, 2, 3]), torch.tensor([1, 2, 0])
+    >>> x = torch.tensor([[1., 0.], [2., 1.], [4., 3.]])
+    >>> aggregate(indptr, indices, x, num_dst=2)
+    tensor([[6., 4.],
+            [1., 0.]])
+    >>> aggregate(indptr, indices, x, num_dst=2, reduce="mean")
+    tensor([[3., 2.],
+            [1., 0.]])
+    >>> torch.equal(aggregate(indptr, indices, x, num_dst=2, backend="reference"),
+    ...             aggregate(indptr, indices, x, num_dst=2, backend="cpu"))
+    True
     """
     _check_float("x", x, 2)
     if reduce not in ("sum", "mean"):

@@ -422,6 +422,24 @@ def sparse_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
 
     Returns:
         ``out (S_q, H, D)`` in q's dtype (and ``lse`` when asked; float32/float64).
+
+    Query 0 attends to keys 0 and 1, query 1 to key 2; with zero queries every score is
+    equal, so each output row is the mean of the values it attends to:
+
+    >>> import torch
+    >>> q, k = torch.zeros(2, 1, 2), torch.ones(3, 1, 2)          # (S, H=1, D=2)
+    >>> v = torch.tensor([[1., 0.], [3., 2.], [5., 4.]]).reshape(3, 1, 2)
+    >>> indptr, indices = torch.tensor([0, 2, 3]), torch.tensor([0, 1, 2])
+    >>> out = sparse_attention(q, k, v, indptr, indices)
+    >>> out.shape
+    torch.Size([2, 1, 2])
+    >>> out[:, 0]
+    tensor([[2., 1.],
+            [5., 4.]])
+    >>> q = torch.tensor([[[1., -1.]], [[0.5, 2.]]])
+    >>> torch.allclose(sparse_attention(q, k, v, indptr, indices, backend="cpu"),
+    ...                sparse_attention(q, k, v, indptr, indices, backend="reference"))
+    True
     """
     _check_float("q", q, 3)
     _check_float("k", k, 3)

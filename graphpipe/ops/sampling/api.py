@@ -73,6 +73,17 @@ def sample_neighbors(indptr: Any, indices: Any, seeds: Any, fanouts: Sequence[in
     >>> out = sample_neighbors(indptr, indices, np.array([0]), [2], backend="cpu")
     >>> out.n_id.tolist(), out.blocks[0].indices.tolist()
     ([0, 1, 2], [1, 2])
+
+    Two hops from seeds 0 and 2 (``fanouts`` seed hop first; ``blocks`` input layer
+    first, DGL's convention); every backend returns the same sample:
+
+    >>> out = sample_neighbors(indptr, indices, np.array([0, 2]), [1, 1], seed=7)
+    >>> out.batch_size, out.num_sampled_nodes, out.num_sampled_edges
+    (2, [2, 1, 0], [2, 3])
+    >>> ref = sample_neighbors(indptr, indices, np.array([0, 2]), [1, 1], seed=7,
+    ...                        backend="reference")
+    >>> ref.n_id.tolist() == out.n_id.tolist()
+    True
     """
     device = "cuda" if _on_gpu(indptr, indices, seeds) else "cpu"
     if backend == "reference" and device != "cpu":

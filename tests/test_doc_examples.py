@@ -1,0 +1,30 @@
+"""Every public entry point keeps a runnable ``>>>`` example in its docstring.
+
+``make test`` runs the examples themselves (``pytest --doctest-modules graphpipe``);
+this test fails when one of them is deleted, which the doctest run cannot see.
+"""
+
+from __future__ import annotations
+
+import doctest
+
+import pytest
+
+from graphpipe.ingest import ingest
+from graphpipe.loaders import ClusterLoader, MiniBatch, NeighborLoader
+from graphpipe.ops.aggregate import aggregate
+from graphpipe.ops.attention import sparse_attention
+from graphpipe.ops.sampling import sample_neighbors
+from graphpipe.service import Client
+from graphpipe.store import GraphStore
+from graphpipe.train import Trainer
+
+ENTRY_POINTS = [GraphStore.open, ingest, NeighborLoader, MiniBatch.to_pyg, ClusterLoader,
+                sample_neighbors, aggregate, sparse_attention, Client, Trainer]
+
+
+@pytest.mark.parametrize("obj", ENTRY_POINTS, ids=lambda obj: obj.__qualname__)
+def test_entry_point_has_an_example(obj) -> None:
+    examples = doctest.DocTestParser().get_examples(obj.__doc__ or "")
+    assert len(examples) >= 3, f"{obj.__qualname__}: add a runnable >>> example to its docstring"
+    assert not any(ex.options.get(doctest.SKIP) for ex in examples), "no +SKIP in examples"
