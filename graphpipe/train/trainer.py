@@ -267,10 +267,29 @@ class Trainer:
         if out_dim is not None and out_dim != self.num_classes:
             raise ValueError(f"the model has out_dim={out_dim} but the store has "
                              f"{self.num_classes} classes")
+        self._labelled = {split: self._labelled_split(split) for split in _SPLITS}
         self.loader = self._make_loader(self.seed)
         self._infer_loaders: dict[bool, NeighborLoader] = {}
 
     # ---------------------------------------------------------------------------- pieces
+    def _labelled_split(self, split: str) -> str | np.ndarray:
+        """``split`` itself when all its nodes are labelled, else its labelled node IDs
+        (label -1 marks an unlabelled node: OGB's NaN, kept out of loss and accuracy)."""
+        if split not in self.store.split_names:
+            return split
+        ids = np.asarray(self.store.split(split), dtype=np.int64)
+        keep = self.labels.numpy()[ids] >= 0
+        if keep.all():
+            return split
+        if split == "train" and not keep.any():
+            raise ValueError(f"store {str(self.store.path)!r}: split 'train' has no labelled node "
+                             f"(all {ids.size} are unlabelled, label -1)")
+        return ids[keep]
+
+    def _split_ids(self, split: str) -> np.ndarray:
+        labelled = self._labelled[split]
+        return np.array(self.store.split(split), dtype=np.int64) if isinstance(labelled, str) else labelled
+
     def _make_optimizer(self) -> torch.optim.Optimizer:
         return make_optimizer(self.model, self.optimizer_name, self.lr, self.weight_decay)
 
@@ -278,7 +297,8 @@ class Trainer:
         options = {"shuffle": True, "seed": seed, "device": self.device, **self.loader_options}
         if self.feature_bits is not None:
             options["feature_bits"] = self.feature_bits
-        return NeighborLoader(self.store, self.fanouts, self.batch_size, input_nodes="train", **options)
+        return NeighborLoader(self.store, self.fanouts, self.batch_size,
+                              input_nodes=self._labelled["train"], **options)
 
     def checkpoint_extra(self) -> dict[str, Any]:
         """The Trainer's own checkpoint key: ``train`` (checked on resume)."""
@@ -334,7 +354,7 @@ class Trainer:
             for batch in it:
                 y = batch.y[: batch.batch_size].reshape(-1).to(self.device)
                 out = self.model(batch)
-                loss = F.cross_entropy(out, y)
+                loss = F.cross_entropy(out, y, ignore_index=-1)
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 self.optimizer.step()
@@ -373,11 +393,12 @@ class Trainer:
             self.model.train(was_training)
 
     def evaluate(self) -> dict[str, float]:
-        """Accuracy on ``train``, ``valid`` and ``test`` (OGB Evaluator)."""
+        """Accuracy on ``train``, ``valid`` and ``test`` (OGB Evaluator), over each split's
+        labelled nodes (label -1 = unlabelled is left out)."""
         pred = self.predict()
         out = {}
         for split in _SPLITS:
-            ids = torch.from_numpy(np.array(self.store.split(split), dtype=np.int64))
+            ids = torch.from_numpy(self._split_ids(split))
             out[split] = accuracy(self.labels[ids], pred[ids])
         return out
 
@@ -386,7 +407,8 @@ class Trainer:
                                                                          "cache_rows", "num_threads")}
         if self.feature_bits is not None:
             options["feature_bits"] = self.feature_bits
-        return NeighborLoader(self.store, self.fanouts, self.eval_batch_size, input_nodes=split,
+        return NeighborLoader(self.store, self.fanouts, self.eval_batch_size,
+                              input_nodes=self._labelled[split],
                               shuffle=False, seed=self.seed, device=self.device, prefetch=1, **options)
 
     def _infer_loader(self, features: bool) -> NeighborLoader:
