@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from typing import Any, Callable
 
@@ -10,9 +11,18 @@ import click
 
 from graphpipe.store.errors import StoreError
 
-EXIT_BAD_INPUT = 1
-EXIT_INVALID_INPUT = 2
-"""Exit code of commands that read untrusted input (``ingest``): bad input, refused destination."""
+EXIT_INTERNAL = 1
+"""Exit code of an internal error (a bug): the message asks for a re-run with ``--debug``."""
+EXIT_BAD_INPUT = 2
+"""Exit code of bad input: a dataset, store, checkpoint, argument or path the command refuses."""
+EXPECTED_ERRORS = (StoreError, ValueError, KeyError, OSError)
+"""What bad input raises: one line and :data:`EXIT_BAD_INPUT` (``OSError`` covers missing,
+unreadable and full paths); anything else is a bug."""
+
+
+def debug_enabled() -> bool:
+    """``graphpipe --debug`` (or ``GRAPHPIPE_DEBUG=1``): show tracebacks instead of one line."""
+    return os.environ.get("GRAPHPIPE_DEBUG", "") not in ("", "0")
 
 
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
@@ -21,10 +31,20 @@ def fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
     sys.exit(code)
 
 
+def _message(exc: BaseException) -> str:
+    if isinstance(exc, KeyError) and exc.args:
+        return str(exc.args[0])
+    if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
+        return f"{exc.filename}: {exc.strerror}"
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
 def friendly_errors(fn: Callable[..., Any] | None = None, *,
                     code: int = EXIT_BAD_INPUT) -> Callable[..., Any]:
-    """Turn the library's errors (bad input, bad store, bad arguments) into one-line CLI errors
-    exiting with ``code`` (``@friendly_errors`` or ``@friendly_errors(code=2)``)."""
+    """Turn the library's errors into one-line CLI errors (``@friendly_errors`` or
+    ``@friendly_errors(code=...)``): bad input (:data:`EXPECTED_ERRORS`) exits with the
+    exception's own ``exit_code`` or ``code``; any other exception is a bug, reported in one
+    line with :data:`EXIT_INTERNAL`. With ``--debug`` every error shows its traceback."""
     if fn is None:
         return functools.partial(friendly_errors, code=code)
 
@@ -32,11 +52,19 @@ def friendly_errors(fn: Callable[..., Any] | None = None, *,
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except (StoreError, ValueError, KeyError, FileNotFoundError) as exc:
-            message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-            fail(str(message), code=getattr(exc, "exit_code", code))
         except KeyboardInterrupt:
             fail("interrupted; nothing was written", code=130)
+        except (click.exceptions.Exit, click.ClickException, SystemExit):
+            raise
+        except EXPECTED_ERRORS as exc:
+            if debug_enabled():
+                raise
+            fail(_message(exc), code=getattr(exc, "exit_code", code))
+        except Exception as exc:  # a bug: one line unless --debug
+            if debug_enabled():
+                raise
+            fail(f"internal error ({type(exc).__name__}: {_message(exc)}); "
+                 "re-run with --debug for the traceback", code=EXIT_INTERNAL)
 
     return wrapper
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import click
 
+from graphpipe.cli._common import friendly_errors
+
 
 @click.command(name="centrality")
 @click.argument("store", type=click.Path(exists=True, file_okay=False))
@@ -14,6 +16,7 @@ import click
                    "equal-width: equal-width bins of the degree.")
 @click.option("--bins", type=click.IntRange(1, 127), default=4, show_default=True,
               help="Number of groups (group 0 = least central).")
+@friendly_errors
 def command(store: str, method: str, bins: int) -> None:
     """Group the nodes of STORE by in-degree and store `derived/degree_group` (int8) and
     `derived/degree_order` (node IDs, hottest first)."""

@@ -206,7 +206,7 @@ def _run(dest: str, make_graph: Callable[[], Any], *, fmt: str, binary: bool, ov
     except GenerateError as exc:
         _fail(str(exc), exc.exit_code)
     except (StoreError, OSError) as exc:
-        _fail(str(exc), 1)
+        _fail(str(exc), 2)
     if not quiet:
         layout = f"{fmt}{' (binary)' if binary else ''}"
         click.echo(f"wrote {dest_path}: {graph.num_nodes} nodes, {graph.num_edges} edges, "

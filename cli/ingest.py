@@ -6,7 +6,7 @@ import time
 
 import click
 
-from graphpipe.cli._common import EXIT_INVALID_INPUT, friendly_errors, human_bytes
+from graphpipe.cli._common import friendly_errors, human_bytes
 
 
 @click.command("ingest")
@@ -44,7 +44,7 @@ from graphpipe.cli._common import EXIT_INVALID_INPUT, friendly_errors, human_byt
 @click.option("--node-features", "node_features_npy", default=None, type=click.Path(),
               help="A .npy (N, F) matrix to use as node features.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars.")
-@friendly_errors(code=EXIT_INVALID_INPUT)
+@friendly_errors
 def command(source: str, dest: str, overwrite: bool, name: str | None, add_reverse_edges: bool,
             remove_self_loops: bool, deduplicate: bool, no_sort: bool, build_csr: bool,
             feature_dtype: str, compression: str, memory_limit: str | None, allow_nonfinite: bool,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import sys
 
 import click
@@ -39,8 +40,16 @@ class LazyGroup(click.Group):
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="graphpipe")
-def cli() -> None:
-    """graphpipe: graph datasets as a columnar store, and fast loaders for training."""
+@click.option("--debug", is_flag=True, help="Show the full traceback of an error instead of one "
+              "line (also GRAPHPIPE_DEBUG=1).")
+def cli(debug: bool) -> None:
+    """graphpipe: graph datasets as a columnar store, and fast loaders for training.
+
+    Exit codes: 0 done, 2 bad input (one line naming the file or field), 1 an internal
+    error (re-run with --debug for the traceback), 130 interrupted.
+    """
+    if debug:
+        os.environ["GRAPHPIPE_DEBUG"] = "1"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -220,7 +220,7 @@ def test_validate_reports_every_corruption(clean, tmp_path, case):
     for problem in problems:
         _one_line(problem)
     result = CliRunner().invoke(cli, ["validate", str(store_path)])
-    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
+    assert result.exit_code == 2 and isinstance(result.exception, SystemExit), result.output
     lines = result.output.strip().splitlines()
     assert lines and all(line.startswith("invalid: ") for line in lines), result.output
 

@@ -203,7 +203,7 @@ def test_cli_info_and_validate(tmp_path):
     assert runner.invoke(cli, ["validate", str(tmp_path / "s")]).exit_code == 0
     os.remove(tmp_path / "s" / "tables" / "splits.parquet")
     result = runner.invoke(cli, ["validate", str(tmp_path / "s")])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     result = runner.invoke(cli, ["info", str(tmp_path / "missing")])
     assert result.exit_code != 0 and "no such store" in result.output
 

@@ -92,7 +92,7 @@ def test_cli_gt_cluster_sparse_quiet(store: Path) -> None:
 def test_cli_errors(store: Path, args: list[str], message: str) -> None:
     result = CliRunner().invoke(__import__("graphpipe.cli.main", fromlist=["cli"]).cli,
                                 ["train", str(store), *args, "--epochs", "1"])
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == 2, result.output
     assert message in result.output and "Traceback" not in result.output
 
 
