@@ -85,6 +85,9 @@ class NeighborLoader:
             Match reuses the previous batch's quantized rows (so reused rows equal what
             that batch delivered); ``transfer`` dequantizes to float32 on ``device``.
             ``|x - X[n_id]| <= scale`` per row, ``scale = (max - min) / (2^bits - 1)``.
+        sampler_backend: where the default sampler runs: ``"auto"`` (on the GPU when
+            ``device`` is a CUDA device and numba.cuda works, else the CPU), ``"cpu"`` or
+            ``"cuda"`` (the topology is copied to the GPU once). Same batches on each.
             ``stats.feature_bytes_gathered`` / ``feature_bytes_full`` count the bytes.
 
     Attributes:
@@ -126,7 +129,7 @@ class NeighborLoader:
                  prefetch: int = 2, device: str | torch.device = "cpu", progress: bool = False,
                  replace: bool = False, sampler: BaseSampler | None = None, features: bool = True,
                  num_threads: int | None = None, reorder_by: str = "match",
-                 feature_bits: int | None = None):
+                 feature_bits: int | None = None, sampler_backend: str = "auto"):
         if feature_bits is not None and (isinstance(feature_bits, bool) or
                                          not isinstance(feature_bits, (int, np.integer)) or
                                          int(feature_bits) not in (1, 2, 4, 8)):
@@ -173,7 +176,8 @@ class NeighborLoader:
         self.rows = self._row_source(cache, cache_rows)
 
         self.sampler = sampler if sampler is not None else LocalSampler(
-            self.data.indptr, self.data.indices, self.fanouts, replace=replace, num_threads=num_threads)
+            self.data.indptr, self.data.indices, self.fanouts, replace=replace, num_threads=num_threads,
+            backend=sampler_backend, device=device)
         if not isinstance(self.sampler, BaseSampler):
             raise ValueError(f"'sampler' must be a graphpipe.loaders.BaseSampler "  # noqa: TRY004 - the project reports bad arguments as ValueError
                              f"(got {type(sampler).__name__})")

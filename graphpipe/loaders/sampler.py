@@ -19,14 +19,16 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Iterable, Iterator, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from graphpipe.allocator import tune_allocator
-from graphpipe.ops.sampling import SampleOutput, sample_neighbors_batches
+from graphpipe.ops._core.backend import check_backend, numba_cuda_available
+from graphpipe.ops.sampling import SampleOutput, sample_neighbors, sample_neighbors_batches
 
-__all__ = ["BaseSampler", "LocalSampler", "SampleOutput", "SamplerInput"]
+__all__ = ["SAMPLER_BACKENDS", "BaseSampler", "LocalSampler", "SampleOutput", "SamplerInput",
+           "resolve_sampler_backend"]
 
 
 class SamplerInput(NamedTuple):
@@ -91,10 +93,29 @@ class BaseSampler(abc.ABC):
         """
 
 
+SAMPLER_BACKENDS = ("auto", "cpu", "cuda")
+
+
+def resolve_sampler_backend(backend: str, device: Any = "cpu") -> str:
+    """``"cpu"`` or ``"cuda"`` for a loader that delivers batches to ``device``: ``"auto"``
+    samples on the GPU when ``device`` is a CUDA device and numba.cuda can run there, on
+    the CPU otherwise; ``"cuda"`` needs numba.cuda (a GPU, or ``NUMBA_ENABLE_CUDASIM=1``).
+    Every backend gives the same batches (the RNG contract of :mod:`graphpipe.ops.sampling`)."""
+    check_backend(backend, SAMPLER_BACKENDS, name="sampler_backend")
+    if backend == "auto":
+        on_gpu = str(device).startswith("cuda")
+        return "cuda" if on_gpu and numba_cuda_available() else "cpu"
+    if backend == "cuda" and not numba_cuda_available():
+        raise ValueError("'sampler_backend'='cuda' needs numba.cuda (no usable GPU and "
+                         "NUMBA_ENABLE_CUDASIM is not set)")
+    return backend
+
+
 class LocalSampler(BaseSampler):
-    """Uniform neighbour sampling with Fused-Map local IDs in this process
-    (:func:`graphpipe.ops.sampling.sample_neighbors_batches`); the batches of a window
-    are sampled in parallel threads.
+    """Uniform neighbour sampling with Fused-Map local IDs in this process: on the CPU
+    (:func:`graphpipe.ops.sampling.sample_neighbors_batches`, the batches of a window in
+    parallel threads) or on a GPU (the numba.cuda kernels, with the topology copied to the
+    device once); both give the same batches.
 
     Args:
         indptr: int64 ``(N+1,)`` CSC offsets by destination.
@@ -105,10 +126,14 @@ class LocalSampler(BaseSampler):
         tune_malloc: call :func:`graphpipe.allocator.tune_allocator` (glibc: keep freed
             memory for reuse instead of faulting fresh pages in for every batch's arrays;
             process-wide, once; ``GRAPHPIPE_TUNE_MALLOC=0`` turns it off).
+        backend: ``"auto"`` (default), ``"cpu"`` or ``"cuda"``
+            (:func:`resolve_sampler_backend`; the chosen one is ``self.backend``).
+        device: where the loader delivers batches; ``"auto"`` samples on a CUDA device.
     """
 
     def __init__(self, indptr: np.ndarray, indices: np.ndarray, fanouts: Sequence[int], *,
-                 replace: bool = False, num_threads: int | None = None, tune_malloc: bool = True):
+                 replace: bool = False, num_threads: int | None = None, tune_malloc: bool = True,
+                 backend: str = "auto", device: Any = "cpu"):
         if tune_malloc:
             tune_allocator()
         self.indptr = indptr
@@ -116,12 +141,28 @@ class LocalSampler(BaseSampler):
         self.fanouts = [int(f) for f in fanouts]
         self.replace = bool(replace)
         self.num_threads = num_threads
+        self.backend = resolve_sampler_backend(backend, device)
+        self._device_graph = _to_gpu(indptr, indices) if self.backend == "cuda" else None
 
     def sample_from_nodes(self, seed_batches: Sequence[np.ndarray],
                           seeds: Sequence[int]) -> list[SampleOutput]:
+        if self._device_graph is not None:
+            d_indptr, d_indices = self._device_graph
+            return [sample_neighbors(d_indptr, d_indices, batch, self.fanouts, replace=self.replace,
+                                     seed=int(key), backend="cuda")
+                    for batch, key in zip(seed_batches, seeds)]
         return sample_neighbors_batches(self.indptr, self.indices, seed_batches, self.fanouts,
                                         replace=self.replace, seeds=seeds,
                                         num_threads=self.num_threads)
 
     def __repr__(self) -> str:
-        return f"LocalSampler(fanouts={self.fanouts}, replace={self.replace})"
+        return (f"LocalSampler(fanouts={self.fanouts}, replace={self.replace}, "
+                f"backend={self.backend!r})")
+
+
+def _to_gpu(indptr: np.ndarray, indices: np.ndarray) -> tuple[Any, Any]:
+    """The (already checked) CSC copied to the GPU once, as numba.cuda device arrays."""
+    from numba import cuda
+
+    return (cuda.to_device(np.ascontiguousarray(indptr, dtype=np.int64)),
+            cuda.to_device(np.ascontiguousarray(indices)))

@@ -36,10 +36,10 @@ def triton_available() -> bool:
     return True
 
 
-def check_backend(backend: str, choices: Sequence[str]) -> str:
-    """``backend`` if it is one of ``choices``, else ``ValueError``."""
+def check_backend(backend: str, choices: Sequence[str], *, name: str = "backend") -> str:
+    """``backend`` if it is one of ``choices``, else ``ValueError`` naming argument ``name``."""
     if backend not in choices:
-        raise ValueError(f"'backend' must be one of {tuple(choices)} (got {backend!r})")
+        raise ValueError(f"'{name}' must be one of {tuple(choices)} (got {backend!r})")
     return backend
 
 

@@ -483,7 +483,7 @@ def sample_neighbors_cuda(indptr, indices, seeds, fanouts: Sequence[int], *, rep
     """
     as_cupy = _is_cupy(seeds)
     fanouts = _check_fanouts(fanouts)
-    if _is_cupy(indptr):
+    if _is_device(indptr):  # already on the GPU (checked by whoever put it there)
         num_graph_nodes = int(indptr.shape[0]) - 1
         d_indptr, d_indices = _to_device(indptr, np.int64), _to_device(indices, indices.dtype)
     else:
