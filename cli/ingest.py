@@ -53,9 +53,14 @@ def command(source: str, dest: str, overwrite: bool, name: str | None, add_rever
             node_id: str, feature_columns: str | None, label: str | None,
             node_features_npy: str | None, quiet: bool) -> None:
     """Ingest SOURCE (an OGB folder, a .npz, or CSV/TSV/Parquet edge list) into the store DEST."""
-    from pathlib import Path
 
-    from graphpipe.ingest.pipeline import IngestOptions, attach_npy_features, ingest, open_source
+    from graphpipe.ingest.pipeline import (
+        IngestOptions,
+        attach_npy_features,
+        ingest,
+        is_ogb_folder,
+        open_source,
+    )
     from graphpipe.progress import Progress
 
     options = IngestOptions(
@@ -65,7 +70,7 @@ def command(source: str, dest: str, overwrite: bool, name: str | None, add_rever
         memory_limit=memory_limit, allow_nonfinite=allow_nonfinite, name=name,
         clamp_float16=clamp_float16, allow_isolated_nodes=allow_isolated_nodes,
     )
-    if Path(source).is_dir():
+    if is_ogb_folder(source):
         reader_options = {"split": split_name, **({"from_raw": True} if from_raw else {})}
     elif source.endswith(".npz"):
         reader_options = {}

@@ -110,12 +110,25 @@ def default_memory_limit() -> int:
     return int(psutil.virtual_memory().available // 2)
 
 
-def open_source(path: str | os.PathLike, **reader_options) -> DatasetSource:
-    """Pick the reader for ``path``: an OGB folder, an ``.npz`` file or edge-list file(s)."""
+def is_ogb_folder(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is an OGB dataset folder (``raw/``, ``processed/``, ``split/`` or
+    ``edge.csv.gz`` in it); any other folder is read as edge-list part files."""
     path = Path(path)
-    is_ogb_folder = path.is_dir() and any(
-        (path / rel).exists() for rel in ("raw", "processed", "edge.csv.gz", "split"))
-    if is_ogb_folder:
+    return path.is_dir() and any((path / rel).exists()
+                                 for rel in ("raw", "processed", "edge.csv.gz", "split"))
+
+
+def open_source(path: str | os.PathLike, **reader_options) -> DatasetSource:
+    """Pick the reader for ``path``: an OGB folder, an ``.npz`` file or edge-list file(s)
+    (one file, a glob pattern, or a folder of part files read in name order as one list).
+    A graphpipe store given as ``path`` is an :class:`IngestError`."""
+    path = Path(path)
+    from graphpipe.store.atomic import is_store_dir
+
+    if path.is_dir() and is_store_dir(path.resolve()):
+        raise IngestError(f"{path}: is a graphpipe store, not a dataset (ingest reads an OGB folder, "
+                          f"a .npz file, or CSV/TSV/Parquet edge-list files or a folder of them)")
+    if is_ogb_folder(path):
         from graphpipe.ingest.ogb import read_ogb
 
         return read_ogb(path, **reader_options)

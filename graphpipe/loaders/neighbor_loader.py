@@ -42,11 +42,19 @@ class NeighborLoader:
 
     1. ``sample``: the window's batches are sampled together (``sampler``; by default
        uniform Fused-Map sampling in parallel threads);
-    2. ``reorder``: Greedy Reorder puts each batch after the one it shares most input
-       nodes with (the first batch of a window stays first);
+    2. ``reorder``: with ``shuffle=True`` only, Greedy Reorder puts each batch after the
+       one it shares most input nodes with (the first batch of a window stays first);
     3. ``gather``: each batch's feature rows come from the static cache, else from the
        batch before it (whatever window or epoch that was), else from the store;
     4. ``transfer``: to ``device``.
+
+    Batch order: a loader never reorders batches unless the caller asked for an
+    order-free epoch (``shuffle=True``). With ``shuffle=False`` batches come in input
+    order whatever the other options (``match_reorder``, ``window``, ``cache``), so
+    ``torch.cat([b.n_id[:b.batch_size] for b in loader])`` equals the input nodes and
+    PyG's layer-wise inference (``input_nodes=None, fanouts=[-1]``, concatenating
+    ``out[:batch_size]``) lines up with node IDs; Match (reuse of the previous batch's
+    rows) still applies, it does not change what a batch holds.
 
     Steps 1–3 run ``prefetch`` batches ahead in a background thread, and the next
     window is sampled in a second thread while the current one is gathered.
@@ -59,12 +67,14 @@ class NeighborLoader:
         batch_size: seeds per batch.
         input_nodes: a split name of the store (``"train"``), int node IDs (distinct),
             a boolean mask of length ``N``, or None for all nodes.
-        shuffle: reshuffle the input nodes every epoch.
+        shuffle: reshuffle the input nodes every epoch (and allow Reorder). False: batches
+            in input order.
         drop_last: drop the last, incomplete batch.
         seed: random seed of shuffling and sampling; two loaders with the same seed
             yield the same batches (epoch by epoch). None: a random seed.
-        match_reorder: True: Match + Reorder; ``"match"``: Match only (batches in
-            sample order); False: neither (every uncached row read from the store).
+        match_reorder: True: Match + Reorder (Reorder only with ``shuffle=True``, else
+            as ``"match"``); ``"match"``: Match only (batches in sample order); False:
+            neither (every uncached row read from the store).
         window: batches sampled (and reordered) together.
         cache: None, or ``"degree"``: a static cache of the rows of highest in-degree.
         cache_rows: the cache's budget in rows (int) or as a fraction of the nodes (float
@@ -186,7 +196,8 @@ class NeighborLoader:
 
         self._stats = StatsRef()
         self.sample = SampleStage(self.sampler, self._stats)
-        self.reorder = ReorderStage(match_reorder is True, self._stats, reorder_by)
+        # Reorder permutes batches: only in an order-free (shuffled) epoch.
+        self.reorder = ReorderStage(match_reorder is True and self.shuffle, self._stats, reorder_by)
         self.gather = GatherStage(self.rows, self.data.num_nodes, self.data.labels,
                                   match_reorder in (True, "match"), self._stats,
                                   on_device=self.device.type != "cpu",
