@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from graphpipe.loaders.feature_tier import feature_source
 from graphpipe.loaders.graph_data import GraphData, resolve_graph_data
 from graphpipe.loaders.minibatch import MiniBatch
 from graphpipe.loaders.prepared import PreparedBatch
@@ -74,7 +75,10 @@ class NeighborLoader:
         progress: show a progress bar (rich).
         replace: sample with replacement (default sampler only).
         sampler: a :class:`graphpipe.loaders.BaseSampler`; default :class:`LocalSampler`.
-        features: gather feature rows (``MiniBatch.x``); False leaves ``x`` None.
+        features: gather feature rows (``MiniBatch.x``); False leaves ``x`` None. True
+            (``"auto"``) reads them from memory, or from disk with ``pread`` behind a CLOCK
+            cache when the store's features do not fit in the memory this process may use;
+            ``"memory"`` / ``"disk"`` force a tier (:mod:`graphpipe.loaders.feature_tier`).
         num_threads: sampling threads per window (default sampler only).
         reorder_by: ``"match"`` (FastGL's match degree, default) or ``"overlap"`` (raw
             shared-node counts, which minimise the rows loaded directly).
@@ -100,7 +104,7 @@ class NeighborLoader:
                  drop_last: bool = False, seed: int | None = None, match_reorder: bool | str = True,
                  window: int = 8, cache: str | None = None, cache_rows: float = 0.1,
                  prefetch: int = 2, device: str | torch.device = "cpu", progress: bool = False,
-                 replace: bool = False, sampler: BaseSampler | None = None, features: bool = True,
+                 replace: bool = False, sampler: BaseSampler | None = None, features: bool | str = True,
                  num_threads: int | None = None, reorder_by: str = "match",
                  feature_bits: int | None = None):
         if feature_bits is not None and (isinstance(feature_bits, bool) or
@@ -140,7 +144,8 @@ class NeighborLoader:
         self.seed = int(seed) if seed is not None else int(np.random.SeedSequence().entropy % (1 << 62))
 
         self.data: GraphData = resolve_graph_data(store_or_arrays)
-        self.features = bool(features)
+        self.features = features is not False
+        self.feature_tier = features if self.features else False
         if self.features and self.data.feature_chunks is None:
             raise ValueError("'store_or_arrays' has no node features ('node/feat' or 'x'); "
                              "pass features=False to load topology and labels only")
@@ -174,7 +179,7 @@ class NeighborLoader:
         budget = _cache_budget(cache_rows, self.data.num_nodes) if cache is not None else 0
         if not self.features:
             return None
-        rows: RowSource = self.data.feature_rows()
+        rows: RowSource = feature_source(self.data, self.feature_tier)
         if cache == "degree":
             rows = self.cache = DegreeCachedRows.by_degree(rows, self.data.indptr, budget,
                                                            store=self.data.store)
