@@ -367,7 +367,7 @@ class _LoaderIterator:
             self._loader._handed_out = (batch.x, batch.x._version)
         self._remaining -= 1
         if self._bar is not None:
-            self._bar[0].advance(self._bar[1])
+            self._bar[0].update(self._bar[1], advance=1, hit=f"{self._stats.hit_rate:.0%}")
         return batch
 
     def _check_previous_untouched(self, reused_rows: int) -> None:
@@ -415,8 +415,8 @@ def _progress_bar(total: int, epoch: int) -> tuple[Any, Any]:
     )
 
     bar = Progress(TextColumn("[bold]epoch {task.fields[epoch]}"), BarColumn(), MofNCompleteColumn(),
-                   TimeRemainingColumn(), transient=False)
-    task = bar.add_task("batches", total=total, epoch=epoch)
+                   TextColumn("hit {task.fields[hit]}"), TimeRemainingColumn(), transient=False)
+    task = bar.add_task("batches", total=total, epoch=epoch, hit="-")
     bar.start()
     return bar, task
 

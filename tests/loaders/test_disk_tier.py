@@ -105,3 +105,14 @@ def test_default_is_the_disk_tier_under_a_cap(tmp_path: Path) -> None:
         pytest.skip(f"memlimit.sh cannot make a memory cgroup here: {proc.stderr.strip()}")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["CachedRows", "True"]
+
+
+def test_progress_bar_shows_the_hit_rate(tmp_path: Path) -> None:
+    _write_store(tmp_path / "s", 2000, 4)
+    loader = NeighborLoader(tmp_path / "s", [3], 100, features="disk", progress=True, prefetch=0, seed=2)
+    it = iter(loader)
+    for _ in it:
+        bar, task = it._bar
+        assert bar.tasks[0].fields["hit"] == f"{loader.stats.hit_rate:.0%}"
+        assert bar.tasks[0].id == task
+    assert loader.stats.rows_disk > 0
