@@ -26,7 +26,7 @@ import numpy as np
 
 from graphpipe.loaders.rows.base import RowSource
 
-__all__ = ["CachedRows", "POLICIES"]
+__all__ = ["POLICIES", "CachedRows"]
 
 POLICIES = ("clock",)
 

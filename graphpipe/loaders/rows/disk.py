@@ -18,6 +18,7 @@ rows and bytes read, read calls and seconds spent reading, for the loader's stat
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -123,10 +124,8 @@ class DiskRows(RowSource):
             self._fds = []
 
     def __del__(self) -> None:
-        try:
+        with contextlib.suppress(Exception):  # interpreter shutdown
             self.close()
-        except Exception:  # noqa: BLE001 - interpreter shutdown
-            pass
 
     def gather_into(self, ids: np.ndarray, out: np.ndarray) -> np.ndarray:
         if ids.shape[0] == 0:
