@@ -10,11 +10,15 @@ same rule as ``GraphStore.open(in_memory="auto")``; memory otherwise. ``"disk"``
 ``"memory"`` force a tier. Both tiers deliver ``X[n_id]`` bit for bit.
 
 The CLOCK cache takes :data:`CACHE_MEMORY_FRACTION` of the usable memory (less its
-4-byte-per-node slot table), capped at the number of rows.
+4-byte-per-node slot table), capped at the number of rows. Loaders over the same
+:class:`graphpipe.store.GraphStore` object (a trainer's train, eval and inference loaders)
+share one disk tier and cache, so the budget is spent once per store, not per loader
+(their per-epoch disk counters then include each other's reads while both run).
 """
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 from graphpipe.loaders.rows import CachedRows, DiskRows, RowSource
@@ -24,6 +28,7 @@ __all__ = ["CACHE_MEMORY_FRACTION", "FEATURE_TIERS", "choose_tier", "feature_sou
 FEATURE_TIERS = (True, "auto", "memory", "disk")
 CACHE_MEMORY_FRACTION = 0.25
 """Share of the usable memory the disk tier's CLOCK cache takes."""
+_SHARED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # store -> its disk tier
 
 
 def choose_tier(data: Any, features: bool | str) -> str:
@@ -63,6 +68,11 @@ def feature_source(data: Any, features: bool | str, *, cache_rows: int | None = 
     ``cache_rows`` overrides the CLOCK cache's size."""
     if choose_tier(data, features) == "memory":
         return data.feature_rows()
+    if cache_rows is None and data.store in _SHARED:
+        return _SHARED[data.store]
     disk = DiskRows.from_store(data.store)
     rows = cache_capacity(disk.num_rows, disk.row_bytes) if cache_rows is None else int(cache_rows)
-    return CachedRows(disk, rows)
+    source = CachedRows(disk, rows)
+    if cache_rows is None:
+        _SHARED[data.store] = source
+    return source

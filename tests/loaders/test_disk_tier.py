@@ -72,6 +72,10 @@ def test_tier_choice(tmp_path: Path) -> None:
     assert choose_tier(loader.data, True) == "memory"
     small = NeighborLoader(tmp_path / "s", [2], 50, features="disk", cache="degree", cache_rows=10)
     assert isinstance(small.rows, DegreeCachedRows) and isinstance(small.rows.backing, CachedRows)
+    store = GraphStore.open(tmp_path / "s")
+    train, infer = (NeighborLoader(store, [2], 50, features="disk"),
+                    NeighborLoader(store, [-1], 50, features="disk", input_nodes=None))
+    assert train.rows is infer.rows  # one disk tier and cache per store, not per loader
     with pytest.raises(ValueError, match="'features'"):
         NeighborLoader(tmp_path / "s", [2], 50, features="ssd")
     arrays = {"indptr": loader.data.indptr, "indices": loader.data.indices,
