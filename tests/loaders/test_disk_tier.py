@@ -17,7 +17,7 @@ import torch
 from graphpipe.loaders import NeighborLoader
 from graphpipe.loaders.feature_tier import choose_tier
 from graphpipe.loaders.rows import CachedRows, ChunkedRows, DegreeCachedRows, DiskRows
-from graphpipe.store import StoreWriter
+from graphpipe.store import GraphStore, StoreWriter
 
 MEMLIMIT = Path("/work/shared/tools/memlimit.sh")
 
