@@ -120,3 +120,18 @@ def test_progress_bar_shows_the_hit_rate(tmp_path: Path) -> None:
         assert bar.tasks[0].fields["hit"] == f"{loader.stats.hit_rate:.0%}"
         assert bar.tasks[0].id == task
     assert loader.stats.rows_disk > 0
+
+
+@pytest.mark.parametrize("cache", [None, "degree"])
+def test_disk_tier_on_the_device_assembly_path(tmp_path: Path, cache) -> None:
+    """The CUDA path (store rows staged from the backing source, the rest assembled by the
+    transfer stage) run on the CPU over the disk tier: the same rows, bit for bit."""
+    x = _write_store(tmp_path / "s", 3000, 8)
+    loader = NeighborLoader(tmp_path / "s", [4, 3], 150, window=4, seed=21, cache=cache,
+                            cache_rows=0.05, prefetch=2, features="disk")
+    loader.gather.on_device = True  # what device="cuda" selects
+    for _ in range(2):
+        for batch in loader:
+            assert np.array_equal(batch.x.numpy().view(np.uint32), x[batch.n_id.numpy()].view(np.uint32))
+        s = loader.stats
+        assert s.rows_needed == s.rows_gathered + s.rows_reused + s.rows_cached and s.rows_reused > 0
