@@ -69,7 +69,8 @@ class CachedRows(RowSource):
         self.rows = np.empty((self.capacity, source.dim), dtype=source.dtype)
         self.slot_id = np.full(self.capacity, -1, dtype=np.int64)
         self.ref = np.zeros(self.capacity, dtype=np.uint8)
-        self.slot_of = np.full(source.num_rows if self.capacity else 0, -1, dtype=np.int32)
+        slot_dtype = np.int32 if self.capacity < 2**31 else np.int64
+        self.slot_of = np.full(source.num_rows if self.capacity else 0, -1, dtype=slot_dtype)
         self.hand = 0
         self.hits = self.misses = 0
         self._lock = threading.Lock()
@@ -116,7 +117,7 @@ class CachedRows(RowSource):
         old = self.slot_id[victims]
         self.slot_of[old[old >= 0]] = -1
         self.slot_id[victims] = uniq
-        self.slot_of[uniq] = victims.astype(np.int32)
+        self.slot_of[uniq] = victims.astype(self.slot_of.dtype)
         self.rows[victims] = rows[first]
         self.ref[victims] = 0
 
