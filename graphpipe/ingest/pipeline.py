@@ -104,10 +104,11 @@ class IngestOptions:
 
 
 def default_memory_limit() -> int:
-    """The working-set bound used when none is given: half of the memory available now."""
-    import psutil
+    """The working-set bound used when none is given: half of the memory this process may
+    use now (free RAM bounded by its cgroup limit, :func:`graphpipe.memory.usable_memory`)."""
+    from graphpipe.memory import usable_memory
 
-    return int(psutil.virtual_memory().available // 2)
+    return int(usable_memory() // 2)
 
 
 def is_ogb_folder(path: str | os.PathLike) -> bool:

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from graphpipe.loaders.feature_tier import feature_source
 from graphpipe.loaders.graph_data import GraphData, resolve_graph_data
 from graphpipe.loaders.minibatch import MiniBatch
 from graphpipe.loaders.prepared import PreparedBatch
@@ -84,7 +85,10 @@ class NeighborLoader:
         progress: show a progress bar (rich).
         replace: sample with replacement (default sampler only).
         sampler: a :class:`graphpipe.loaders.BaseSampler`; default :class:`LocalSampler`.
-        features: gather feature rows (``MiniBatch.x``); False leaves ``x`` None.
+        features: gather feature rows (``MiniBatch.x``); False leaves ``x`` None. True
+            (``"auto"``) reads them from memory, or from disk with ``pread`` behind a CLOCK
+            cache when the store's features do not fit in the memory this process may use;
+            ``"memory"`` / ``"disk"`` force a tier (:mod:`graphpipe.loaders.feature_tier`).
         num_threads: sampling threads per window (default sampler only).
         reorder_by: ``"match"`` (FastGL's match degree, default) or ``"overlap"`` (raw
             shared-node counts, which minimise the rows loaded directly).
@@ -137,7 +141,7 @@ class NeighborLoader:
                  drop_last: bool = False, seed: int | None = None, match_reorder: bool | str = True,
                  window: int = 8, cache: str | None = None, cache_rows: float = 0.1,
                  prefetch: int = 2, device: str | torch.device = "cpu", progress: bool = False,
-                 replace: bool = False, sampler: BaseSampler | None = None, features: bool = True,
+                 replace: bool = False, sampler: BaseSampler | None = None, features: bool | str = True,
                  num_threads: int | None = None, reorder_by: str = "match",
                  feature_bits: int | None = None, sampler_backend: str = "auto"):
         if feature_bits is not None and (isinstance(feature_bits, bool) or
@@ -177,7 +181,8 @@ class NeighborLoader:
         self.seed = int(seed) if seed is not None else int(np.random.SeedSequence().entropy % (1 << 62))
 
         self.data: GraphData = resolve_graph_data(store_or_arrays)
-        self.features = bool(features)
+        self.features = features is not False
+        self.feature_tier = features if self.features else False
         if self.features and self.data.feature_chunks is None:
             raise ValueError("'store_or_arrays' has no node features ('node/feat' or 'x'); "
                              "pass features=False to load topology and labels only")
@@ -213,7 +218,7 @@ class NeighborLoader:
         budget = _cache_budget(cache_rows, self.data.num_nodes) if cache is not None else 0
         if not self.features:
             return None
-        rows: RowSource = self.data.feature_rows()
+        rows: RowSource = feature_source(self.data, self.feature_tier)
         if cache == "degree":
             rows = self.cache = DegreeCachedRows.by_degree(rows, self.data.indptr, budget,
                                                            store=self.data.store)
@@ -401,7 +406,7 @@ class _LoaderIterator:
             self._loader._handed_out = (batch.x, batch.x._version)
         self._remaining -= 1
         if self._bar is not None:
-            self._bar[0].advance(self._bar[1])
+            self._bar[0].update(self._bar[1], advance=1, hit=f"{self._stats.hit_rate:.0%}")
         return batch
 
     def _check_previous_untouched(self, reused_rows: int) -> None:
@@ -449,8 +454,8 @@ def _progress_bar(total: int, epoch: int) -> tuple[Any, Any]:
     )
 
     bar = Progress(TextColumn("[bold]epoch {task.fields[epoch]}"), BarColumn(), MofNCompleteColumn(),
-                   TimeRemainingColumn(), transient=False)
-    task = bar.add_task("batches", total=total, epoch=epoch)
+                   TextColumn("hit {task.fields[hit]}"), TimeRemainingColumn(), transient=False)
+    task = bar.add_task("batches", total=total, epoch=epoch, hit="-")
     bar.start()
     return bar, task
 

@@ -25,6 +25,12 @@ class LoaderStats:
     transferred (packed codes + 4-byte min + 4-byte scale per row when quantized, the
     raw rows otherwise); ``feature_bytes_full``: what those rows cost in float32.
     Cached and reused rows move no store bytes.
+
+    The disk tier (features read with ``pread``, :class:`graphpipe.loaders.rows.DiskRows`):
+    ``rows_cache_hits`` rows came from its CLOCK cache, ``rows_disk`` distinct rows were
+    read from disk, ``disk_bytes_read`` bytes in ``disk_read_s`` seconds of reading.
+    ``hit_rate`` is the share of needed rows served from memory (degree cache, previous
+    batch, CLOCK cache): ``1 - rows_disk / rows_needed`` (1.0 when nothing is on disk).
     """
 
     epoch: int = 0
@@ -45,6 +51,10 @@ class LoaderStats:
     wait_s: float = 0.0
     feature_bytes_gathered: int = 0
     feature_bytes_full: int = 0
+    rows_cache_hits: int = 0
+    rows_disk: int = 0
+    disk_bytes_read: int = 0
+    disk_read_s: float = 0.0
 
     @property
     def match_degree_mean(self) -> float:
@@ -55,8 +65,14 @@ class LoaderStats:
         """Rows read from the store over rows needed."""
         return self.rows_gathered / self.rows_needed if self.rows_needed else 0.0
 
+    @property
+    def hit_rate(self) -> float:
+        """Needed rows served from memory over rows needed (0.0 before any row)."""
+        return 1.0 - min(self.rows_disk, self.rows_needed) / self.rows_needed if self.rows_needed else 0.0
+
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
+        out["hit_rate"] = self.hit_rate
         out["match_degree_mean"] = self.match_degree_mean
         out["gathered_fraction"] = self.gathered_fraction
         return out

@@ -196,6 +196,29 @@ def open_chunk_views(root: str | os.PathLike, key: str) -> tuple[list[np.ndarray
     return views, int(chunks[0])
 
 
+def raw_chunk_files(root: str | os.PathLike, key: str
+                    ) -> tuple[list[Path], int, tuple[int, ...], np.dtype] | None:
+    """``(paths, chunk_rows, shape, dtype)`` of an uncompressed row-chunked array, whose
+    row ``r`` is at byte ``(r % chunk_rows) * row_bytes`` of ``paths[r // chunk_rows]``
+    (what the disk tier reads with ``pread``); None when compressed or column-chunked.
+    File sizes are checked as :func:`open_chunk_views` does."""
+    meta = array_metadata(root, key)
+    if not _is_plain_bytes(meta):
+        return None
+    shape, chunks = _shape_chunks(meta)
+    if len(shape) > 1 and tuple(chunks[1:]) != tuple(shape[1:]):
+        return None
+    dtype = np.dtype(meta["data_type"])
+    paths = chunk_paths(root, key, shape, chunks)
+    expected = math.prod(chunks) * dtype.itemsize
+    for path in paths:
+        size = path.stat().st_size if path.is_file() else -1
+        if size != expected:
+            raise CorruptStoreError(f"{path}: chunk of array {key!r} has "
+                                    f"{'no file' if size < 0 else f'{size} bytes'}, expected {expected}")
+    return paths, int(chunks[0]), shape, dtype
+
+
 def read_array(root: str | os.PathLike, key: str, *, in_memory: bool = False) -> np.ndarray:
     """The whole array ``key``: a zero-copy memory map when it is one uncompressed chunk,
     otherwise a NumPy array read through zarr (concatenating chunk views when uncompressed).

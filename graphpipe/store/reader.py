@@ -62,7 +62,9 @@ class GraphStore:
                   (huge-page backed; no page faults or 4 KiB TLB misses on random rows).
                 * ``"auto"``: the arrays the loaders read (:data:`LOADER_ARRAYS`: CSC
                   topology, features, labels) go into memory when together they take at
-                  most half of the memory available now; otherwise all stay memory maps.
+                  most half of the memory this process may use now (free RAM bounded by its
+                  cgroup limit: :func:`graphpipe.memory.usable_memory`); otherwise all stay
+                  memory maps.
                 * a collection of array keys (``{"node/feat"}``): those in memory.
 
         Raises :class:`StoreError` when the manifest's counts, shapes and dtypes disagree
@@ -319,7 +321,8 @@ LOADER_ARRAYS = ("csc/indptr", "csc/indices", "node/feat", "node/label")
 """The arrays a neighbour loader reads on every batch (what ``in_memory="auto"`` loads)."""
 AUTO_MEMORY_FRACTION = 0.5
 """``in_memory="auto"`` loads when the loader arrays take at most this share of the
-memory available at open time."""
+memory this process may use at open time (free RAM bounded by its cgroup limit,
+:func:`graphpipe.memory.usable_memory`)."""
 
 
 def _resolve_in_memory(path: str | os.PathLike, manifest: dict[str, Any],
@@ -331,11 +334,11 @@ def _resolve_in_memory(path: str | os.PathLike, manifest: dict[str, Any],
         if in_memory != "auto":
             raise ValueError(f"'in_memory' must be True, False, 'auto' or a collection of array keys "
                              f"(got {in_memory!r})")
-        import psutil
+        from graphpipe.memory import usable_memory
 
         keys = [k for k in LOADER_ARRAYS if k in manifest["arrays"]]
         need = sum(_arrays.array_nbytes(path, k) for k in keys)
-        budget = AUTO_MEMORY_FRACTION * psutil.virtual_memory().available
+        budget = AUTO_MEMORY_FRACTION * usable_memory()
         return frozenset(keys) if need <= budget else frozenset()
     try:
         keys = frozenset(str(k) for k in in_memory)

@@ -18,8 +18,10 @@ import torch
 
 from graphpipe.loaders.rows import (
     ArrayRows,
+    CachedRows,
     ChunkedRows,
     DegreeCachedRows,
+    DiskRows,
     QuantizedRowSource,
     RowSource,
 )
@@ -216,6 +218,30 @@ class TestQuantizedLowBitCachedRows(RowSourceTests):
                                   seed=4)
 
 
+class TestDiskRows(RowSourceTests):
+    def make(self, x, tmp):
+        return DiskRows.from_store(_store(tmp, x, 64), threads=4)
+
+
+class TestDiskRowsOneThreadManyChunks(RowSourceTests):
+    def make(self, x, tmp):
+        return DiskRows.from_store(_store(tmp, x, 8), threads=1)
+
+
+class TestCachedDiskRows(RowSourceTests):
+    """CLOCK over the disk tier, smaller than the requests (evictions every gather)."""
+
+    def make(self, x, tmp):
+        return CachedRows(DiskRows.from_store(_store(tmp, x, 64), threads=3), 97)
+
+
+class TestDegreeOverCachedDiskRows(RowSourceTests):
+    """The composition the loader builds: static hot set, CLOCK, disk."""
+
+    def make(self, x, tmp):
+        return DegreeCachedRows(CachedRows(DiskRows.from_store(_store(tmp, x, 64)), 300), _hot_ids())
+
+
 # -- what one source does ------------------------------------------------------------------------
 def test_degree_cache_holds_the_highest_degrees(x: np.ndarray) -> None:
     indptr = np.zeros(N + 1, dtype=np.int64)
@@ -256,3 +282,32 @@ def test_quantized_codes_match_the_reference(x: np.ndarray, bits: int) -> None:
     assert isinstance(q.packed, torch.Tensor) and q.bits == bits and q.num_cols == DIM
     with pytest.raises(ValueError, match="'bits'"):
         QuantizedRowSource(ArrayRows(x), 3)
+
+
+def test_disk_rows_reads_each_distinct_row_once_in_coalesced_calls(x: np.ndarray, tmp_path: Path) -> None:
+    disk = DiskRows.from_store(_store(tmp_path, x, 64), threads=2)
+    ids = np.array([5, 6, 7, 8, 8, 5, 200, 63, 64], dtype=np.int64)  # 63|64 straddle a chunk
+    assert np.array_equal(disk.gather(ids), x[ids])
+    rows, nbytes, calls, _ = disk.counters.snapshot()
+    assert (rows, nbytes, calls) == (7, 7 * DIM * 4, 4)  # 5-8, 63, 64, 200
+    compressed = tmp_path / "z"
+    with StoreWriter(compressed) as w:
+        w.write_array("node/feat", x, compression="zstd")
+        w.manifest["num_nodes"], w.manifest["num_edges"] = N, 0
+        w.commit()
+    with pytest.raises(ValueError, match="compressed"):
+        DiskRows.from_store(GraphStore.open(compressed))
+
+
+def test_clock_cache_hits_and_evicts(x: np.ndarray) -> None:
+    cache = CachedRows(ArrayRows(x), 10)
+    cache.gather(np.arange(10))
+    assert cache.reset_counts() == (0, 10) and len(cache) == 10
+    cache.gather(np.array([0, 1, 2]))  # referenced: survive the next sweep
+    cache.gather(np.arange(100, 105))
+    assert cache.reset_counts() == (3, 5)
+    assert np.all(cache.slot_of[[0, 1, 2]] >= 0) and np.count_nonzero(cache.slot_of >= 0) == 10
+    assert np.array_equal(cache.rows[cache.slot_of[cache.slot_id]], x[cache.slot_id])
+    assert np.array_equal(cache.gather(np.arange(N)), x)  # more misses than slots
+    with pytest.raises(ValueError, match="'policy'"):
+        CachedRows(ArrayRows(x), 10, policy="lru")

@@ -32,6 +32,7 @@ import torch
 from graphpipe.loaders.from_sample import minibatch_from_sample
 from graphpipe.loaders.prepared import PreparedBatch, RowPlan
 from graphpipe.loaders.rows import PackedRows, QuantizedRowSource, RowSource, check_ids
+from graphpipe.loaders.rows.tiers import tier_counters
 from graphpipe.loaders.stats import LoaderStats, StatsRef
 from graphpipe.ops.features.gather import SOURCE_CACHE, SOURCE_PREVIOUS, SOURCE_STORE, ResidentIndex
 from graphpipe.ops.features.quantize import QuantizedRows
@@ -75,6 +76,7 @@ class GatherStage:
         self._resident_token = -1
         self._next_token = 0
         self._pool: list[np.ndarray] = []
+        self._tiers = tier_counters(rows)  # the disk tier's totals at the last count
 
     def _output_rows(self, k: int) -> np.ndarray:
         """A ``(k, dim)`` output array, carved from a recycled buffer when one is free.
@@ -162,6 +164,12 @@ class GatherStage:
         stats.rows_cached += counts[0]
         stats.rows_reused += counts[1]
         stats.rows_gathered += counts[2]
+        now = tier_counters(self.rows)
+        delta, self._tiers = now.minus(self._tiers), now
+        stats.rows_cache_hits += delta.cache_hits
+        stats.rows_disk += delta.disk_rows
+        stats.disk_bytes_read += delta.disk_bytes
+        stats.disk_read_s += delta.disk_s
         stored = counts[2]
         stats.feature_bytes_full += stored * self.rows.dim * 4
         if quantized is not None:

@@ -1,0 +1,268 @@
+"""Feature rows from a store larger than the memory cap (issue 16, items 2-4).
+
+Generates (or takes, ``--work`` holding one) an R-MAT store with ``--rows`` x ``--dim``
+float32 features (default 8.4M x 128 = 4.3 GB) plus the same features as ``feat.npy``,
+samples ``--batches`` batches (fanouts ``--fanouts``, batch ``--batch``) once, and for the
+same batches' node IDs measures rows/s and bytes read from disk (``/proc/self/io``
+``read_bytes``), each method in a subprocess under ``memlimit.sh CAP``:
+
+* ``mmap``: ``torch.from_numpy(np.load(feat.npy, mmap_mode="r"))`` + ``index_select``
+  (what PyG users and GraphBolt's ``TorchBasedFeature(in_memory=False)`` do);
+* ``mmap_random``: the same after ``madvise(MADV_RANDOM)`` on the map;
+* ``gp_disk``: graphpipe's disk tier (what the loader picks under the cap:
+  :func:`graphpipe.loaders.feature_tier.feature_source`, DiskRows behind CLOCK);
+* ``gp_loader``: ``NeighborLoader(store)`` with its defaults under the cap, reading
+  ``batch.x`` (its own batches: same fanouts and batch size, not the same IDs), with the
+  loader's per-epoch stats (hit rate, rows from disk);
+* ``gp_ram``: graphpipe in RAM, uncapped (``GraphStore.open(in_memory=True)``).
+
+Every method's rows are checked against the first method's (a checksum of the rows).
+Also the device's random 4 KiB read rate at queue depth 32 and 64 (O_DIRECT, aligned
+buffers, ``os.preadv`` from threads; fio may not be installed).
+
+Tiny proof run (not a measurement)::
+
+    .venv/bin/python benchmarks/disk_features.py --rows 20000 --batches 3 --keep-caches \\
+        --work /tmp/df-tiny --probe-seconds 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import mmap
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+MEMLIMIT = Path(__file__).resolve().parents[2] / "shared" / "tools" / "memlimit.sh"
+if not MEMLIMIT.is_file():
+    MEMLIMIT = Path("/work/shared/tools/memlimit.sh")
+CAPPED = ("mmap", "mmap_random", "gp_disk", "gp_loader")
+METHODS = CAPPED + ("gp_ram",)
+
+
+def read_bytes() -> int:
+    """This process's bytes fetched from storage so far (``/proc/self/io``)."""
+    for line in Path("/proc/self/io").read_text().splitlines():
+        if line.startswith("read_bytes:"):
+            return int(line.split()[1])
+    return 0
+
+
+# -- generation ----------------------------------------------------------------------------------
+def generate(work: Path, rows: int, dim: int, seed: int = 0) -> None:
+    """The store (``work/store``) and ``work/feat.npy`` with the same features."""
+    from graphpipe.store import StoreWriter
+    from graphpipe.synthetic.rmat import rmat_edges
+
+    scale = max(1, int(np.ceil(np.log2(rows))))
+    src, dst = rmat_edges(scale, 5, seed=seed)
+    keep = (src < rows) & (dst < rows)
+    src, dst = src[keep], dst[keep]
+    order = np.argsort(dst, kind="stable")
+    indices = src[order].astype(np.int32)
+    indptr = np.zeros(rows + 1, dtype=np.int64)
+    np.cumsum(np.bincount(dst, minlength=rows), out=indptr[1:])
+    del src, dst, order
+    npy = np.lib.format.open_memmap(work / "feat.npy", mode="w+", dtype=np.float32, shape=(rows, dim))
+    rng = np.random.default_rng(seed)
+    with StoreWriter(work / "store") as w:
+        w.write_array("csc/indptr", indptr)
+        w.write_array("csc/indices", indices)
+        feat = w.create_array("node/feat", (rows, dim), np.float32)
+        step = max(1, (64 << 20) // (dim * 4))
+        for lo in range(0, rows, step):
+            block = rng.standard_normal((min(step, rows - lo), dim), dtype=np.float32)
+            feat[lo:lo + block.shape[0]] = block
+            npy[lo:lo + block.shape[0]] = block
+        w.write_splits({"train": np.arange(rows, dtype=np.int64)})
+        w.manifest["num_nodes"], w.manifest["num_edges"] = rows, int(indices.shape[0])
+        w.manifest["node_features"] = {"dim": dim, "dtype": "float32"}
+        w.commit()
+    npy.flush()
+    del npy
+
+
+def sample_ids(work: Path, fanouts: list[int], batch: int, batches: int, seed: int = 0) -> None:
+    """The ``n_id`` of each batch, sampled once: ``work/ids.npz`` (ids, offsets)."""
+    from graphpipe.loaders import NeighborLoader
+
+    loader = NeighborLoader(work / "store", fanouts, batch, features=False, seed=seed, prefetch=0)
+    got = []
+    for i, b in enumerate(loader):
+        got.append(b.n_id.numpy().copy())
+        if i + 1 == batches:
+            break
+    offsets = np.cumsum([0] + [len(g) for g in got]).astype(np.int64)
+    np.savez(work / "ids.npz", ids=np.concatenate(got), offsets=offsets)
+
+
+# -- one method, in its own process ------------------------------------------------------------
+def _batches(work: Path) -> list[np.ndarray]:
+    f = np.load(work / "ids.npz")
+    ids, off = f["ids"], f["offsets"]
+    return [ids[off[i]:off[i + 1]] for i in range(len(off) - 1)]
+
+
+def _gather_fn(method: str, work: Path):
+    import torch
+
+    if method in ("mmap", "mmap_random"):
+        arr = np.load(work / "feat.npy", mmap_mode="r")
+        if method == "mmap_random":
+            arr._mmap.madvise(mmap.MADV_RANDOM)
+        x = torch.from_numpy(arr)  # read-only map: torch warns, reads only
+        return lambda ids: x.index_select(0, torch.from_numpy(ids)).numpy()
+    from graphpipe.store import GraphStore
+
+    if method == "gp_ram":
+        store = GraphStore.open(work / "store", in_memory=True)
+        return store.features
+    from graphpipe.loaders.feature_tier import feature_source
+    from graphpipe.loaders.graph_data import resolve_graph_data
+
+    rows = feature_source(resolve_graph_data(GraphStore.open(work / "store")), "disk")
+    return rows.gather
+
+
+def run_method(method: str, work: Path, fanouts: list[int], batch: int, batches: int) -> dict:
+    """rows/s, bytes read and a checksum of the rows for ``method`` (this process)."""
+    import warnings
+
+    warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+    if method == "gp_loader":
+        return run_loader(work, fanouts, batch, batches)
+    gather = _gather_fn(method, work)
+    todo = _batches(work)
+    gather(np.arange(8, dtype=np.int64))  # warm-up (threads, compiled kernels): 8 rows, not timed
+    before, total, check = read_bytes(), 0, 0.0
+    t0 = time.perf_counter()
+    for ids in todo:
+        rows = gather(ids)
+        total += rows.shape[0]
+        check += float(rows[:, 0].astype(np.float64).sum())
+    seconds = time.perf_counter() - t0
+    return {"method": method, "rows": total, "seconds": seconds, "rows_per_s": total / seconds,
+            "read_bytes": read_bytes() - before, "row_bytes": total * rows.shape[1] * rows.itemsize,
+            "checksum": check}
+
+
+def run_loader(work: Path, fanouts: list[int], batch: int, batches: int) -> dict:
+    from graphpipe.loaders import NeighborLoader
+
+    loader = NeighborLoader(work / "store", fanouts, batch, seed=0)
+    before, total = read_bytes(), 0
+    t0 = time.perf_counter()
+    for i, b in enumerate(loader):
+        total += int(b.x.shape[0])
+        if i + 1 == batches:
+            break
+    seconds = time.perf_counter() - t0
+    s = loader.stats
+    return {"method": "gp_loader", "tier": type(loader.rows).__name__, "rows": total,
+            "seconds": seconds, "rows_per_s": total / seconds, "read_bytes": read_bytes() - before,
+            "row_bytes": total * loader.rows.dim * 4, "hit_rate": s.hit_rate, "rows_disk": s.rows_disk,
+            "rows_cache_hits": s.rows_cache_hits, "disk_read_s": s.disk_read_s, "checksum": None}
+
+
+# -- the device's own random-read rate -----------------------------------------------------------
+def probe_device(path: Path, depth: int, seconds: float) -> float:
+    """Random aligned 4 KiB O_DIRECT reads/s of ``path`` with ``depth`` threads."""
+    size = path.stat().st_size // 4096
+    flags = os.O_RDONLY | getattr(os, "O_DIRECT", 0)
+    fd = os.open(path, flags)
+    counts = [0] * depth
+    stop = time.perf_counter() + seconds
+
+    def work(i: int) -> None:
+        buf = mmap.mmap(-1, 4096)  # page aligned, as O_DIRECT needs
+        rng = np.random.default_rng(i)
+        offs = rng.integers(0, size, 4096) * 4096
+        n = 0
+        while time.perf_counter() < stop:
+            os.preadv(fd, [buf], int(offs[n % 4096]))
+            n += 1
+        counts[i] = n
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(depth)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    os.close(fd)
+    return sum(counts) / (time.perf_counter() - t0)
+
+
+# -- driver ------------------------------------------------------------------------------------
+def child(method: str, args: argparse.Namespace, capped: bool) -> dict:
+    cmd = [sys.executable, __file__, "--child", method, "--work", str(args.work),
+           "--fanouts", args.fanouts, "--batch", str(args.batch), "--batches", str(args.batches)]
+    if capped:
+        cmd = [str(MEMLIMIT)] + (["--keep-caches"] if args.keep_caches else []) + [args.cap] + cmd
+    proc = subprocess.run(cmd, check=False, capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = proc.stderr.strip().splitlines()[-1:] or ["?"]
+        return {"method": method, "error": f"rc={proc.returncode}: {tail[0]}"}
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    out["memlimit"] = next((ln for ln in proc.stderr.splitlines() if ln.startswith("memlimit:")), "")
+    return out
+
+
+def report(results: list[dict], probe: dict[int, float]) -> None:
+    ram = next((r for r in results if r["method"] == "gp_ram" and "error" not in r), None)
+    base = next((r for r in results if r["method"] == "mmap" and "error" not in r), None)
+    ref = next((r["checksum"] for r in results if r.get("checksum") is not None), None)
+    print(f"{'method':12} {'rows/s':>12} {'read MB':>10} {'ampl':>7} {'vs mmap':>8} {'vs RAM':>7}  same rows")
+    for r in results:
+        if "error" in r:
+            print(f"{r['method']:12} {r['error']}")
+            continue
+        ampl = r["read_bytes"] / max(1, r["row_bytes"])
+        same = "-" if r.get("checksum") is None else ("yes" if r["checksum"] == ref else "NO")
+        vs_mmap = r["rows_per_s"] / base["rows_per_s"] if base else float("nan")
+        vs_ram = r["rows_per_s"] / ram["rows_per_s"] if ram else float("nan")
+        extra = f"  hit {r['hit_rate']:.1%} tier {r['tier']}" if "hit_rate" in r else ""
+        print(f"{r['method']:12} {r['rows_per_s']:12,.0f} {r['read_bytes'] / 1e6:10.1f} {ampl:7.2f} "
+              f"{vs_mmap:8.2f} {vs_ram:7.3f}  {same}{extra}  {r.get('memlimit', '')}")
+    for depth, rate in probe.items():
+        print(f"device: random 4 KiB O_DIRECT reads at QD {depth}: {rate:,.0f}/s "
+              f"({rate * 4096 / 1e6:.0f} MB/s)")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--work", type=Path, default=Path("/tmp/graphpipe-disk-features"))
+    p.add_argument("--rows", type=int, default=8_400_000)
+    p.add_argument("--dim", type=int, default=128)
+    p.add_argument("--fanouts", default="10,10")
+    p.add_argument("--batch", type=int, default=512)
+    p.add_argument("--batches", type=int, default=20)
+    p.add_argument("--cap", default="1G")
+    p.add_argument("--methods", default=",".join(METHODS))
+    p.add_argument("--keep-caches", action="store_true", help="pass --keep-caches to memlimit.sh")
+    p.add_argument("--probe-seconds", type=float, default=5.0)
+    p.add_argument("--child", choices=METHODS, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    fanouts = [int(v) for v in args.fanouts.split(",")]
+    if args.child:
+        print(json.dumps(run_method(args.child, args.work, fanouts, args.batch, args.batches)))
+        return
+    args.work.mkdir(parents=True, exist_ok=True)
+    if not (args.work / "store" / "manifest.json").exists():
+        print(f"generating {args.rows:,} x {args.dim} features in {args.work} ...", flush=True)
+        generate(args.work, args.rows, args.dim)
+    sample_ids(args.work, fanouts, args.batch, args.batches)
+    results = [child(m, args, m in CAPPED) for m in args.methods.split(",")]
+    probe = {d: probe_device(args.work / "feat.npy", d, args.probe_seconds) for d in (32, 64)}
+    report(results, probe)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,137 @@
+"""The loader's disk tier (:mod:`graphpipe.loaders.feature_tier`): with ``features="disk"``
+batches carry ``X[n_id]`` bit for bit (Match-Reorder, the degree cache, the CLOCK cache
+and prefetch on top) and the stats count rows from memory, cache and disk; with the
+default ``features=True`` a process capped by ``memlimit.sh`` below its store's features
+reads them from disk (skipped where memlimit.sh cannot make a cgroup)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from graphpipe.loaders import NeighborLoader
+from graphpipe.loaders.feature_tier import choose_tier
+from graphpipe.loaders.rows import CachedRows, ChunkedRows, DegreeCachedRows, DiskRows
+from graphpipe.store import GraphStore, StoreWriter
+
+MEMLIMIT = Path("/work/shared/tools/memlimit.sh")
+
+
+def _write_store(path: Path, n: int, dim: int, degree: int = 6) -> np.ndarray:
+    rng = np.random.default_rng(0)
+    indptr = np.arange(0, (n + 1) * degree, degree, dtype=np.int64)
+    hubs = rng.integers(0, n, size=n // 20 + 1)
+    indices = np.where(rng.random(n * degree) < 0.5, rng.choice(hubs, n * degree),
+                       rng.integers(0, n, n * degree)).astype(np.int32)
+    x = rng.standard_normal((n, dim)).astype(np.float32)
+    with StoreWriter(path) as w:
+        w.write_array("csc/indptr", indptr)
+        w.write_array("csc/indices", indices)
+        w.write_array("node/feat", x, chunk_rows=1000)
+        w.write_splits({"train": np.arange(0, n, 2, dtype=np.int64)})
+        w.manifest["num_nodes"], w.manifest["num_edges"] = n, len(indices)
+        w.manifest["node_features"] = {"dim": dim, "dtype": "float32"}
+        w.commit()
+    return x
+
+
+@pytest.mark.parametrize("cache", [None, "degree"])
+@pytest.mark.parametrize("match_reorder", [True, False])
+def test_disk_tier_batches_are_the_rows(tmp_path: Path, cache, match_reorder) -> None:
+    x = _write_store(tmp_path / "s", 5000, 12)
+    loader = NeighborLoader(tmp_path / "s", [4, 3], 200, features="disk", cache=cache, cache_rows=0.05,
+                            match_reorder=match_reorder, window=4, seed=1, prefetch=1)
+    disk = loader.rows.backing if cache == "degree" else loader.rows
+    assert isinstance(disk, CachedRows) and isinstance(disk.source, DiskRows)
+    disk_rows = []
+    for epoch in range(2):
+        for batch in loader:
+            n_id = batch.n_id.numpy()
+            assert batch.x.dtype == torch.float32
+            assert np.array_equal(batch.x.numpy().view(np.uint32), x[n_id].view(np.uint32))
+        s = loader.stats
+        assert s.rows_needed == s.rows_gathered + s.rows_reused + s.rows_cached
+        assert s.rows_gathered == s.rows_cache_hits + s.rows_disk  # distinct per batch: no repeats
+        assert s.disk_bytes_read == s.rows_disk * 12 * 4 and s.disk_read_s > 0
+        assert s.rows_disk > 0 and 0.0 < s.hit_rate < 1.0
+        assert s.as_dict()["hit_rate"] == s.hit_rate
+        disk_rows.append(s.rows_disk)
+    # the CLOCK cache holds all 5000 rows: each row comes from disk once, the first time
+    assert sum(disk_rows) <= 5000 and disk_rows[1] < disk_rows[0] // 10
+
+
+def test_tier_choice(tmp_path: Path) -> None:
+    _write_store(tmp_path / "s", 300, 4)
+    loader = NeighborLoader(tmp_path / "s", [2], 50)  # small: memory
+    assert isinstance(loader.rows, ChunkedRows)
+    assert choose_tier(loader.data, True) == "memory"
+    small = NeighborLoader(tmp_path / "s", [2], 50, features="disk", cache="degree", cache_rows=10)
+    assert isinstance(small.rows, DegreeCachedRows) and isinstance(small.rows.backing, CachedRows)
+    store = GraphStore.open(tmp_path / "s")
+    train, infer = (NeighborLoader(store, [2], 50, features="disk"),
+                    NeighborLoader(store, [-1], 50, features="disk", input_nodes=None))
+    assert train.rows is infer.rows  # one disk tier and cache per store, not per loader
+    with pytest.raises(ValueError, match="'features'"):
+        NeighborLoader(tmp_path / "s", [2], 50, features="ssd")
+    arrays = {"indptr": loader.data.indptr, "indices": loader.data.indices,
+              "x": np.zeros((300, 4), np.float32)}
+    with pytest.raises(ValueError, match="needs a store"):
+        NeighborLoader(arrays, [2], 50, features="disk", input_nodes=None)
+
+
+_CHILD = """
+import sys
+import numpy as np
+from graphpipe.loaders import NeighborLoader
+from graphpipe.store import GraphStore
+loader = NeighborLoader(sys.argv[1], [5, 5], 256, seed=0)
+store = GraphStore.open(sys.argv[1])
+for i, batch in enumerate(loader):
+    n_id = batch.n_id.numpy()
+    assert np.array_equal(batch.x.numpy(), store.features(n_id))
+    if i == 3:
+        break
+print(type(loader.rows).__name__, loader.stats.rows_disk > 0)
+"""
+
+
+@pytest.mark.skipif(not MEMLIMIT.is_file(), reason="memlimit.sh not on this machine")
+def test_default_is_the_disk_tier_under_a_cap(tmp_path: Path) -> None:
+    _write_store(tmp_path / "s", 330_000, 128, degree=2)  # 169 MB of features
+    proc = subprocess.run([str(MEMLIMIT), "--keep-caches", "300M", sys.executable, "-c", _CHILD,
+                           str(tmp_path / "s")], check=False, capture_output=True, text=True, timeout=300)
+    if proc.returncode == 3:
+        pytest.skip(f"memlimit.sh cannot make a memory cgroup here: {proc.stderr.strip()}")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["CachedRows", "True"]
+
+
+def test_progress_bar_shows_the_hit_rate(tmp_path: Path) -> None:
+    _write_store(tmp_path / "s", 2000, 4)
+    loader = NeighborLoader(tmp_path / "s", [3], 100, features="disk", progress=True, prefetch=0, seed=2)
+    it = iter(loader)
+    for _ in it:
+        bar, task = it._bar
+        assert bar.tasks[0].fields["hit"] == f"{loader.stats.hit_rate:.0%}"
+        assert bar.tasks[0].id == task
+    assert loader.stats.rows_disk > 0
+
+
+@pytest.mark.parametrize("cache", [None, "degree"])
+def test_disk_tier_on_the_device_assembly_path(tmp_path: Path, cache) -> None:
+    """The CUDA path (store rows staged from the backing source, the rest assembled by the
+    transfer stage) run on the CPU over the disk tier: the same rows, bit for bit."""
+    x = _write_store(tmp_path / "s", 3000, 8)
+    loader = NeighborLoader(tmp_path / "s", [4, 3], 150, window=4, seed=21, cache=cache,
+                            cache_rows=0.05, prefetch=2, features="disk")
+    loader.gather.on_device = True  # what device="cuda" selects
+    for _ in range(2):
+        for batch in loader:
+            assert np.array_equal(batch.x.numpy().view(np.uint32), x[batch.n_id.numpy()].view(np.uint32))
+        s = loader.stats
+        assert s.rows_needed == s.rows_gathered + s.rows_reused + s.rows_cached and s.rows_reused > 0
