@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -29,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _measure import machine_note, mb, measure, median_of  # noqa: E402
+from _measure import machine_note, mb, measure, median_of
 
 ROOT = Path(__file__).resolve().parent.parent
 DGL_PYTHON = ROOT / ".venv-dgl" / "bin" / "python"

@@ -20,9 +20,9 @@ import time
 
 import numpy as np
 
-from graphpipe.synthetic import rmat_graph
 from graphpipe.ops.sampling import sample_neighbors
 from graphpipe.service.limits import GraphShape, effective_fanouts, sample_bytes_bound
+from graphpipe.synthetic import rmat_graph
 
 
 def csc_of(scale: int) -> tuple[np.ndarray, np.ndarray]:

@@ -173,7 +173,10 @@ def prepare(method: str, path: str, threshold_mult: float = 5.0):
                 q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), attn_mask=mask)
             return out.transpose(0, 1)
     elif method == "cluster_sparse":
-        from graphpipe.ops.attention.cluster_sparse import cluster_sparse_attention, cluster_sparse_pattern
+        from graphpipe.ops.attention.cluster_sparse import (
+            cluster_sparse_attention,
+            cluster_sparse_pattern,
+        )
 
         t0 = time.perf_counter()
         beta_g = indices.shape[0] / s / s

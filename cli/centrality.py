@@ -4,7 +4,6 @@ derived arrays of the store."""
 from __future__ import annotations
 
 import click
-
 from graphpipe.cli._common import friendly_errors
 
 

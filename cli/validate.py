@@ -5,7 +5,6 @@ from __future__ import annotations
 import sys
 
 import click
-
 from graphpipe.cli._common import EXIT_BAD_INPUT, friendly_errors
 
 

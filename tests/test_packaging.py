@@ -3,8 +3,9 @@ directory under ``graphpipe/`` must be listed, or a non-editable install would l
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 

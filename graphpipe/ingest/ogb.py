@@ -18,8 +18,8 @@ while the next block is inflated in another thread.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 
@@ -233,7 +233,7 @@ def _read_raw_csv(ogb: OgbRawFolder, kind: str, split: str | None, name: str) ->
                             row, edge_display, first_line)
             row += rows.shape[0]
 
-    def matrix_blocks(path: Path, dtype) -> "callable":
+    def matrix_blocks(path: Path, dtype) -> callable:
         display = ogb.rel(path)
 
         def blocks() -> Iterator[RowBlock]:

@@ -9,8 +9,8 @@ message names the file and the line, row or field.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa

@@ -19,8 +19,8 @@ import os
 import queue
 import threading
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from graphpipe.ingest.errors import IngestError
 

@@ -49,7 +49,7 @@ class GraphStore:
 
     @classmethod
     def open(cls, path: str | os.PathLike,
-             in_memory: bool | str | Iterable[str] = False) -> "GraphStore":
+             in_memory: bool | str | Iterable[str] = False) -> GraphStore:
         """Open the store at ``path``; refuses unknown manifest versions.
 
         Args:
@@ -295,7 +295,7 @@ class GraphStore:
             raise StoreError(f"{self.path}: no table {key!r} in this store")
         return _tables.read_table(self.path, key)
 
-    def edit(self) -> "Any":
+    def edit(self) -> Any:
         """A :class:`StoreEditor` to add derived arrays/tables to this store."""
         from graphpipe.store.writer import StoreEditor
 

@@ -96,7 +96,7 @@ class StoreWriter:
     def write_splits(self, splits: dict[str, np.ndarray]) -> None:
         """Store the splits ``{name: dense node IDs}``."""
         self.write_table(_tables.SPLITS_TABLE, _tables.splits_table(splits))
-        self.manifest["splits"] = {name: int(len(ids)) for name, ids in splits.items()}
+        self.manifest["splits"] = {name: len(ids) for name, ids in splits.items()}
 
     def write_id_map(self, external_ids: pa.Array) -> None:
         """Store the external ID of every dense node (``external_ids[d]`` for node ``d``)."""
@@ -142,7 +142,7 @@ class StoreWriter:
             shutil.rmtree(self.path, ignore_errors=True)
             self._closed = True
 
-    def __enter__(self) -> "StoreWriter":
+    def __enter__(self) -> StoreWriter:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -224,7 +224,7 @@ class StoreEditor:
             shutil.rmtree(self.pending, ignore_errors=True)
             self._closed = True
 
-    def __enter__(self) -> "StoreEditor":
+    def __enter__(self) -> StoreEditor:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:

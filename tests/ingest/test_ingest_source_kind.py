@@ -11,8 +11,8 @@ import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
-
 from graphpipe.cli.main import cli
+
 from graphpipe.store import GraphStore
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
-
 from graphpipe.cli.main import cli
+
 from graphpipe.ingest.labels import MAX_CLASSES, UNLABELED
 from graphpipe.store import GraphStore
 

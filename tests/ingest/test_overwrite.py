@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
-
 from graphpipe.cli.main import cli
+
 from graphpipe.ingest.pipeline import IngestOptions, ingest
 from graphpipe.store import GraphStore, StoreError
 from graphpipe.store.validate import validate

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
-
 from graphpipe.cli.main import cli
+
 from graphpipe.ingest.edgelist import SPARSE_IDS_FLOOR, ids_are_sparse, read_edge_list
 from graphpipe.ingest.errors import IngestError
 from graphpipe.ingest.pipeline import ingest

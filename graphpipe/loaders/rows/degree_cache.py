@@ -14,8 +14,8 @@ import numpy as np
 
 from graphpipe.loaders.rows.base import RowSource
 from graphpipe.ops.features.degree import degree_order
-from graphpipe.store.derived import read_degree_order
 from graphpipe.ops.features.gather import PositionTable
+from graphpipe.store.derived import read_degree_order
 
 __all__ = ["DegreeCachedRows"]
 

@@ -24,8 +24,8 @@ from graphpipe.loaders.minibatch import Block, MiniBatch
 from graphpipe.loaders.prepared import PreparedBatch, RowPlan
 from graphpipe.loaders.rows import RowSource
 from graphpipe.loaders.stats import StatsRef
-from graphpipe.ops.features.quantize.torch import dequantize_on
 from graphpipe.ops.features.quantize import QuantizedRows, dequantize
+from graphpipe.ops.features.quantize.torch import dequantize_on
 
 __all__ = ["TransferStage"]
 

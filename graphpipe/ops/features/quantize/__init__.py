@@ -13,5 +13,14 @@ from .cpu import (
 )
 from .torch import dequantize_on
 
-__all__ = ["SUPPORTED_BITS", "dequantize_on", "QuantizedRows", "dequantize", "quantize", "reference_dequantize",
-           "reference_pack", "reference_quantize", "unpack_codes"]
+__all__ = [
+    "SUPPORTED_BITS",
+    "QuantizedRows",
+    "dequantize",
+    "dequantize_on",
+    "quantize",
+    "reference_dequantize",
+    "reference_pack",
+    "reference_quantize",
+    "unpack_codes",
+]
