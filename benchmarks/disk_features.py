@@ -23,7 +23,7 @@ buffers, ``os.preadv`` from threads; fio may not be installed).
 Tiny proof run (not a measurement)::
 
     .venv/bin/python benchmarks/disk_features.py --rows 20000 --batches 3 --keep-caches \\
-        --work /tmp/df-tiny --probe-seconds 1
+        --work df-tiny --probe-seconds 1
 """
 
 from __future__ import annotations
@@ -34,15 +34,16 @@ import mmap
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
 
 import numpy as np
 
-MEMLIMIT = Path(__file__).resolve().parents[2] / "shared" / "tools" / "memlimit.sh"
-if not MEMLIMIT.is_file():
-    MEMLIMIT = Path("/work/shared/tools/memlimit.sh")
+# ../shared/tools/memlimit.sh beside the repository (GRAPHPIPE_MEMLIMIT to use another)
+MEMLIMIT = Path(os.environ.get("GRAPHPIPE_MEMLIMIT") or
+                Path(__file__).resolve().parents[2] / "shared" / "tools" / "memlimit.sh")
 CAPPED = ("mmap", "mmap_random", "gp_disk", "gp_loader")
 METHODS = CAPPED + ("gp_ram",)
 
@@ -238,7 +239,7 @@ def report(results: list[dict], probe: dict[int, float]) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--work", type=Path, default=Path("/tmp/graphpipe-disk-features"))
+    p.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "graphpipe-disk-features")
     p.add_argument("--rows", type=int, default=8_400_000)
     p.add_argument("--dim", type=int, default=128)
     p.add_argument("--fanouts", default="10,10")

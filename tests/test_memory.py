@@ -5,6 +5,7 @@ features that do not fit as memory maps (skipped where memlimit.sh cannot make a
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +16,8 @@ import pytest
 from graphpipe.memory import cgroup_headroom, usable_memory
 from graphpipe.store import StoreWriter
 
-MEMLIMIT = Path("/work/shared/tools/memlimit.sh")
+MEMLIMIT = Path(os.environ.get("GRAPHPIPE_MEMLIMIT") or
+                Path(__file__).resolve().parents[2] / "shared" / "tools" / "memlimit.sh")
 
 
 def _proc(tmp: Path, cgroup: str, mount_line: str) -> Path:

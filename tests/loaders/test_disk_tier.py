@@ -6,6 +6,7 @@ reads them from disk (skipped where memlimit.sh cannot make a cgroup)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +20,8 @@ from graphpipe.loaders.feature_tier import choose_tier
 from graphpipe.loaders.rows import CachedRows, ChunkedRows, DegreeCachedRows, DiskRows
 from graphpipe.store import GraphStore, StoreWriter
 
-MEMLIMIT = Path("/work/shared/tools/memlimit.sh")
+MEMLIMIT = Path(os.environ.get("GRAPHPIPE_MEMLIMIT") or
+                Path(__file__).resolve().parents[3] / "shared" / "tools" / "memlimit.sh")
 
 
 def _write_store(path: Path, n: int, dim: int, degree: int = 6) -> np.ndarray:
