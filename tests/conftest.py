@@ -10,7 +10,10 @@ fixture folder with OGB through :func:`load_with_ogb` (fixture
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -80,3 +83,24 @@ def rmat_small() -> SyntheticGraph:
     kept), 16 random features, 4 random classes, random splits."""
     params = dict(RMAT_SMALL)
     return rmat_graph(params.pop("scale"), params.pop("edge_factor"), **params)
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_suite_under(test_file: str, test_class: str, **env: str) -> None:
+    """Run ``test_file::test_class`` in a fresh pytest under the environment ``env`` (e.g.
+    ``NUMBA_ENABLE_CUDASIM="1"``, ``TRITON_INTERPRET="1"``, which must be set before the
+    kernels are imported); it must pass with nothing skipped."""
+    full_env = {**os.environ, **env, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           f"{Path(test_file).resolve()}::{test_class}"], cwd=ROOT, env=full_env,
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    assert " passed" in proc.stdout and "skipped" not in proc.stdout, proc.stdout[-2000:]
+
+
+@pytest.fixture(scope="session")
+def suite_under():
+    """:func:`run_suite_under`: ``suite_under(__file__, "TestCuda", NUMBA_ENABLE_CUDASIM="1")``."""
+    return run_suite_under

@@ -11,9 +11,6 @@ blocks: the interpreter runs every program in NumPy).
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -29,7 +26,6 @@ from graphpipe.ops.aggregate import (
     sddmm_scores,
 )
 
-ROOT = Path(__file__).resolve().parents[3]
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 
@@ -148,11 +144,6 @@ class TestTriton(AggregateTests):
 
 
 @pytest.mark.skipif(INTERPRET, reason="already interpreted")
-def test_triton_suite_under_interpreter() -> None:
+def test_triton_suite_under_interpreter(suite_under) -> None:
     pytest.importorskip("triton")
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           f"{Path(__file__).resolve()}::TestTriton"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=600, check=False)
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    assert " passed" in proc.stdout and "skipped" not in proc.stdout, proc.stdout[-2000:]
+    suite_under(__file__, "TestTriton", TRITON_INTERPRET="1")

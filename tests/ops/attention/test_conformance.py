@@ -10,9 +10,6 @@ runs on a CUDA GPU, or under ``TRITON_INTERPRET=1`` through
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
@@ -21,7 +18,6 @@ import torch
 
 from graphpipe.ops.attention import reference_sparse_attention, sparse_attention
 
-ROOT = Path(__file__).resolve().parents[3]
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 
@@ -111,11 +107,6 @@ class TestTriton(AttentionTests):
 
 
 @pytest.mark.skipif(INTERPRET, reason="already interpreted")
-def test_triton_suite_under_interpreter() -> None:
+def test_triton_suite_under_interpreter(suite_under) -> None:
     pytest.importorskip("triton")
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           f"{Path(__file__).resolve()}::TestTriton"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=600, check=False)
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    assert " passed" in proc.stdout and "skipped" not in proc.stdout, proc.stdout[-2000:]
+    suite_under(__file__, "TestTriton", TRITON_INTERPRET="1")

@@ -11,9 +11,6 @@ every GPU thread in Python).
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,8 +19,6 @@ from graphpipe.ops._core.backend import numba_cuda_available
 from graphpipe.ops.sampling import SampleOutput, sample_neighbors, sample_neighbors_reference
 from graphpipe.ops.sampling.api import canonical_local_ids
 from graphpipe.ops.sampling.types import assemble
-
-ROOT = Path(__file__).resolve().parents[3]
 
 
 def csc_graph(num_nodes: int, num_edges: int, seed: int, dtype=np.int64) -> tuple[np.ndarray, np.ndarray]:
@@ -120,13 +115,8 @@ class TestCuda(SamplerTests):
 
 
 @pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") == "1", reason="already simulated")
-def test_cuda_suite_under_simulator() -> None:
-    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1", "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           f"{Path(__file__).resolve()}::TestCuda"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=600, check=False)
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    assert " passed" in proc.stdout and "skipped" not in proc.stdout, proc.stdout[-2000:]
+def test_cuda_suite_under_simulator(suite_under) -> None:
+    suite_under(__file__, "TestCuda", NUMBA_ENABLE_CUDASIM="1")
 
 
 def test_unknown_backend_and_cuda_without_numba_cuda() -> None:
