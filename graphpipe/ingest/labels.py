@@ -18,12 +18,15 @@ as unlabelled; the splits of a well-formed dataset hold labelled nodes only.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from graphpipe.ingest.errors import IngestError
 from graphpipe.ingest.source import DatasetSource
+
+if TYPE_CHECKING:
+    from graphpipe.ingest.npz_stream import NpyMember
 
 UNLABELED = -1
 """The stored label of an unlabelled node (classification)."""
@@ -109,3 +112,54 @@ def normalize_labels(source: DatasetSource) -> NormalizedLabels | None:
     if num_classes > MAX_CLASSES:
         raise IngestError(f"{where}: {num_classes:,} classes, more than the {MAX_CLASSES:,} allowed")
     return NormalizedLabels(labels, task, num_classes, int(np.count_nonzero(labels == UNLABELED)))
+
+
+def stream_labels(member: NpyMember, num_nodes: int) -> np.ndarray:
+    """The ``(N,)`` / ``(N, T)`` labels of an ``.npz`` member (OGB's ``node_label``), read in
+    row blocks with at most ``N * 8`` bytes held: float labels whose known values are all
+    integers become int64 classes with NaN as :data:`UNLABELED` (OGB's unlabelled nodes);
+    other floats stay float64 (regression); integer labels are kept. A ``(N, 1)`` column
+    becomes ``(N,)``.
+
+    >>> import os, tempfile
+    >>> from graphpipe.ingest.npz_stream import list_members
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> path = os.path.join(tmp.name, "node-label.npz")
+    >>> np.savez_compressed(path, node_label=np.array([[3.0], [np.nan], [0.0]], dtype=np.float32))
+    >>> stream_labels(list_members(path)["node_label"], 3).tolist()
+    [3, -1, 0]
+    >>> tmp.cleanup()
+    """
+    from graphpipe.ingest.npz_stream import iter_row_blocks
+
+    if len(member.shape) not in (1, 2) or member.shape[0] != num_nodes:
+        raise IngestError(f"{member.display}: labels of shape {member.shape}, but the graph has "
+                          f"{num_nodes} nodes")
+    shape = member.shape if len(member.shape) == 1 or member.shape[1] != 1 else member.shape[:1]
+    if member.dtype.kind != "f":
+        out = np.empty(shape, dtype=member.dtype)
+        for first, rows in iter_row_blocks(member):
+            out[first:first + rows.shape[0]] = rows.reshape((rows.shape[0],) + shape[1:])
+        return out
+    out = np.empty(shape, dtype=np.int64)
+    known = False
+    for first, rows in iter_row_blocks(member):
+        rows = rows.reshape((rows.shape[0],) + shape[1:])
+        missing = np.isnan(rows)
+        values = rows[~missing]
+        if values.size and not (np.isfinite(values).all() and (values == np.round(values)).all()
+                                and np.abs(values).max() <= 2.0 ** 53):
+            return _float_labels(member, shape)
+        known = known or bool(values.size)
+        out[first:first + rows.shape[0]] = np.where(missing, UNLABELED, rows)
+    return out if known else _float_labels(member, shape)
+
+
+def _float_labels(member: NpyMember, shape: tuple[int, ...]) -> np.ndarray:
+    """float64 labels (regression targets, NaN kept), read in row blocks."""
+    from graphpipe.ingest.npz_stream import iter_row_blocks
+
+    out = np.empty(shape, dtype=np.float64)
+    for first, rows in iter_row_blocks(member):
+        out[first:first + rows.shape[0]] = rows.reshape((rows.shape[0],) + shape[1:])
+    return out

@@ -33,8 +33,16 @@ from graphpipe.ingest.csvparse import (
     parse_block_exact,
 )
 from graphpipe.ingest.errors import IngestError
-from graphpipe.ingest.labels import UNLABELED
-from graphpipe.ingest.safe_load import load_npz, load_torch_file
+from graphpipe.ingest.labels import UNLABELED, stream_labels
+from graphpipe.ingest.npz_stream import (
+    NpyMember,
+    check_edge_index,
+    iter_edge_blocks,
+    iter_row_blocks,
+    list_members,
+    read_whole,
+)
+from graphpipe.ingest.safe_load import load_torch_file
 from graphpipe.ingest.source import DatasetSource, RowBlock
 from graphpipe.ingest.textio import DEFAULT_BLOCK_BYTES, iter_line_blocks
 
@@ -342,31 +350,83 @@ def _arrays_source(ogb: OgbRawFolder, kind: str, split: str | None, name: str,
 
 
 def _read_raw_npz(ogb: OgbRawFolder, kind: str, split: str | None, name: str) -> DatasetSource:
+    """``raw/data.npz`` (+ ``raw/node-label.npz``), as ``ogb.io.DatasetSaver`` writes them,
+    streamed member by member (:mod:`graphpipe.ingest.npz_stream`): nothing is read whole
+    but the two count lists, the labels (``N`` values) and the splits."""
     path = ogb.raw / "data.npz"
     display = ogb.rel(path)
-    data = load_npz(path, display)
+    members = list_members(path, display)
     for key in ("edge_index", "num_nodes_list", "num_edges_list"):
-        if key not in data:
-            raise IngestError(f"{display}: missing key {key!r} (found {sorted(data)})")
-    if len(data["num_nodes_list"]) != 1:
-        raise IngestError(f"{display}: 'num_nodes_list' lists {len(data['num_nodes_list'])} graphs; "
-                          f"only single-graph datasets are supported")
-    num_nodes = int(data["num_nodes_list"][0])
-    labels = None
-    label_path = ogb.raw / "node-label.npz"
+        if key not in members:
+            raise IngestError(f"{display}: missing key {key!r} (found {sorted(members)})")
+    num_nodes = _single_count(members["num_nodes_list"], display)
+    num_edges = _single_count(members["num_edges_list"], display)
+    edges = members["edge_index"]
+    if check_edge_index(edges) != num_edges:
+        raise IngestError(f"{edges.where}: {edges.shape[1]} edges, but {display}['num_edges_list'] "
+                          f"says {num_edges}")
+
+    def edge_chunks() -> Iterator[EdgeChunk]:
+        for first, src, dst in iter_edge_blocks(edges):
+            yield EdgeChunk(src, dst, first, edges.where, first + 1)
+
+    node_feat, edge_feat = members.get("node_feat"), members.get("edge_feat")
+    for member, rows, what in ((node_feat, num_nodes, "nodes"), (edge_feat, num_edges, "edges")):
+        if member is not None and member.num_rows != rows:
+            raise IngestError(f"{member.where}: {member.num_rows} rows, but there are {rows} {what}")
+    labels, label_path = None, ogb.raw / "node-label.npz"
     if label_path.is_file():
-        label_data = load_npz(label_path, ogb.rel(label_path))
-        if "node_label" not in label_data:
-            raise IngestError(f"{ogb.rel(label_path)}: missing key 'node_label' (found {sorted(label_data)})")
-        labels = label_data["node_label"]
-    source = _arrays_source(ogb, kind, split, name, data["edge_index"], num_nodes,
-                            data.get("node_feat"), data.get("edge_feat"), labels, display)
-    source.num_input_edges = int(data["num_edges_list"][0])
-    source.extra["num_edges_file"] = f"{display}['num_edges_list']"
-    source.extra["num_nodes_file"] = f"{display}['num_nodes_list']"
-    if labels is not None:
-        source.extra["label_file"] = ogb.rel(label_path)
-    return source
+        label_members = list_members(label_path, ogb.rel(label_path))
+        if "node_label" not in label_members:
+            raise IngestError(f"{ogb.rel(label_path)}: missing key 'node_label' "
+                              f"(found {sorted(label_members)})")
+        labels = stream_labels(label_members["node_label"], num_nodes)
+    splits, split_sources = _read_splits(ogb, split, num_nodes)
+    ignored = sorted(set(members) - {"edge_index", "num_nodes_list", "num_edges_list", "node_feat",
+                                     "edge_feat"})
+    return DatasetSource(
+        name=name, source_format=kind, source_path=str(ogb.folder), num_nodes=num_nodes,
+        num_input_edges=num_edges, edge_chunks=edge_chunks,
+        node_features=_member_blocks(node_feat) if node_feat is not None else None,
+        feature_dim=node_feat.row_elements if node_feat is not None else None,
+        edge_features=_member_blocks(edge_feat) if edge_feat is not None else None,
+        edge_feature_dim=edge_feat.row_elements if edge_feat is not None else None,
+        labels=labels, task_type=_task_type(labels), num_classes=_num_classes(labels),
+        splits=splits, split_sources=split_sources, num_nodes_backed=node_feat is not None,
+        extra={"edge_file": edges.where, "num_nodes_file": f"{display}['num_nodes_list']",
+               "num_edges_file": f"{display}['num_edges_list']",
+               **({"label_file": ogb.rel(label_path)} if labels is not None else {}),
+               **({"ignored_keys": ",".join(ignored)} if ignored else {})},
+    )
+
+
+def _single_count(member: NpyMember, display: str) -> int:
+    """The one count of a single-graph ``num_nodes_list`` / ``num_edges_list``."""
+    if member.dtype.kind not in "iu" or len(member.shape) != 1:
+        raise IngestError(f"{member.where}: expected a 1-D integer array, got shape {member.shape} "
+                          f"dtype {member.dtype}")
+    if member.shape[0] != 1:
+        raise IngestError(f"{member.where}: lists {member.shape[0]} graphs; only single-graph "
+                          f"node-property datasets are supported")
+    count = int(read_whole(member, max_bytes=1 << 10)[0])
+    if count < 0:
+        raise IngestError(f"{member.where}: negative count {count}")
+    return count
+
+
+def _member_blocks(member: NpyMember):
+    """``RowBlock`` runs of a row-streamable member (checked now, streamed on each call)."""
+    if member.fortran_order and member.row_elements > 1 and len(member.shape) > 1:
+        raise IngestError(f"{member.where}: Fortran-ordered array of shape {member.shape} cannot be "
+                          f"read in row blocks (save it in C order)")
+    if len(member.shape) == 0:
+        raise IngestError(f"{member.where}: a scalar, expected one row per node or edge")
+
+    def blocks() -> Iterator[RowBlock]:
+        for first, rows in iter_row_blocks(member):
+            yield RowBlock(first, rows, member.where, first + 1)
+
+    return blocks
 
 
 def _read_processed(ogb: OgbRawFolder, kind: str, split: str | None, name: str) -> DatasetSource:
