@@ -20,6 +20,10 @@ from graphpipe.cli._common import friendly_errors, human_bytes
 @click.option("--dedup", "deduplicate", is_flag=True, help="Keep one copy of repeated edges.")
 @click.option("--no-sort", "no_sort", is_flag=True, help="Keep edge-list order within each row.")
 @click.option("--csr", "build_csr", is_flag=True, help="Also store the CSR (by source) topology.")
+@click.option("--edge-ids", "edge_ids", type=click.Choice(["auto", "always", "never"]), default="auto",
+              show_default=True,
+              help="Store csc/edge_id (each slot's input edge): auto = only when the dataset has "
+                   "edge features or weights, which need it.")
 @click.option("--feature-dtype", type=click.Choice(["float32", "float16"]), default="float32", show_default=True)
 @click.option("--compression", type=click.Choice(["none", "zstd"]), default="none", show_default=True,
               help="Feature compression (none keeps features memory-mappable).")
@@ -45,7 +49,7 @@ from graphpipe.cli._common import friendly_errors, human_bytes
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars.")
 @friendly_errors
 def command(source: str, dest: str, overwrite: bool, name: str | None, add_reverse_edges: bool,
-            remove_self_loops: bool, deduplicate: bool, no_sort: bool, build_csr: bool,
+            remove_self_loops: bool, deduplicate: bool, no_sort: bool, build_csr: bool, edge_ids: str,
             feature_dtype: str, compression: str, memory_limit: str | None, allow_nonfinite: bool,
             clamp_float16: bool, allow_isolated_nodes: bool, split_name: str | None, from_raw: bool,
             src: str, dst: str, weight: str | None, nodes: str | None,
@@ -67,7 +71,7 @@ def command(source: str, dest: str, overwrite: bool, name: str | None, add_rever
         deduplicate=deduplicate, sort_neighbors=not no_sort, build_csr=build_csr,
         feature_dtype=feature_dtype, compression=None if compression == "none" else compression,
         memory_limit=memory_limit, allow_nonfinite=allow_nonfinite, name=name,
-        clamp_float16=clamp_float16, allow_isolated_nodes=allow_isolated_nodes,
+        clamp_float16=clamp_float16, allow_isolated_nodes=allow_isolated_nodes, edge_ids=edge_ids,
     )
     if is_ogb_folder(source):
         reader_options = {"split": split_name, **({"from_raw": True} if from_raw else {})}

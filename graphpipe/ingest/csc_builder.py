@@ -5,8 +5,9 @@ and writes into a :class:`~graphpipe.store.StoreWriter`:
 
 - ``csc/indptr``  int64 ``(N + 1,)``: the in-edges of node ``v`` are slots ``indptr[v]:indptr[v+1]``;
 - ``csc/indices`` int32 ``(M,)`` (int64 when ``N >= 2**31``): the source node of each slot;
-- ``csc/edge_id`` int64 ``(M,)``: the slot's position in the input edge list; with
-  ``add_reverse_edges`` the reverse of input edge ``i`` (``d -> s``) has ID ``E + i``;
+- ``csc/edge_id`` int64 ``(M,)`` (unless ``CscOptions(edge_ids=False)``): the slot's position
+  in the input edge list; with ``add_reverse_edges`` the reverse of input edge ``i``
+  (``d -> s``) has ID ``E + i``;
 - ``csr/indptr``, ``csr/indices``, ``csr/edge_id`` the same by source when ``build_csr``.
 
 The output is canonical: it depends only on the input edges and the options, never on
@@ -102,6 +103,9 @@ class CscOptions:
         sort_neighbors: within each row, neighbours ascending (ties by edge ID); otherwise rows
             keep edge-ID order.
         build_csr: also write ``csr/indptr``, ``csr/indices``, ``csr/edge_id`` (rows by source).
+        edge_ids: write ``csc/edge_id`` (and ``csr/edge_id``); without them the topology is the
+            same (edge IDs still order each row's slots), only the map from a slot back to its
+            input edge is not stored. Needed to read per-edge data (``edge/feat``) by slot.
         memory_limit: bytes the builder's working set may use; ``None`` for no limit (always
             in memory). The out-of-core path keeps peak RSS under this plus a fixed overhead.
             Limits below 4 KiB act as 4 KiB.
@@ -113,6 +117,7 @@ class CscOptions:
     sort_neighbors: bool = True
     build_csr: bool = False
     memory_limit: int | None = None
+    edge_ids: bool = True
 
     def __post_init__(self) -> None:
         if self.memory_limit is not None and int(self.memory_limit) <= 0:
@@ -669,7 +674,8 @@ def _in_memory_layout(prefix: str, layout: list[tuple[np.ndarray, np.ndarray]], 
         eid = np.empty(total, dtype=np.int64)
     else:  # the final size is known: scatter straight into the store's chunk files
         other = writer.create_raw_array(f"{prefix}/indices", (total,), idx_dtype)
-        eid = writer.create_raw_array(f"{prefix}/edge_id", (total,), np.int64)
+        eid = (writer.create_raw_array(f"{prefix}/edge_id", (total,), np.int64) if options.edge_ids
+               else np.empty(total, dtype=np.int64))  # still orders each row's slots
         _prefault(other)
         _prefault(eid)
     # two-level counting sort: partition the slots into buckets of 2**shift rows (streaming
@@ -703,7 +709,8 @@ def _in_memory_layout(prefix: str, layout: list[tuple[np.ndarray, np.ndarray]], 
         new_indptr[1:] = kept
         total = int(_exclusive_scan(new_indptr))
         out_other = writer.create_raw_array(f"{prefix}/indices", (total,), idx_dtype)
-        out_eid = writer.create_raw_array(f"{prefix}/edge_id", (total,), np.int64)
+        out_eid = (writer.create_raw_array(f"{prefix}/edge_id", (total,), np.int64)
+                   if options.edge_ids else np.empty(total, dtype=np.int64))
         _prefault(out_other)
         _prefault(out_eid)
         _compact_rows(indptr, new_indptr, other, eid, out_other, out_eid)
@@ -927,7 +934,7 @@ class _IndptrWriter:
 class _OutputSink:
     """Appends finished rows of one layout (``csc`` or ``csr``) to temporary files."""
 
-    def __init__(self, spill_dir: Path, prefix: str, num_nodes: int):
+    def __init__(self, spill_dir: Path, prefix: str, num_nodes: int, edge_ids: bool = True):
         self.prefix = prefix
         self.idx_dtype = indices_dtype(num_nodes)
         self.paths = {name: spill_dir / f"{prefix}-{name}.bin"
@@ -935,26 +942,29 @@ class _OutputSink:
         self.indptr = _IndptrWriter(self.paths["indptr"], num_nodes)
         # written across emit() calls; closed by commit() or close()
         self.indices = open(self.paths["indices"], "wb")  # noqa: SIM115
-        self.edge_id = open(self.paths["edge_id"], "wb")  # noqa: SIM115
+        self.edge_id = open(self.paths["edge_id"], "wb") if edge_ids else None  # noqa: SIM115
 
     def close(self) -> None:
         """Close the files (after an error; :meth:`commit` closes them itself)."""
         for fh in (self.indptr.fh, self.indices, self.edge_id):
-            fh.close()
+            if fh is not None:
+                fh.close()
 
     def emit(self, first_row: int, counts: np.ndarray, other: np.ndarray, eid: np.ndarray) -> None:
         self.indptr.add(first_row, counts)
         self.indices.write(memoryview(np.ascontiguousarray(other, dtype=self.idx_dtype)))
-        self.edge_id.write(memoryview(np.ascontiguousarray(eid, dtype=np.int64)))
+        if self.edge_id is not None:
+            self.edge_id.write(memoryview(np.ascontiguousarray(eid, dtype=np.int64)))
 
     def commit(self, writer: StoreWriter, num_nodes: int) -> int:
         """Move the files into the store as ``{prefix}/indptr|indices|edge_id``; returns slots."""
         total = self.indptr.close()
         self.indices.close()
-        self.edge_id.close()
-        for name, shape, dtype in (("indptr", num_nodes + 1, np.int64),
-                                   ("indices", total, self.idx_dtype),
-                                   ("edge_id", total, np.int64)):
+        outputs = [("indptr", num_nodes + 1, np.int64), ("indices", total, self.idx_dtype)]
+        if self.edge_id is not None:
+            self.edge_id.close()
+            outputs.append(("edge_id", total, np.int64))
+        for name, shape, dtype in outputs:
             arr = writer.create_raw_array(f"{self.prefix}/{name}", (shape,), dtype)
             target = getattr(arr, "filename", None)
             del arr
@@ -1042,7 +1052,7 @@ class _Spiller:
             if self.progress is not None:
                 self.progress("scattering", self.records_spilled, self.records_spilled)
             for prefix, layout_runs in runs.items():
-                sink = _OutputSink(self.spill_dir, prefix, self.num_nodes)
+                sink = _OutputSink(self.spill_dir, prefix, self.num_nodes, self.options.edge_ids)
                 self.records_done = 0
                 try:
                     self._process(layout_runs, self.options.sort_neighbors,

@@ -23,6 +23,7 @@ A full disk (ENOSPC) or too little memory ends the ingest with one line naming
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
@@ -86,6 +87,11 @@ class IngestOptions:
         clamp_float16: with ``feature_dtype="float16"``, clamp finite values beyond ±65504
             to ±65504 instead of refusing them.
         name: dataset name for the manifest (default: the source's).
+        edge_ids: whether to store ``csc/edge_id`` (and ``csr/edge_id``), each slot's position
+            in the input edge list: ``"auto"`` (default) stores it when the dataset has
+            per-edge data in edge-list order (edge features or weights, ``edge/feat``), the
+            only thing it is needed for; ``"always"``; ``"never"`` (refused when the dataset
+            has edge features). The topology itself is the same either way.
     """
 
     overwrite: bool = False
@@ -101,6 +107,32 @@ class IngestOptions:
     allow_isolated_nodes: bool = False
     clamp_float16: bool = False
     name: str | None = None
+    edge_ids: str = "auto"
+
+
+EDGE_ID_CHOICES = ("auto", "always", "never")
+FEATURE_STAGE_BYTES = 4 * (64 << 20)
+"""Working set of the node-feature stage (a block being inflated, converted and written)."""
+
+
+def wants_edge_ids(choice: str, source: DatasetSource) -> bool:
+    """Whether an ingest with ``--edge-ids choice`` stores ``csc/edge_id`` for ``source``:
+    always, never, or (``"auto"``) when per-edge data (``edge/feat``) is indexed by input
+    edge order.
+
+    >>> from graphpipe.ingest.source import DatasetSource
+    >>> plain = DatasetSource("g", "npz", "g.npz", 3, edge_chunks=lambda: iter(()))
+    >>> wants_edge_ids("auto", plain), wants_edge_ids("always", plain)
+    (False, True)
+    """
+    if choice not in EDGE_ID_CHOICES:
+        raise ValueError(f"'edge_ids' must be one of {', '.join(EDGE_ID_CHOICES)} (got {choice!r})")
+    per_edge_data = source.edge_features is not None
+    if choice == "never" and per_edge_data:
+        raise ValueError(f"{source.extra.get('edge_file', source.source_path)}: --edge-ids never, but "
+                         f"the dataset has edge features, which are stored in edge-list order and "
+                         f"need csc/edge_id to be matched to edges; use --edge-ids auto")
+    return choice == "always" or per_edge_data
 
 
 def default_memory_limit() -> int:
@@ -243,6 +275,7 @@ def ingest(source: DatasetSource | str | os.PathLike, dest: str | os.PathLike,
     if not isinstance(source, DatasetSource):
         source = open_source(source, **(reader_options or {}))
         check_destination(dest, overwrite=options.overwrite, sources=input_paths(source))
+    wants_edge_ids(options.edge_ids, source)
     _check_node_count(source, options)
     _check_splits(source)
     labels = normalize_labels(source)
@@ -273,6 +306,7 @@ def _build_store(source: DatasetSource, dest: str | os.PathLike, options: Ingest
             reverse_edges_added=options.add_reverse_edges, self_loops_removed=options.remove_self_loops,
             deduplicated=options.deduplicate, sorted_neighbors=options.sort_neighbors,
             has_csr=options.build_csr, num_input_edges=int(stats.num_input_edges),
+            edge_ids=wants_edge_ids(options.edge_ids, source),
             self_loops_dropped=int(stats.self_loops_removed),
             duplicates_dropped=int(stats.duplicates_removed),
         )
@@ -308,19 +342,21 @@ def _build_store(source: DatasetSource, dest: str | os.PathLike, options: Ingest
 def _write_topology_and_features(source: DatasetSource, writer: StoreWriter, options: IngestOptions,
                                  memory_limit: int, feature_dtype: np.dtype, report: ProgressFn):
     """Build the CSC and, side by side when memory allows, the node features; ``(stats, dim)``."""
-    csc_options = CscOptions(
-        add_reverse_edges=options.add_reverse_edges, remove_self_loops=options.remove_self_loops,
-        deduplicate=options.deduplicate, sort_neighbors=options.sort_neighbors,
-        build_csr=options.build_csr, memory_limit=memory_limit,
-    )
     # Node features stream into their array in a second thread while the topology is
     # built: both stages release the GIL (inflate, Numba parsing and scattering).
     features_job = None
     # Under a tight memory limit the stages run one after the other, so their working
-    # sets do not add up.
+    # sets do not add up; side by side, the builder gets the budget less the feature stage's.
     concurrent = memory_limit >= CONCURRENT_STAGES_MIN_MEMORY
     pool = ThreadPoolExecutor(1, thread_name_prefix="ingest-features") if (
         concurrent and source.node_features is not None and _threadsafe_numba()) else None
+    csc_options = CscOptions(
+        add_reverse_edges=options.add_reverse_edges, remove_self_loops=options.remove_self_loops,
+        deduplicate=options.deduplicate, sort_neighbors=options.sort_neighbors,
+        build_csr=options.build_csr,
+        memory_limit=memory_limit - (FEATURE_STAGE_BYTES if pool is not None else 0),
+        edge_ids=wants_edge_ids(options.edge_ids, source),
+    )
     stop = threading.Event()
     dim = None
 
@@ -344,10 +380,8 @@ def _write_topology_and_features(source: DatasetSource, writer: StoreWriter, opt
         stop.set()
         if features_job is not None:
             features_job.cancel()
-            try:
+            with contextlib.suppress(BaseException):  # the first error is the one reported
                 features_job.result()
-            except BaseException:  # noqa: BLE001 - the first error is the one reported
-                pass
         raise
     finally:
         if pool is not None:

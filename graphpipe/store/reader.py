@@ -26,8 +26,8 @@ class GraphStore:
     """Read access to a graphpipe store directory.
 
     Topology is CSC by destination: the in-neighbours of node ``v`` are
-    ``indices[indptr[v]:indptr[v+1]]`` (dense node IDs), and ``edge_id`` gives
-    each CSC slot's position in the original edge list. Arrays are zero-copy
+    ``indices[indptr[v]:indptr[v+1]]`` (dense node IDs), and ``edge_id`` (when stored)
+    gives each CSC slot's position in the original edge list. Arrays are zero-copy
     read-only memory maps when stored uncompressed, in-memory arrays otherwise.
 
     Open with :meth:`open`; create with :class:`graphpipe.store.StoreWriter`
@@ -144,8 +144,21 @@ class GraphStore:
         return self.array("csc/indices")
 
     @property
+    def has_edge_ids(self) -> bool:
+        """Whether the store keeps ``csc/edge_id`` (``graphpipe ingest --edge-ids``: by default
+        only stores with edge features do)."""
+        return self.has_array("csc/edge_id")
+
+    @property
     def edge_id(self) -> np.ndarray:
-        """Original edge-list position of every CSC slot, int64, shape ``(num_edges,)``."""
+        """Original edge-list position of every CSC slot, int64, shape ``(num_edges,)``.
+
+        Raises :class:`StoreError` when the store was ingested without edge IDs."""
+        if not self.has_edge_ids:
+            raise StoreError(f"{self.path}: this store has no csc/edge_id (the map from a CSC slot "
+                             f"to its input edge is stored only for datasets with edge features, "
+                             f"or with graphpipe ingest --edge-ids always); re-ingest with "
+                             f"--edge-ids always to get it")
         return self.array("csc/edge_id")
 
     def topology(self, prefix: str = "csc") -> tuple[np.ndarray, np.ndarray]:
@@ -258,7 +271,8 @@ class GraphStore:
 
     @property
     def edge_features(self) -> np.ndarray:
-        """Edge features in original edge order, shape ``(num_edges, dim)``."""
+        """Edge features in original edge order, shape ``(num_input_edges, dim)``; the features
+        of CSC slot ``s`` are ``edge_features[edge_id[s] % num_input_edges]``."""
         return self.array("edge/feat")
 
     # -- tables --------------------------------------------------------------------------------

@@ -21,8 +21,9 @@ def validate(path: str | os.PathLike, *, checksums: bool = True) -> list[str]:
     every array's ``zarr.json`` agrees with the manifest (shape, dtype, chunks); every
     listed array and table present with its recorded checksum; ``indptr`` starts at 0,
     is non-decreasing and ends at ``len(indices)``; every index in ``[0, N)``;
-    ``edge_id`` length; feature/label row counts; split IDs in range and pairwise
-    disjoint. A missing, truncated or unreadable file is a finding like any other.
+    ``edge_id`` length (and present when ``edge/feat`` is); feature/label row counts; split
+    IDs in range and pairwise disjoint. A missing, truncated or unreadable file is a finding
+    like any other.
     """
     try:
         store = GraphStore.open(path)
@@ -85,8 +86,10 @@ def _topology_problems(store: GraphStore) -> list[str]:
     actual = _checks.index_range(indices)
     if not problems and recorded is not None and actual is not None and actual != recorded:
         problems.append(f"csc/indices: node IDs in {actual}, but the manifest records {recorded}")
-    if store.has_array("csc/edge_id") and store.edge_id.shape[0] != indices.shape[0]:
+    if store.has_edge_ids and store.edge_id.shape[0] != indices.shape[0]:
         problems.append(f"csc/edge_id: {store.edge_id.shape[0]} entries, expected {indices.shape[0]}")
+    if store.has_array("edge/feat") and not store.has_edge_ids:
+        problems.append("edge/feat: stored without csc/edge_id, so no CSC slot can find its features")
     if store.has_csr:
         problems += check_csc(store.csr_indptr, store.csr_indices, n, e, "csr")
     return problems

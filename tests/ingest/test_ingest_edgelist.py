@@ -517,14 +517,15 @@ def test_int_index_and_unique_collector(rng):
 # end to end: edge list → store → edge list
 
 
-def store_edges(store) -> tuple[list, list, np.ndarray]:
-    """External (src, dst) of every stored edge in CSC order, and its input position (edge_id)."""
+def store_edges(store) -> tuple[list, list, np.ndarray | None]:
+    """External (src, dst) of every stored edge in CSC order, and its input position (edge_id,
+    None when the store keeps none)."""
     indptr = np.asarray(store.indptr)
     dst = np.repeat(np.arange(store.num_nodes), np.diff(indptr))
     src = np.asarray(store.indices).astype(np.int64)
     id_map = store.id_map
     return (id_map.to_external(src).to_pylist(), id_map.to_external(dst).to_pylist(),
-            np.asarray(store.edge_id))
+            np.asarray(store.edge_id) if store.has_edge_ids else None)
 
 
 def test_end_to_end_string_ids_through_the_store(tmp_path, rng):
@@ -557,7 +558,8 @@ def test_end_to_end_dense_ids_through_open_source(tmp_path, rng):
     src, dst = rng.integers(0, 30, 200), rng.integers(0, 30, 200)
     path = write_csv(tmp_path / "e.tsv", ["s", "d"], zip(src, dst), delimiter="\t")
     store = ingest(path, tmp_path / "store", reader_options={"src": "s", "dst": "d", "block_rows": 50})
-    got_src, got_dst, _ = store_edges(store)
+    got_src, got_dst, edge_id = store_edges(store)
+    assert edge_id is None  # --edge-ids auto: no edge features, so no csc/edge_id
     assert store.id_map.is_identity and store.num_nodes == max(src.max(), dst.max()) + 1
     assert Counter(zip(got_src, got_dst)) == Counter(zip(src.tolist(), dst.tolist()))
 
