@@ -42,7 +42,7 @@ from graphpipe.ingest.errors import IngestError
 __all__ = ["DEFAULT_BLOCK_BYTES", "NpyMember", "iter_edge_blocks", "iter_row_blocks",
            "list_members", "read_whole"]
 
-DEFAULT_BLOCK_BYTES = 64 << 20
+DEFAULT_BLOCK_BYTES = 16 << 20
 """Bytes of one row block (rows are never split; a single row larger than this is one block)."""
 PIECE_BYTES = 4 << 20
 """Bytes inflated (or read) per call on the zip stream."""
@@ -336,8 +336,8 @@ def read_whole(member: NpyMember, max_bytes: int = SMALL_MAX_BYTES) -> np.ndarra
 
 # -- edge index -------------------------------------------------------------------------------
 
-DEFAULT_EDGE_BLOCK = 1 << 22
-"""Edges per block of :func:`iter_edge_blocks` (32 MiB per int64 row)."""
+DEFAULT_EDGE_BLOCK = 1 << 21
+"""Edges per block of :func:`iter_edge_blocks` (16 MiB per int64 row)."""
 
 
 def check_edge_index(member: NpyMember) -> int:
