@@ -12,7 +12,11 @@ Accepted layouts of ``folder``:
 
 Everything large is streamed: the edge list as :class:`EdgeChunk` runs and the
 features as :class:`RowBlock` runs, parsed by :mod:`graphpipe.ingest.csvparse`
-while the next block is inflated in another thread.
+while the next block is inflated in another thread (CSV), or read member by member
+from ``raw/data.npz`` by :mod:`graphpipe.ingest.npz_stream` (binary: the layout
+``ogb.io.DatasetSaver`` writes, e.g. ogbn-papers100M's ``papers100M-bin``; members
+other than ``edge_index``, ``node_feat``, ``edge_feat`` and the count lists, such as
+``node_year``, are listed in the provenance's ``ignored_keys``).
 """
 
 from __future__ import annotations
