@@ -135,7 +135,7 @@ def small_disk(tmp_path):
 
 
 def test_disk_full_is_one_line_and_leaves_nothing(tmp_path, small_disk):
-    src, dst = _random_edges(1000, 300_000, seed=3)            # ~4.8 MB of CSC: does not fit in 2 MiB
+    src, dst = _random_edges(1000, 800_000, seed=3)            # 3.2 MB of int32 indices: not in 2 MiB
     big = tmp_path / "big.npz"
     np.savez(big, edge_index=np.stack([src, dst]))
     line = _one_line_error(_ingest(big, small_disk / "s"))
@@ -146,7 +146,7 @@ def test_disk_full_is_one_line_and_leaves_nothing(tmp_path, small_disk):
 def test_disk_full_during_overwrite_keeps_the_old_store(tmp_path, small_disk):
     old = ingest(_write(tmp_path / "e.csv", *_random_edges(20, 40, seed=4)), small_disk / "s")
     old_indices = np.array(old.indices)
-    src, dst = _random_edges(1000, 300_000, seed=5)
+    src, dst = _random_edges(1000, 800_000, seed=5)            # 3.2 MB of int32 indices
     np.savez(tmp_path / "big.npz", edge_index=np.stack([src, dst]))
     _one_line_error(_ingest(tmp_path / "big.npz", small_disk / "s", "--overwrite"))
     assert os.listdir(small_disk) == ["s"] and validate(small_disk / "s") == []
