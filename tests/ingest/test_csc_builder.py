@@ -356,3 +356,26 @@ def test_peak_rss_stays_under_the_limit(tmp_path):
     assert edge_bytes > 1.5 * result["limit"]  # and 4x that in CSC + CSR records
     # the reader's own chunks (32K edges) and allocator slack: a few MB over the limit
     assert result["growth"] < result["limit"] + (6 << 20), result
+
+
+@pytest.mark.parametrize("memory_limit", [None, 3000])
+@pytest.mark.parametrize("opts", [{}, {"sort_neighbors": False}, {"deduplicate": True},
+                                  {"add_reverse_edges": True, "remove_self_loops": True,
+                                   "deduplicate": True, "sort_neighbors": False, "build_csr": True}])
+def test_without_edge_ids_the_topology_is_the_same(tmp_path, memory_limit, opts):
+    rng = np.random.default_rng(11)
+    src, dst = rng.integers(0, 40, 900), rng.integers(0, 40, 900)
+    options = CscOptions(memory_limit=memory_limit, **opts)
+    store, _ = build_store(tmp_path / "a", src, dst, 40, options)
+    bare, stats = build_store(tmp_path / "b", src, dst, 40, CscOptions(memory_limit=memory_limit,
+                                                                       edge_ids=False, **opts))
+    assert stats.out_of_core == (memory_limit is not None)
+    layouts = ("csc", "csr") if options.build_csr else ("csc",)
+    assert sorted(bare.manifest["arrays"]) == sorted(f"{p}/{n}" for p in layouts for n in ("indices", "indptr"))
+    want = reference_csc(src, dst, 40, options)
+    for prefix in layouts:
+        for name in ("indptr", "indices"):
+            key = f"{prefix}/{name}"
+            assert bare.manifest["arrays"][key]["checksum"] == store.manifest["arrays"][key]["checksum"]
+    np.testing.assert_array_equal(bare.indices, want[1])
+    assert not bare.has_edge_ids and store.has_edge_ids

@@ -212,3 +212,15 @@ def test_ingest_under_a_cap_below_the_data_size(tmp_path):
     np.testing.assert_array_equal(store.in_degrees, in_degrees)
     rows = np.random.default_rng(0).choice(n, 2000, replace=False)
     assert store.features(rows).tobytes() == _feat_rows(rows, dim).tobytes()
+
+
+def test_cli_edge_ids_option(papers_folder, tmp_path):
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "graphpipe.cli.main", "ingest", *args, "--quiet"],
+                              check=False, capture_output=True, text=True, timeout=300)
+
+    done = cli(str(papers_folder), str(tmp_path / "s"), "--edge-ids", "always")
+    assert done.returncode == 0, done.stderr
+    assert GraphStore.open(tmp_path / "s").has_edge_ids
+    bad = cli(str(papers_folder), str(tmp_path / "t"), "--edge-ids", "sometimes")
+    assert bad.returncode == 2 and "--edge-ids" in bad.stderr and not (tmp_path / "t").exists()
