@@ -8,7 +8,19 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["SampleOutput", "SampledBlock", "assemble"]
+__all__ = ["FRONTIERS", "SampleOutput", "SampledBlock", "assemble", "check_frontier"]
+
+FRONTIERS = ("new", "all")
+"""Which nodes a hop after the first expands: ``"new"`` only the nodes the hop before
+reached first (PyG's ``NeighborLoader``, torch-sparse / pyg-lib ``neighbor_sample``);
+``"all"`` every node known so far, seeds included (DGL's ``NeighborSampler``)."""
+
+
+def check_frontier(frontier: str) -> str:
+    """``frontier`` if it is one of :data:`FRONTIERS`, else ``ValueError``."""
+    if not isinstance(frontier, str) or frontier not in FRONTIERS:
+        raise ValueError(f"'frontier' must be one of {FRONTIERS} (got {frontier!r})")
+    return frontier
 
 
 @dataclass
