@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from graphpipe.loaders.from_sample import BatchAttrs
 from graphpipe.loaders.rows import ChunkedRows
 from graphpipe.store.checks import check_topology
 
@@ -33,6 +34,8 @@ class GraphData:
         labels: ``(N,)`` or ``(N, tasks)`` labels, or None.
         splits: ``{name: int64 node IDs}`` for array input; read from the store otherwise.
         store: the :class:`graphpipe.store.GraphStore` when built from a store.
+        attrs: edge order and other node/edge arrays batches carry
+            (:class:`graphpipe.loaders.from_sample.BatchAttrs`).
     """
 
     indptr: np.ndarray
@@ -43,6 +46,7 @@ class GraphData:
     labels: np.ndarray | None
     splits: dict[str, np.ndarray] = field(default_factory=dict)
     store: Any = None
+    attrs: BatchAttrs = field(default_factory=BatchAttrs)
     _rows: ChunkedRows | None = field(default=None, repr=False)
 
     def feature_rows(self) -> ChunkedRows:
@@ -87,7 +91,22 @@ def _from_store(store: Any) -> GraphData:
     indptr, indices = store.topology()  # checked once: the sampling kernels trust it
     return GraphData(indptr=np.asarray(indptr), indices=np.asarray(indices),
                      num_nodes=store.num_nodes, feature_chunks=chunks, chunk_rows=int(chunk_rows),
-                     labels=np.asarray(store.labels) if store.has_labels else None, store=store)
+                     labels=np.asarray(store.labels) if store.has_labels else None, store=store,
+                     attrs=_store_attrs(store))
+
+
+def _store_attrs(store: Any) -> BatchAttrs:
+    """The store's edge order (``csc/edge_id``), edge features and other ``node/*`` /
+    ``edge/*`` arrays (memory maps until read)."""
+    keys = list(store.manifest.get("arrays", {}))
+    num_input = int(store.manifest.get("graph", {}).get("num_input_edges", store.num_edges))
+    return BatchAttrs(
+        edge_order=store.edge_id if "csc/edge_id" in keys else None, num_input_edges=num_input,
+        edge_attr=store.edge_features if "edge/feat" in keys else None,
+        node_attrs={k.split("/", 1)[1]: store.array(k) for k in keys
+                    if k.startswith("node/") and k not in ("node/feat", "node/label")},
+        edge_attrs={k.split("/", 1)[1]: store.array(k) for k in keys
+                    if k.startswith("edge/") and k != "edge/feat"})
 
 
 def _parts_of(store_or_arrays: Any) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
@@ -130,7 +149,8 @@ def _from_arrays(store_or_arrays: Any) -> GraphData:
 
 
 def resolve_graph_data(store_or_arrays: Any) -> GraphData:
-    """A :class:`GraphData` from a GraphStore, a store path, a dict with keys
+    """A :class:`GraphData` from a GraphStore, a store path, a ``torch_geometric.data.Data``
+    (:func:`graphpipe.interop.pyg_data.graph_data_from_pyg`), a dict with keys
     ``indptr, indices[, x, y, splits]`` or a tuple ``(indptr, indices, x, y)``.
 
     The topology handed on is checked (once, ``O(N + E)``) to be a CSC whose every
@@ -144,4 +164,8 @@ def resolve_graph_data(store_or_arrays: Any) -> GraphData:
         store_or_arrays = GraphStore.open(store_or_arrays, in_memory="auto")
     if isinstance(store_or_arrays, GraphStore):
         return _from_store(store_or_arrays)
+    if type(store_or_arrays).__module__.split(".")[0] == "torch_geometric":
+        from graphpipe.interop.pyg_data import graph_data_from_pyg
+
+        return graph_data_from_pyg(store_or_arrays)
     return _from_arrays(store_or_arrays)
