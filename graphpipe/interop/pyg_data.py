@@ -47,7 +47,7 @@ def pyg_parts(data: Any) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], 
     from torch_geometric.data import Data
 
     if not isinstance(data, Data):
-        raise ValueError(f"expected a torch_geometric.data.Data (got {type(data).__name__}; "
+        raise ValueError(f"expected a torch_geometric.data.Data (got {type(data).__name__}; "  # noqa: TRY004 - the project reports bad arguments as ValueError
                          "HeteroData is not supported)")
     edge_index = data.edge_index
     if not isinstance(edge_index, torch.Tensor) or edge_index.dim() != 2 or edge_index.size(0) != 2:
@@ -57,7 +57,7 @@ def pyg_parts(data: Any) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], 
                                      "num_nodes": np.array(int(data.num_nodes))}
     node_extra: dict[str, np.ndarray] = {}
     edge_extra: dict[str, np.ndarray] = {}
-    for key in data.keys():
+    for key in data.keys():  # noqa: SIM118 - Data.keys() is a method, Data no mapping
         value = data[key]
         if key == "edge_index" or not isinstance(value, torch.Tensor):
             continue
