@@ -130,14 +130,14 @@ class LocalSampler(BaseSampler):
         backend: ``"auto"`` (default), ``"cpu"`` or ``"cuda"``
             (:func:`resolve_sampler_backend`; the chosen one is ``self.backend``).
         device: where the loader delivers batches; ``"auto"`` samples on a CUDA device.
-        frontier: ``"all"`` (DGL: every hop expands every node known so far) or ``"new"``
-            (PyG: hops after the first expand only the previous hop's new nodes);
+        frontier: ``"new"`` (default; PyG: hops after the first expand only the previous
+            hop's new nodes) or ``"all"`` (DGL: every hop expands every node known so far);
             :data:`graphpipe.ops.sampling.FRONTIERS`.
     """
 
     def __init__(self, indptr: np.ndarray, indices: np.ndarray, fanouts: Sequence[int], *,
                  replace: bool = False, num_threads: int | None = None, tune_malloc: bool = True,
-                 backend: str = "auto", device: Any = "cpu", frontier: str = "all"):
+                 backend: str = "auto", device: Any = "cpu", frontier: str = "new"):
         if tune_malloc:
             tune_allocator()
         self.indptr = indptr

@@ -47,7 +47,7 @@ def _on_gpu(*arrays: Any) -> bool:
 
 def sample_neighbors(indptr: Any, indices: Any, seeds: Any, fanouts: Sequence[int], *,
                      replace: bool = False, seed: int = 0, backend: str = "auto",
-                     frontier: str = "all") -> SampleOutput:
+                     frontier: str = "new") -> SampleOutput:
     """Sample a multi-hop neighbourhood of ``seeds`` with Fused-Map local IDs.
 
     Args:
@@ -59,10 +59,10 @@ def sample_neighbors(indptr: Any, indices: Any, seeds: Any, fanouts: Sequence[in
         seed: integer key of this batch's random stream; the output is a pure function
             of (graph, seeds, fanouts, replace, seed), whatever the backend.
         backend: ``"auto"``, ``"cpu"``, ``"cuda"`` or ``"reference"`` (module docstring).
-        frontier: which nodes a hop after the first expands: ``"all"`` (DGL's convention:
-            every node known so far, seeds included) or ``"new"`` (PyG's: only the nodes
-            the hop before reached first; the others keep empty rows in the block). Same
-            draws per expanded destination under both.
+        frontier: which nodes a hop after the first expands: ``"new"`` (default, PyG's
+            convention: only the nodes the hop before reached first; the others keep empty
+            rows in the block) or ``"all"`` (DGL's: every node known so far, seeds
+            included). Same draws per expanded destination under both.
 
     Returns:
         :class:`~graphpipe.ops.sampling.types.SampleOutput` (block convention in
@@ -80,21 +80,24 @@ def sample_neighbors(indptr: Any, indices: Any, seeds: Any, fanouts: Sequence[in
     ([0, 1, 2], [1, 2])
 
     Two hops from seeds 0 and 2 (``fanouts`` seed hop first; ``blocks`` input layer
-    first, DGL's convention); every backend returns the same sample:
+    first, DGL's convention); every backend returns the same sample. By default (PyG's
+    convention) the second hop expands only node 1, the node the first hop reached:
 
     >>> out = sample_neighbors(indptr, indices, np.array([0, 2]), [1, 1], seed=7)
     >>> out.batch_size, out.num_sampled_nodes, out.num_sampled_edges
-    (2, [2, 1, 0], [2, 3])
+    (2, [2, 1, 0], [2, 1])
+    >>> out.blocks[0].indptr.tolist()     # rows of the seeds 0, 2 empty in hop 2
+    [0, 0, 0, 1]
     >>> ref = sample_neighbors(indptr, indices, np.array([0, 2]), [1, 1], seed=7,
     ...                        backend="reference")
     >>> ref.n_id.tolist() == out.n_id.tolist()
     True
 
-    PyG's convention: the second hop expands only node 1 (new in hop 1), not the seeds:
+    DGL's convention re-samples the seeds in hop 2 too:
 
-    >>> pyg = sample_neighbors(indptr, indices, np.array([0, 2]), [1, 1], seed=7, frontier="new")
-    >>> pyg.num_sampled_edges, pyg.blocks[0].indptr.tolist()
-    ([2, 1], [0, 0, 0, 1])
+    >>> dgl = sample_neighbors(indptr, indices, np.array([0, 2]), [1, 1], seed=7, frontier="all")
+    >>> dgl.num_sampled_edges, dgl.blocks[0].indptr.tolist()
+    ([2, 3], [0, 1, 2, 3])
     """
     frontier = check_frontier(frontier)
     device = "cuda" if _on_gpu(indptr, indices, seeds) else "cpu"

@@ -9,17 +9,16 @@ Sampling semantics (``fanouts`` seed hop first, PyG order; DGL block convention)
 
 - hop 1 samples ``fanouts[0]`` in-neighbours of every seed. Hop ``h > 1`` samples
   ``fanouts[h-1]`` in-neighbours of its *frontier* (``frontier=``,
-  :data:`graphpipe.ops.sampling.types.FRONTIERS`): with ``"all"`` every node
-  discovered in hops ``< h`` (seeds included), exactly like DGL's
-  ``NeighborSampler.sample_blocks``; with ``"new"`` only the nodes hop ``h-1`` reached
-  first, like PyG's ``NeighborLoader`` (torch-sparse's and pyg-lib's
-  ``neighbor_sample`` expand ``samples[begin:end]``, the previous hop's new nodes).
+  :data:`graphpipe.ops.sampling.types.FRONTIERS`): with ``"new"`` (default) only the
+  nodes hop ``h-1`` reached first, like PyG's ``NeighborLoader`` (torch-sparse's and pyg-lib's
+  ``neighbor_sample`` expand ``samples[begin:end]``, the previous hop's new nodes); with
+  ``"all"`` every node discovered in hops ``< h`` (seeds included), exactly like DGL's
+  ``NeighborSampler.sample_blocks``.
   Either way the block of hop ``h`` has destinations ``n_id[:num_dst]`` (all nodes
   known before hop ``h``; with ``"new"`` those before the frontier have empty rows)
   and sources ``n_id[:num_src]`` (those plus the hop's new nodes), so the
-  destinations are a prefix of the sources. A destination's draws are the same under
-  both conventions (same stream key), so ``"new"`` is ``"all"`` with the rows before
-  the frontier emptied and the nodes only they reached left out.
+  destinations are a prefix of the sources. A destination expanded under both
+  conventions draws the same edges (same stream key).
 - uniform without replacement by default: ``min(fanout, deg)`` distinct neighbours per
   destination, all of them (in CSC order) when ``deg <= fanout``; Floyd's algorithm on
   positions in the row otherwise. ``replace=True``: ``fanout`` independent uniform draws
@@ -336,7 +335,7 @@ def _sample_hop_global_kernel(indptr, indices, dst_global, fanout, replace, skey
 # Public API
 
 
-def _sample_validated(indptr, indices, seeds, fanouts, replace, seed, frontier="all") -> SampleOutput:
+def _sample_validated(indptr, indices, seeds, fanouts, replace, seed, frontier="new") -> SampleOutput:
     bkey = batch_key(seed)
     hop_keys = np.array([hop_key(bkey, h) for h in range(len(fanouts))], dtype=np.uint64)
     dup, n_id, meta, indptrs, local_srcs, edge_ids = _sample_batch(
@@ -357,7 +356,7 @@ def sample_neighbors(
     *,
     replace: bool = False,
     seed: int = 0,
-    frontier: str = "all",
+    frontier: str = "new",
 ) -> SampleOutput:
     """Sample a multi-hop neighbourhood of ``seeds`` with Fused-Map local IDs.
 
@@ -369,8 +368,8 @@ def sample_neighbors(
         replace: sample with replacement.
         seed: integer key of this batch's random stream; the output is a pure function
             of (graph, seeds, fanouts, replace, seed, frontier).
-        frontier: ``"all"`` (DGL) or ``"new"`` (PyG): which nodes hops after the first
-            expand (module docstring).
+        frontier: ``"new"`` (PyG, default) or ``"all"`` (DGL): which nodes hops after the
+            first expand (module docstring).
 
     Returns:
         :class:`SampleOutput` (see the module docstring for the block convention).
@@ -408,7 +407,7 @@ def sample_neighbors_batches(
     replace: bool = False,
     seeds: Sequence[int],
     num_threads: int | None = None,
-    frontier: str = "all",
+    frontier: str = "new",
 ) -> list[SampleOutput]:
     """Sample the batches of a window in parallel threads (the kernels release the GIL).
 

@@ -476,7 +476,7 @@ def relabel_cuda(keys, values, ids, *, mode: int = HASH_MIX):
 
 
 def sample_neighbors_cuda(indptr, indices, seeds, fanouts: Sequence[int], *, replace: bool = False,
-                          seed: int = 0, frontier: str = "all") -> SampleOutput:
+                          seed: int = 0, frontier: str = "new") -> SampleOutput:
     """GPU :func:`graphpipe.ops.sampling.sample_neighbors`: same arguments, same edges.
 
     ``n_id[:B]`` equals the seeds and each hop's new nodes occupy the same ID range as

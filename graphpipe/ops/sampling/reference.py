@@ -69,7 +69,7 @@ def sample_hop_global_reference(indptr, indices, dst_global, fanout: int, *, rep
 
 
 def sample_neighbors_reference(indptr, indices, seeds, fanouts: Sequence[int], *, replace: bool = False,
-                               seed: int = 0, frontier: str = "all") -> SampleOutput:
+                               seed: int = 0, frontier: str = "new") -> SampleOutput:
     """Plain-Python oracle for :func:`sample_neighbors`: same RNG, dict ID map.
 
     ``frontier="all"``: hop ``h`` expands every node known before it; ``"new"``: only the

@@ -75,20 +75,20 @@ class SamplerTests:
         assert_same(got, want)
 
     @pytest.mark.parametrize("case", range(len(CASES)))
-    def test_frontier_new_matches_reference(self, case: int) -> None:
+    def test_frontier_all_matches_reference(self, case: int) -> None:
         n, e, seeds, fanouts, replace, seed, dtype = CASES[case]
         indptr, indices = csc_graph(n, e, seed=case, dtype=dtype)
         seeds = np.array(seeds, dtype=np.int64)
         want = sample_neighbors_reference(indptr, indices, seeds, fanouts, replace=replace,
-                                          seed=seed, frontier="new")
+                                          seed=seed, frontier="all")
         got = self.sample(indptr, indices, seeds, fanouts, replace=replace, seed=seed,
-                          frontier="new")
+                          frontier="all")
         assert_same(got, want)
 
     def test_frontier_new_expands_only_the_previous_hops_new_nodes(self) -> None:
         indptr, indices = csc_graph(90, 900, seed=6)
         seeds = np.array([0, 5, 9, 12])
-        out = self.sample(indptr, indices, seeds, [3, 2, 2], seed=4, frontier="new")
+        out = self.sample(indptr, indices, seeds, [3, 2, 2], seed=4)  # the default
         first = 0
         for block in reversed(out.blocks):  # seed hop first
             deg = np.diff(np.asarray(block.indptr))
