@@ -146,7 +146,8 @@ class MiniBatch:
         """This batch as the ``torch_geometric.data.Data`` PyG's ``NeighborLoader`` yields:
         ``x, edge_index, y`` (every node), ``edge_attr``, the other node/edge attributes,
         ``n_id, e_id, input_id, batch_size, num_sampled_nodes, num_sampled_edges`` and
-        ``batch`` (``disjoint=True``); attributes the data lacks are left out.
+        ``batch`` (``disjoint=True``); attributes the data lacks are left out (``num_nodes``
+        is set only without ``x``).
 
         >>> import numpy as np
         >>> from graphpipe.loaders import NeighborLoader
@@ -157,7 +158,7 @@ class MiniBatch:
         >>> data = next(iter(loader)).to_pyg()
         >>> data  # doctest: +NORMALIZE_WHITESPACE
         Data(x=[3, 3], edge_index=[2, 2], y=[3], n_id=[3], e_id=[2], input_id=[1],
-             batch_size=1, num_nodes=3, num_sampled_nodes=[2], num_sampled_edges=[1])
+             batch_size=1, num_sampled_nodes=[2], num_sampled_edges=[1])
         >>> data.edge_index.tolist(), data.n_id.tolist()
         ([[1, 2], [0, 0]], [0, 1, 2])
         """
@@ -169,7 +170,8 @@ class MiniBatch:
         fields: dict[str, Any] = {"x": self.x, "edge_index": self.edge_index, "edge_attr": self.edge_attr,
                                   "y": self.y, **self.node_attrs, **self.edge_attrs, "n_id": self.n_id,
                                   "e_id": self.e_id, "input_id": self.input_id, "batch": self.batch,
-                                  "batch_size": self.batch_size, "num_nodes": self.num_nodes,
+                                  "batch_size": self.batch_size,
+                                  "num_nodes": self.num_nodes if self.x is None else None,
                                   "num_sampled_nodes": list(self.num_sampled_nodes),
                                   "num_sampled_edges": list(self.num_sampled_edges)}
         return Data(**{k: v for k, v in fields.items() if v is not None})

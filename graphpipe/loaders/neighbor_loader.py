@@ -173,6 +173,10 @@ class NeighborLoader:
         _check_pyg_options(subgraph_type, disjoint, directed)
         prefetch, generator = _data_loader_kwargs(loader_kwargs, prefetch)
         self._generator = generator
+        if feature_bits is not None and (isinstance(feature_bits, bool) or
+                                         not isinstance(feature_bits, (int, np.integer)) or
+                                         int(feature_bits) not in (1, 2, 4, 8)):
+            raise ValueError(f"'feature_bits' must be None, 8, 4, 2 or 1 (got {feature_bits!r})")
         self.feature_bits = None if feature_bits is None else int(feature_bits)
         self.fanouts = _check_fanouts(fanouts)
         if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:

@@ -340,9 +340,9 @@ def test_errors(store: GraphStore) -> None:
         args = {"fanouts": FANOUTS, "batch_size": 10} | kwargs
         with pytest.raises(ValueError, match=name):
             NeighborLoader(store, **args)
-    with pytest.raises(ValueError, match="'store_or_arrays'"):
+    with pytest.raises(ValueError, match="'data'"):
         NeighborLoader((store.indptr, store.indices), FANOUTS, batch_size=10, input_nodes=None, shuffle=True)
-    with pytest.raises(ValueError, match="'store_or_arrays'"):
+    with pytest.raises(ValueError, match="'data'"):
         NeighborLoader(42, FANOUTS, batch_size=10, input_nodes="train", shuffle=True)
 
 
@@ -389,7 +389,7 @@ def test_store_without_features(tmp_path: Path) -> None:
         w.write_splits({"train": np.arange(100)})
         w.manifest["num_nodes"], w.manifest["num_edges"] = N, len(indices)
         w.commit()
-    with pytest.raises(ValueError, match="'store_or_arrays' has no node features"):
+    with pytest.raises(ValueError, match="'data' has no node features"):
         NeighborLoader(tmp_path / "topo", FANOUTS, batch_size=10, input_nodes="train", shuffle=True)
     topo = NeighborLoader(tmp_path / "topo", FANOUTS, batch_size=40, features=False, cache="degree", input_nodes="train", shuffle=True)
     batches = _epoch(topo)

@@ -256,7 +256,7 @@ def test_check_topology_and_loader_arrays(clean, damage, message):
     damage(indptr, indices)
     with pytest.raises(CorruptStoreError, match=re.escape(message)):
         check_topology(indptr, indices, N)
-    with pytest.raises(ValueError, match="'store_or_arrays'"):
+    with pytest.raises(ValueError, match="'data'"):
         NeighborLoader({"indptr": indptr, "indices": indices}, [2], batch_size=8, input_nodes=np.arange(8), shuffle=True)
 
 
