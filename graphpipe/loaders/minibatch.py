@@ -74,8 +74,9 @@ class MiniBatch:
             (length ``num_layers + 1``), for PyG's ``trim_to_layer``.
         num_sampled_edges: per hop, seed hop first: the ``edge_index`` columns of each
             hop (length ``num_layers``).
-        input_id: int64 ``(batch_size,)`` position of each seed in the loader's
-            ``input_nodes`` (PyG's ``input_id``).
+        input_id: int64 ``(batch_size,)`` index of each seed in the loader's
+            ``input_nodes`` as given (PyG's ``input_id``: the position in a tensor, array
+            or split; the node ID for a boolean mask or None).
         edge_attr: ``(E, ...)`` edge features of the ``edge_index`` columns (gathered by
             ``e_id``), or None when the data has none.
         node_attrs: other node-level arrays of the data, rows of ``n_id``

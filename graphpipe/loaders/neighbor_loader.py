@@ -217,6 +217,8 @@ class NeighborLoader:
             raise ValueError("'data' has no node features ('node/feat' or 'x'); "
                              "pass features=False to load topology and labels only")
         self.input_nodes = _resolve_input_nodes(input_nodes, self.data)
+        # input_id indexes input_nodes as given, as PyG's: a mask (or None) by node ID
+        self._input_by_node = input_nodes is None or _is_mask(input_nodes)
         self.cache: DegreeCachedRows | None = None
         self.rows = self._row_source(cache, cache_rows)
 
@@ -250,7 +252,10 @@ class NeighborLoader:
         return int(torch.randint(0, 1 << 62, (1,), generator=self._generator).item())
 
     def input_id(self, seeds: np.ndarray) -> np.ndarray:
-        """int64 position in ``input_nodes`` of each of ``seeds`` (PyG's ``input_id``)."""
+        """int64 index of each of ``seeds`` in ``input_nodes`` as given (PyG's ``input_id``):
+        the position in a tensor / array / split, the node ID for a mask or None."""
+        if self._input_by_node:
+            return np.asarray(seeds, dtype=np.int64)
         if self._input_pos is None:
             pos = np.full(self.data.num_nodes, -1, dtype=np.int64)
             pos[self.input_nodes] = np.arange(self.input_nodes.shape[0], dtype=np.int64)
@@ -573,6 +578,12 @@ def _data_loader_kwargs(kwargs: dict[str, Any], prefetch: int) -> tuple[int, tor
                       "in its own threads (num_threads, prefetch) and pins memory itself for "
                       "device='cuda'", UserWarning, stacklevel=3)
     return prefetch, generator
+
+
+def _is_mask(input_nodes: Any) -> bool:
+    if isinstance(input_nodes, torch.Tensor):
+        return input_nodes.dtype == torch.bool
+    return not isinstance(input_nodes, str) and np.asarray(input_nodes).dtype == bool
 
 
 def _resolve_input_nodes(input_nodes: Any, data: GraphData) -> np.ndarray:
