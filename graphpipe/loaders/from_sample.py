@@ -124,4 +124,5 @@ def minibatch_from_sample(out: SampleOutput, n_id: np.ndarray, x: torch.Tensor |
                      num_sampled_nodes=num_sampled_nodes, num_sampled_edges=per_hop,
                      edge_attr=None if attrs.edge_attr is None else _rows(attrs.edge_attr, rows),
                      node_attrs={k: _rows(v, n_id) for k, v in attrs.node_attrs.items()},
-                     edge_attrs={k: _rows(v, rows) for k, v in attrs.edge_attrs.items()})
+                     edge_attrs={k: _rows(v, rows) for k, v in attrs.edge_attrs.items()},
+                     batch=None if out.batch is None else torch.from_numpy(np.asarray(out.batch)))

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from graphpipe.loaders.disjoint import DisjointSampler
 from graphpipe.loaders.feature_tier import feature_source
 from graphpipe.loaders.graph_data import GraphData, resolve_graph_data
 from graphpipe.loaders.minibatch import MiniBatch
@@ -68,7 +69,7 @@ class NeighborLoader:
     warning; ``prefetch_factor`` sets ``prefetch`` and ``generator`` the torch generator
     unseeded loaders draw from; options that would change the batches (``transform``,
     ``collate_fn``, temporal or weighted sampling, ``subgraph_type`` other than
-    ``"directional"``, ``disjoint=True``) are refused with ``ValueError``.
+    ``"directional"``) are refused with ``ValueError``.
 
     Args:
         data: a ``torch_geometric.data.Data`` (``x``, ``y``, ``edge_index``, ``edge_attr``
@@ -90,8 +91,11 @@ class NeighborLoader:
             torch's generator when iteration starts (``generator=``, else the global
             one), so ``torch.manual_seed(s)`` makes runs reproducible, as with PyG.
         replace: sample with replacement (default sampler only).
-        subgraph_type, disjoint, directed: PyG's; only ``"directional"``,
-            ``disjoint=False``, ``directed=True`` (the defaults) are supported.
+        disjoint: one sampled tree per seed (PyG's): a node reached from two seeds appears
+            once per tree, ``batch.batch`` gives each node's tree
+            (:class:`graphpipe.loaders.disjoint.DisjointSampler`).
+        subgraph_type, directed: PyG's; only ``"directional"`` and ``directed=True`` (the
+            defaults) are supported.
         frontier: which nodes hops after the first expand (default sampler only):
             ``"new"`` (PyG: only the nodes the hop before reached first) or ``"all"``
             (DGL: every node known so far, seeds included, re-sampled);
@@ -230,6 +234,9 @@ class NeighborLoader:
                              f"(got {type(sampler).__name__})")
         if sampler is not None and self.sampler.supports_bind_fanouts:  # e.g. RemoteSampler
             self.sampler.bind_fanouts(self.fanouts, replace)
+        self.disjoint = bool(disjoint)
+        if self.disjoint:  # one tree per seed: batch.batch names each node's tree
+            self.sampler = DisjointSampler(self.sampler)
 
         self._stats = StatsRef()
         self.sample = SampleStage(self.sampler, self._stats)
@@ -543,8 +550,6 @@ def _check_pyg_options(subgraph_type: Any, disjoint: bool, directed: bool) -> No
                          "and 'induced' are not supported)")
     if not directed:
         raise ValueError("'directed=False' (PyG's 'bidirectional' subgraphs) is not supported")
-    if disjoint:
-        raise ValueError("'disjoint=True' is not supported yet")
 
 
 def _data_loader_kwargs(kwargs: dict[str, Any], prefetch: int) -> tuple[int, torch.Generator | None]:

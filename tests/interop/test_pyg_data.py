@@ -8,11 +8,11 @@ import pytest
 import torch
 
 pytest.importorskip("torch_geometric")
-from torch_geometric.data import Data, HeteroData  # noqa: E402
+from torch_geometric.data import Data, HeteroData
 
-from graphpipe.ingest.csc_builder import reference_csc  # noqa: E402
-from graphpipe.interop.pyg_data import graph_data_from_pyg, pyg_parts  # noqa: E402
-from graphpipe.store import GraphStore  # noqa: E402
+from graphpipe.ingest.csc_builder import reference_csc
+from graphpipe.interop.pyg_data import graph_data_from_pyg, pyg_parts
+from graphpipe.store import GraphStore
 
 
 def sample_data(n: int = 50, e: int = 400) -> Data:

@@ -12,11 +12,11 @@ import pytest
 import torch
 
 pyg = pytest.importorskip("torch_geometric")
-from torch_geometric.data import Data  # noqa: E402
-from torch_geometric.loader import NeighborLoader as PygNeighborLoader  # noqa: E402
+from torch_geometric.data import Data
+from torch_geometric.loader import NeighborLoader as PygNeighborLoader
 
-from graphpipe.loaders import NeighborLoader  # noqa: E402
-from graphpipe.store import GraphStore  # noqa: E402
+from graphpipe.loaders import NeighborLoader
+from graphpipe.store import GraphStore
 
 N, E = 300, 2400
 
@@ -51,7 +51,8 @@ def check_pyg_batch(batch, data: Data, fanouts: list[int], input_nodes: torch.Te
     per-hop checks need ``num_sampled_nodes``, which PyG's torch-sparse sampler (the one
     installed here) does not report."""
     n_id, e_id, bs = batch.n_id, batch.e_id, batch.batch_size
-    assert torch.unique(n_id).numel() == n_id.numel()
+    if getattr(batch, "batch", None) is None:  # disjoint trees may share nodes
+        assert torch.unique(n_id).numel() == n_id.numel()
     seeds = batch.input_id if input_nodes.dtype == torch.bool else input_nodes[batch.input_id]
     assert torch.equal(n_id[:bs], seeds)                                 # seeds first
     assert torch.equal(batch.x, data.x[n_id])
@@ -130,7 +131,7 @@ def test_full_neighbourhoods_are_pygs_node_and_edge_sets(data: Data) -> None:
     """With every neighbour taken nothing is random: per hop, graphpipe reaches exactly
     the breadth-first layers (PyG's frontier convention), and the same nodes over the
     same edges as PyG's own loader."""
-    kwargs = dict(num_neighbors=[-1, -1, -1], batch_size=7, input_nodes=torch.arange(40, 82))
+    kwargs = {"num_neighbors": [-1, -1, -1], "batch_size": 7, "input_nodes": torch.arange(40, 82)}
     ours, theirs = (list(loader) for loader in both_loaders(data, **kwargs).values())
     assert len(ours) == len(theirs) == 6
     for a, b in zip(ours, theirs):
@@ -147,7 +148,7 @@ def test_full_neighbourhoods_are_pygs_node_and_edge_sets(data: Data) -> None:
 def test_frontier_all_reexpands_earlier_nodes(data: Data) -> None:
     """``frontier="all"`` (DGL's): the seeds are expanded again in hop 2, so the input
     layer holds nodes only those re-draws reached; ``"new"`` never has them."""
-    kw = dict(num_neighbors=[2, 2], batch_size=64, input_nodes=None, seed=3)
+    kw = {"num_neighbors": [2, 2], "batch_size": 64, "input_nodes": None, "seed": 3}
     new = list(NeighborLoader(data, **kw))
     full = list(NeighborLoader(data, frontier="all", **kw))
     assert sum(b.num_nodes for b in full) > sum(b.num_nodes for b in new)
@@ -155,6 +156,42 @@ def test_frontier_all_reexpands_earlier_nodes(data: Data) -> None:
         inner_new = a.blocks[0].indptr[1:] - a.blocks[0].indptr[:-1]
         inner_all = b.blocks[0].indptr[1:] - b.blocks[0].indptr[:-1]
         assert not inner_new[:a.batch_size].any() and inner_all[:b.batch_size].any()
+
+
+def test_disjoint_trees(data: Data) -> None:
+    """``disjoint=True``: each seed's tree is the one-seed sample under its tree key, laid
+    out hop by hop, tree by tree; ``batch.batch`` names each node's tree. (PyG's
+    torch-sparse sampler, installed here, has no disjoint mode to compare with.)"""
+    from graphpipe.loaders.disjoint import tree_key
+    from graphpipe.ops.sampling import sample_neighbors
+
+    fanouts = [3, 2]
+    loader = NeighborLoader(data, fanouts, batch_size=16, input_nodes=data.train_mask,
+                            disjoint=True, seed=4)
+    keys = loader.batch_keys(0, len(loader))
+    batches = list(loader)
+    assert len(batches) == len(keys)
+    shared = 0
+    for batch, key in zip(batches, keys):
+        check_pyg_batch(batch, data, fanouts, data.train_mask)
+        tree = batch.batch
+        assert torch.equal(tree[:batch.batch_size], torch.arange(batch.batch_size))
+        src, dst = batch.edge_index
+        assert torch.equal(tree[src], tree[dst])                  # no edge between trees
+        shared += batch.n_id.numel() - torch.unique(batch.n_id).numel()
+        starts = np.cumsum([0] + batch.num_sampled_nodes)
+        for t in range(batch.batch_size):
+            alone = sample_neighbors(loader.data.indptr, loader.data.indices,
+                                     batch.n_id[t:t + 1].numpy(), fanouts, seed=tree_key(key, t))
+            mine = (tree == t).numpy()
+            for h in range(len(starts) - 1):  # hop h of tree t, in the tree's own order
+                got = batch.n_id.numpy()[starts[h]:starts[h + 1]][mine[starts[h]:starts[h + 1]]]
+                lo = sum(alone.num_sampled_nodes[:h])
+                assert got.tolist() == alone.n_id[lo:lo + alone.num_sampled_nodes[h]].tolist()
+            edges = mine[batch.edge_index[1].numpy()]
+            assert sorted(batch.e_id[edges].tolist()) == sorted(
+                loader.data.attrs.edge_order[np.concatenate([b.edge_ids for b in alone.blocks])].tolist())
+    assert shared > 0                                             # trees do overlap here
 
 
 def epoch_seeds(loader) -> list[list[int]]:
@@ -202,14 +239,13 @@ def test_data_loader_options(data: Data) -> None:
 
 
 @pytest.mark.parametrize("kwargs,error,match", [
-    (dict(num_neighbors=[2], fanouts=[2]), ValueError, "not both"),
-    (dict(), ValueError, "'num_neighbors' is required"),
-    (dict(num_neighbors=[2], transform=lambda b: b), ValueError, "transform"),
-    (dict(num_neighbors=[2], subgraph_type="induced"), ValueError, "subgraph_type"),
-    (dict(num_neighbors=[2], directed=False), ValueError, "directed=False"),
-    (dict(num_neighbors=[2], disjoint=True), ValueError, "disjoint"),
-    (dict(num_neighbors=[2], frontier="old"), ValueError, "'frontier' must be one of"),
-    (dict(num_neighbors=[2], bogus=1), TypeError, "bogus"),
+    ({"num_neighbors": [2], "fanouts": [2]}, ValueError, "not both"),
+    ({}, ValueError, "'num_neighbors' is required"),
+    ({"num_neighbors": [2], "transform": lambda b: b}, ValueError, "transform"),
+    ({"num_neighbors": [2], "subgraph_type": "induced"}, ValueError, "subgraph_type"),
+    ({"num_neighbors": [2], "directed": False}, ValueError, "directed=False"),
+    ({"num_neighbors": [2], "frontier": "old"}, ValueError, "'frontier' must be one of"),
+    ({"num_neighbors": [2], "bogus": 1}, TypeError, "bogus"),
 ])
 def test_refuses_what_it_cannot_honour(data: Data, kwargs, error, match) -> None:
     with pytest.raises(error, match=match):
@@ -219,7 +255,7 @@ def test_refuses_what_it_cannot_honour(data: Data, kwargs, error, match) -> None
 def test_store_from_pyg_gives_the_same_batches(data: Data, tmp_path) -> None:
     """A store written by GraphStore.from_pyg carries every attribute into the batches."""
     store = GraphStore.from_pyg(data, tmp_path / "store")
-    kw = dict(num_neighbors=[4, 3], batch_size=40, input_nodes="train", seed=9)
+    kw = {"num_neighbors": [4, 3], "batch_size": 40, "input_nodes": "train", "seed": 9}
     input_nodes = data.train_mask.nonzero().view(-1)
     for a, b in zip(NeighborLoader(store, **kw), NeighborLoader(data, **kw), strict=True):
         check_pyg_batch(a, data, [4, 3], input_nodes)
@@ -257,7 +293,7 @@ class SAGE(torch.nn.Module):
         return x_all
 
 
-def pyg_script(NeighborLoader, data: Data) -> tuple[list[float], torch.Tensor, SAGE]:  # noqa: N803 - the import being swapped
+def pyg_script(NeighborLoader, data: Data) -> tuple[list[float], torch.Tensor, SAGE]:
     """The body of PyG's example: a training epoch, then layer-wise inference."""
     torch.manual_seed(12345)
     train_loader = NeighborLoader(data, num_neighbors=[10, 5], batch_size=32, shuffle=True,

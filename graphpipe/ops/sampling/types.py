@@ -68,6 +68,8 @@ class SampleOutput:
         batch_size: number of seeds.
         num_sampled_nodes: per hop, seeds first (length ``len(fanouts)+1``).
         num_sampled_edges: per hop, seed hop first (length ``len(fanouts)``).
+        batch: int64 ``(num_nodes,)`` for a disjoint sample (one tree per seed, IDs may
+            repeat across trees): the tree of each node; None otherwise.
     """
 
     n_id: np.ndarray
@@ -75,6 +77,7 @@ class SampleOutput:
     batch_size: int
     num_sampled_nodes: list[int] = field(default_factory=list)
     num_sampled_edges: list[int] = field(default_factory=list)
+    batch: np.ndarray | None = None
 
 
 def assemble(n_id: np.ndarray, batch_size: int, hops: list[tuple[np.ndarray, np.ndarray, np.ndarray, int, int]]) -> SampleOutput:
