@@ -23,9 +23,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from graphpipe.loaders.from_sample import pyg_edges  # noqa: E402
-from graphpipe.ops.sampling import sample_neighbors_batches  # noqa: E402
-from graphpipe.synthetic.community import community_graph  # noqa: E402
+from graphpipe.loaders.from_sample import pyg_edges
+from graphpipe.ops.sampling import sample_neighbors_batches
+from graphpipe.synthetic.community import community_graph
 
 FANOUTS = [15, 10, 5]
 
