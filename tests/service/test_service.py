@@ -629,8 +629,8 @@ def test_a_full_arena_sends_over_flight(server, int_store):
         def in_arena(values: np.ndarray) -> bool:
             return arena.address <= values.ctypes.data < arena.address + arena.nbytes
 
-        got = c.sample(big, [-1] * 4, seed=3, features=True)  # ~1.3 MB: over Flight
-        want = sample_neighbors(int_store.indptr, int_store.indices, big, [-1] * 4, seed=3)
+        got = c.sample(big, [60], seed=3, replace=True, features=True)  # ~2.4 MB: over Flight
+        want = sample_neighbors(int_store.indptr, int_store.indices, big, [60], seed=3, replace=True)
         assert_same_output(got.output, want)
         np.testing.assert_array_equal(got.x, int_store.features(want.n_id))
         assert not in_arena(got.output.n_id)
