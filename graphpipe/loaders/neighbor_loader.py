@@ -161,15 +161,16 @@ class NeighborLoader:
     >>> [b.seeds.tolist() for b in loader]                   # one epoch, in input order
     [[0, 1], [2, 3], [4, 5]]
 
-    A PyG ``Data`` works as it is; the same ring gives the same batches, with ``e_id``
-    indexing ``data.edge_index``:
+    A PyG ``Data`` works as it is (its CSC is built with each node's in-neighbours sorted,
+    so node 5's row is ``[0, 4]`` and draws may differ from the arrays above); ``e_id``
+    indexes ``data.edge_index``:
 
     >>> from torch_geometric.data import Data
     >>> edge_index = torch.stack([torch.from_numpy(indices), torch.arange(6).repeat_interleave(2)])
     >>> data = Data(x=torch.from_numpy(x), y=torch.from_numpy(y), edge_index=edge_index)
     >>> pyg_batch = next(iter(NeighborLoader(data, [2, 1], batch_size=2, seed=0)))
     >>> pyg_batch.n_id.tolist(), pyg_batch.y.tolist()
-    ([0, 1, 5, 2, 4], [0, 1, 1, 0, 0])
+    ([0, 1, 5, 2], [0, 1, 1, 0])
     >>> torch.equal(data.edge_index[:, pyg_batch.e_id], pyg_batch.n_id[pyg_batch.edge_index])
     True
     """
