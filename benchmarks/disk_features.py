@@ -94,7 +94,7 @@ def sample_ids(work: Path, fanouts: list[int], batch: int, batches: int, seed: i
     """The ``n_id`` of each batch, sampled once: ``work/ids.npz`` (ids, offsets)."""
     from graphpipe.loaders import NeighborLoader
 
-    loader = NeighborLoader(work / "store", fanouts, batch, features=False, seed=seed, prefetch=0)
+    loader = NeighborLoader(work / "store", fanouts, batch_size=batch, features=False, seed=seed, prefetch=0, input_nodes="train", shuffle=True, frontier="all")
     got = []
     for i, b in enumerate(loader):
         got.append(b.n_id.numpy().copy())
@@ -157,7 +157,7 @@ def run_method(method: str, work: Path, fanouts: list[int], batch: int, batches:
 def run_loader(work: Path, fanouts: list[int], batch: int, batches: int) -> dict:
     from graphpipe.loaders import NeighborLoader
 
-    loader = NeighborLoader(work / "store", fanouts, batch, seed=0)
+    loader = NeighborLoader(work / "store", fanouts, batch_size=batch, seed=0, input_nodes="train", shuffle=True, frontier="all")
     before, total = read_bytes(), 0
     t0 = time.perf_counter()
     for i, b in enumerate(loader):

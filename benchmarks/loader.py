@@ -79,8 +79,8 @@ def run_graphpipe(store, batches: list[np.ndarray], **kwargs) -> dict:
     from graphpipe.loaders import NeighborLoader
 
     def loader(seeds: list[np.ndarray]) -> NeighborLoader:
-        return NeighborLoader(store, FANOUTS, len(batches[0]), input_nodes=np.concatenate(seeds),
-                              shuffle=False, seed=0, **kwargs)
+        return NeighborLoader(store, FANOUTS, batch_size=len(batches[0]), input_nodes=np.concatenate(seeds),
+                              shuffle=False, seed=0, frontier="all", **kwargs)
 
     for _ in loader(batches[:1]):  # warm-up (compilation is cached; faults pages in)
         pass
@@ -112,7 +112,7 @@ def run_pyg(store, batches: list[np.ndarray], feat_npy: Path) -> dict:
     x = torch.from_numpy(np.load(feat_npy))
     data = Data(adj_t=adj_t, x=x, y=torch.from_numpy(np.asarray(store.labels)), num_nodes=n)
     loader = NeighborLoader(data, num_neighbors=FANOUTS, batch_size=len(batches[0]),
-                            input_nodes=torch.from_numpy(np.concatenate(batches)), shuffle=False)
+                            input_nodes=torch.from_numpy(np.concatenate(batches)), shuffle=False, frontier="all")
     it = iter(loader)
     next(it)  # warm-up batch
     count = rows = edges = 0

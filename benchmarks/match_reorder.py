@@ -34,7 +34,7 @@ BATCH = 8000
 
 
 def run(store, fanouts: list[int], **kwargs) -> tuple[dict, list[np.ndarray]]:
-    loader = NeighborLoader(store, fanouts, BATCH, seed=0, **kwargs)
+    loader = NeighborLoader(store, fanouts, batch_size=BATCH, seed=0, frontier="all", **kwargs)
     node_sets = []
     t0 = time.perf_counter()
     for batch in loader:

@@ -131,7 +131,7 @@ def run_pyg(indptr, indices, batches) -> dict:
     data = Data(adj_t=adj_t, num_nodes=n)
     seeds = torch.from_numpy(np.concatenate(batches))
     loader = NeighborLoader(data, num_neighbors=FANOUTS, batch_size=len(batches[0]), input_nodes=seeds,
-                            shuffle=False)
+                            shuffle=False, frontier="all")
     it = iter(loader)
     next(it)  # warm-up batch (not counted)
     edges = 0

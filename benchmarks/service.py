@@ -222,7 +222,7 @@ def loader_run(store_path: str, seconds: float, url: str | None) -> dict:
 
     store = GraphStore.open(store_path)
     sampler = RemoteSampler(url) if url else None
-    loader = NeighborLoader(store, FANOUTS, BATCH, input_nodes="train", window=WINDOW, shuffle=True, seed=0,
+    loader = NeighborLoader(store, FANOUTS, batch_size=BATCH, input_nodes="train", window=WINDOW, shuffle=True, seed=0,
                             sampler=sampler)
     epoch_iter = iter(loader)
     for _ in range(2 * WINDOW):  # warm up: compile, fault the store's pages in

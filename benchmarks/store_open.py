@@ -13,7 +13,7 @@ Rows:
 * ``open auto``: ``GraphStore.open(path, in_memory="auto")``, same;
 * ``topology``: open, then ``store.topology()`` (reads indptr/indices from the memory
   maps; with checks, the one Numba pass over N + E entries);
-* ``first batch``: ``NeighborLoader(open(path, "auto"), [15, 10, 5], 1024)`` built and
+* ``first batch``: ``NeighborLoader(open(path, "auto"), [15, 10, 5], batch_size=1024)`` built and
   its first batch taken (what a training script waits for);
 * ``later batches``: seconds per batch over ``--batches`` batches after the first (the
   checks never run per batch: the ratio should be 1.00).
@@ -91,12 +91,12 @@ WORK = {
     "open auto": "for _ in range({opens}): GraphStore.open(path, in_memory='auto')\nresult = {opens}",
     "topology": "store = GraphStore.open(path)\nindptr, indices = store.topology()\n"
                 "result = int(indptr[-1])",
-    "first batch": "loader = NeighborLoader(GraphStore.open(path, in_memory='auto'), [15, 10, 5], 1024, "
+    "first batch": "loader = NeighborLoader(GraphStore.open(path, in_memory='auto'), [15, 10, 5], batch_size=1024, "
                    "seed=0)\nbatch = next(iter(loader))\nresult = int(batch.n_id.shape[0])",
 }
 LATER = """
 import time
-loader = NeighborLoader(GraphStore.open(path, in_memory='auto'), [15, 10, 5], 1024, seed=0)
+loader = NeighborLoader(GraphStore.open(path, in_memory='auto'), [15, 10, 5], batch_size=1024, input_nodes='train', shuffle=True, frontier='all', seed=0)
 it = iter(loader)
 next(it)
 """

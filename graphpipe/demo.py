@@ -35,9 +35,9 @@ def _loader_pass(store_path: Path, batch_size: int) -> None:
 
     print(f"\n>>> NeighborLoader({store_path}, fanouts=[15, 10, 5], batch_size={batch_size}, "
           f"match_reorder=True)", flush=True)
-    loader = NeighborLoader(GraphStore.open(store_path, in_memory="auto"), [15, 10, 5], batch_size,
+    loader = NeighborLoader(GraphStore.open(store_path, in_memory="auto"), [15, 10, 5], batch_size=batch_size,
                             input_nodes="train", shuffle=True, seed=0, match_reorder=True,
-                            progress=True)
+                            progress=True, frontier="all")
     started = time.perf_counter()
     for _batch in loader:
         pass

@@ -11,7 +11,9 @@ import doctest
 import pytest
 
 from graphpipe.ingest import ingest
+from graphpipe.interop.pyg_data import write_pyg_store
 from graphpipe.loaders import ClusterLoader, MiniBatch, NeighborLoader
+from graphpipe.loaders.disjoint import DisjointSampler
 from graphpipe.ops.aggregate import aggregate
 from graphpipe.ops.attention import sparse_attention
 from graphpipe.ops.sampling import sample_neighbors
@@ -20,7 +22,8 @@ from graphpipe.store import GraphStore
 from graphpipe.train import Trainer
 
 ENTRY_POINTS = [GraphStore.open, ingest, NeighborLoader, MiniBatch.to_pyg, ClusterLoader,
-                sample_neighbors, aggregate, sparse_attention, Client, Trainer]
+                sample_neighbors, aggregate, sparse_attention, Client, Trainer, write_pyg_store,
+                DisjointSampler]
 
 
 @pytest.mark.parametrize("obj", ENTRY_POINTS, ids=lambda obj: obj.__qualname__)

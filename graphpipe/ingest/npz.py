@@ -199,7 +199,15 @@ def read_npz(path: str | os.PathLike, name: str | None = None, *, block_rows: in
     if block_rows < 1:
         raise ValueError(f"'block_rows' must be positive (got {block_rows})")
     path = os.fspath(path)
-    arrays = _load(path)
+    stem = os.path.basename(path)
+    return source_from_arrays(_load(path), path, name=name or stem.removesuffix(".npz"),
+                              block_rows=block_rows)
+
+
+def source_from_arrays(arrays: dict[str, np.ndarray], path: str, *, name: str,
+                       block_rows: int = 1 << 20, source_format: str = "npz") -> DatasetSource:
+    """A :class:`DatasetSource` from in-memory arrays with the keys of an ``.npz`` (module
+    docstring); ``path`` names them in error messages (a file, or ``"Data"``)."""
     src, dst, src_key, dst_key = _edges(path, arrays)
     num_nodes, origin = _num_nodes(path, arrays, src, dst)
     for key, ids in ((src_key, src), (dst_key, dst)):
@@ -216,8 +224,7 @@ def read_npz(path: str | os.PathLike, name: str | None = None, *, block_rows: in
             yield EdgeChunk(src=src[start:stop].copy(), dst=dst[start:stop].copy(),
                             first_row=start, source=edge_source, first_line=start + 1)
 
-    stem = os.path.basename(path)
-    source = DatasetSource(name=name or (stem.removesuffix(".npz")), source_format="npz",
+    source = DatasetSource(name=name, source_format=source_format,
                            source_path=path, num_nodes=num_nodes, edge_chunks=edge_chunks,
                            num_input_edges=num_edges)
     if "x" in arrays:

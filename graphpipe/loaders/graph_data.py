@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from graphpipe.loaders.from_sample import BatchAttrs
 from graphpipe.loaders.rows import ChunkedRows
 from graphpipe.store.checks import check_topology
 
@@ -33,6 +34,8 @@ class GraphData:
         labels: ``(N,)`` or ``(N, tasks)`` labels, or None.
         splits: ``{name: int64 node IDs}`` for array input; read from the store otherwise.
         store: the :class:`graphpipe.store.GraphStore` when built from a store.
+        attrs: edge order and other node/edge arrays batches carry
+            (:class:`graphpipe.loaders.from_sample.BatchAttrs`).
     """
 
     indptr: np.ndarray
@@ -43,6 +46,7 @@ class GraphData:
     labels: np.ndarray | None
     splits: dict[str, np.ndarray] = field(default_factory=dict)
     store: Any = None
+    attrs: BatchAttrs = field(default_factory=BatchAttrs)
     _rows: ChunkedRows | None = field(default=None, repr=False)
 
     def feature_rows(self) -> ChunkedRows:
@@ -76,7 +80,7 @@ def _to_numpy(value: Any, name: str) -> np.ndarray | None:
         return value.detach().cpu().numpy()
     arr = np.asarray(value)
     if arr.dtype == object:
-        raise ValueError(f"'store_or_arrays' entry {name!r} is not a numeric array (got {type(value)})")
+        raise ValueError(f"'data' entry {name!r} is not a numeric array (got {type(value)})")
     return arr
 
 
@@ -87,7 +91,22 @@ def _from_store(store: Any) -> GraphData:
     indptr, indices = store.topology()  # checked once: the sampling kernels trust it
     return GraphData(indptr=np.asarray(indptr), indices=np.asarray(indices),
                      num_nodes=store.num_nodes, feature_chunks=chunks, chunk_rows=int(chunk_rows),
-                     labels=np.asarray(store.labels) if store.has_labels else None, store=store)
+                     labels=np.asarray(store.labels) if store.has_labels else None, store=store,
+                     attrs=_store_attrs(store))
+
+
+def _store_attrs(store: Any) -> BatchAttrs:
+    """The store's edge order (``csc/edge_id``), edge features and other ``node/*`` /
+    ``edge/*`` arrays (memory maps until read)."""
+    keys = list(store.manifest.get("arrays", {}))
+    num_input = int(store.manifest.get("graph", {}).get("num_input_edges", store.num_edges))
+    return BatchAttrs(
+        edge_order=store.edge_id if "csc/edge_id" in keys else None, num_input_edges=num_input,
+        edge_attr=store.edge_features if "edge/feat" in keys else None,
+        node_attrs={k.split("/", 1)[1]: store.array(k) for k in keys
+                    if k.startswith("node/") and k not in ("node/feat", "node/label")},
+        edge_attrs={k.split("/", 1)[1]: store.array(k) for k in keys
+                    if k.startswith("edge/") and k != "edge/feat"})
 
 
 def _parts_of(store_or_arrays: Any) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
@@ -95,14 +114,14 @@ def _parts_of(store_or_arrays: Any) -> tuple[dict[str, Any], dict[str, np.ndarra
     if isinstance(store_or_arrays, dict):
         unknown = set(store_or_arrays) - {"indptr", "indices", "x", "y", "splits"}
         if unknown or not {"indptr", "indices"} <= set(store_or_arrays):
-            raise ValueError("'store_or_arrays' as a dict needs keys 'indptr', 'indices' and optionally "
+            raise ValueError("'data' as a dict needs keys 'indptr', 'indices' and optionally "
                              f"'x', 'y', 'splits' (got {sorted(store_or_arrays)})")
         splits = {k: np.asarray(_to_numpy(v, k), dtype=np.int64)
                   for k, v in (store_or_arrays.get("splits") or {}).items()}
         return store_or_arrays, splits
     if isinstance(store_or_arrays, (tuple, list)) and 2 <= len(store_or_arrays) <= 4:
         return dict(zip(("indptr", "indices", "x", "y"), store_or_arrays)), {}
-    raise ValueError("'store_or_arrays' must be a GraphStore, a store path, a dict or a tuple "
+    raise ValueError("'data' must be a PyG Data, a GraphStore, a store path, a dict or a tuple "
                      f"(indptr, indices, x, y) (got {type(store_or_arrays).__name__})")
 
 
@@ -111,26 +130,27 @@ def _from_arrays(store_or_arrays: Any) -> GraphData:
     indptr = _to_numpy(parts["indptr"], "indptr")
     indices = _to_numpy(parts["indices"], "indices")
     if indptr is None or indptr.ndim != 1 or len(indptr) < 1:
-        raise ValueError("'store_or_arrays' indptr must be a 1-D array of N+1 offsets")
+        raise ValueError("'data' indptr must be a 1-D array of N+1 offsets")
     indptr = np.ascontiguousarray(indptr, dtype=np.int64)
     indices = np.ascontiguousarray(indices)
     num_nodes = len(indptr) - 1
-    check_topology(indptr, indices, num_nodes, error=ValueError, where="'store_or_arrays'")
+    check_topology(indptr, indices, num_nodes, error=ValueError, where="'data'")
     x = _to_numpy(parts.get("x"), "x")
     if x is not None:
         x = np.ascontiguousarray(x.reshape(-1, 1) if x.ndim == 1 else x)
         if x.shape[0] != num_nodes:
-            raise ValueError(f"'store_or_arrays' x has {x.shape[0]} rows for {num_nodes} nodes")
+            raise ValueError(f"'data' x has {x.shape[0]} rows for {num_nodes} nodes")
     y = _to_numpy(parts.get("y"), "y")
     if y is not None and y.shape[0] != num_nodes:
-        raise ValueError(f"'store_or_arrays' y has {y.shape[0]} rows for {num_nodes} nodes")
+        raise ValueError(f"'data' y has {y.shape[0]} rows for {num_nodes} nodes")
     return GraphData(indptr=indptr, indices=indices, num_nodes=num_nodes,
                      feature_chunks=None if x is None else [x],
                      chunk_rows=max(1, num_nodes), labels=y, splits=splits)
 
 
 def resolve_graph_data(store_or_arrays: Any) -> GraphData:
-    """A :class:`GraphData` from a GraphStore, a store path, a dict with keys
+    """A :class:`GraphData` from a GraphStore, a store path, a ``torch_geometric.data.Data``
+    (:func:`graphpipe.interop.pyg_data.graph_data_from_pyg`), a dict with keys
     ``indptr, indices[, x, y, splits]`` or a tuple ``(indptr, indices, x, y)``.
 
     The topology handed on is checked (once, ``O(N + E)``) to be a CSC whose every
@@ -140,8 +160,12 @@ def resolve_graph_data(store_or_arrays: Any) -> GraphData:
 
     if isinstance(store_or_arrays, (str, os.PathLike)):
         if not Path(store_or_arrays).is_dir():
-            raise ValueError(f"'store_or_arrays' is not a store directory (got {str(store_or_arrays)!r})")
+            raise ValueError(f"'data' is not a store directory (got {str(store_or_arrays)!r})")
         store_or_arrays = GraphStore.open(store_or_arrays, in_memory="auto")
     if isinstance(store_or_arrays, GraphStore):
         return _from_store(store_or_arrays)
+    if type(store_or_arrays).__module__.split(".")[0] == "torch_geometric":
+        from graphpipe.interop.pyg_data import graph_data_from_pyg
+
+        return graph_data_from_pyg(store_or_arrays)
     return _from_arrays(store_or_arrays)

@@ -56,8 +56,9 @@ class MiniBatch:
             float32); ``None`` when the loader was built with ``features=False``.
             Treat it as read-only: with Match the loader copies its rows into the next
             batch, and raises ``RuntimeError`` if it was modified in place (clone first).
-        y: labels of the seeds, ``(batch_size,)`` or ``(batch_size, tasks)``; ``None``
-            when the data has no labels.
+        y: labels of every node of ``n_id`` (seeds first, as PyG's ``NeighborLoader``:
+            ``y[:batch_size]`` are the seeds'), ``(num_nodes,)`` or ``(num_nodes, tasks)``;
+            ``None`` when the data has no labels.
         batch_size: number of seeds.
         blocks: per layer, outermost (input) layer first; ``blocks[-1].num_dst ==
             batch_size`` and ``blocks[0].num_src == num_nodes``.
@@ -65,11 +66,24 @@ class MiniBatch:
             target, local IDs): the edges of hop 1 into the seeds, then, for each
             later hop, the edges into the nodes first reached by the hop before, so
             every node's in-edges are sampled once, as PyG's ``NeighborLoader`` gives.
-        e_id: int64 ``(E,)`` store CSC position of every ``edge_index`` column.
+        e_id: int64 ``(E,)`` of every ``edge_index`` column: its position in the input edge
+            list (``data.edge_index`` of a PyG graph, the ingested edge list of a store;
+            reverse edges added at ingest have ``E_input + i``), or its CSC position when
+            the data has no edge order (CSC arrays given directly).
         num_sampled_nodes: per hop, seeds first: nodes first reached by each hop
             (length ``num_layers + 1``), for PyG's ``trim_to_layer``.
         num_sampled_edges: per hop, seed hop first: the ``edge_index`` columns of each
             hop (length ``num_layers``).
+        input_id: int64 ``(batch_size,)`` index of each seed in the loader's
+            ``input_nodes`` as given (PyG's ``input_id``: the position in a tensor, array
+            or split; the node ID for a boolean mask or None).
+        edge_attr: ``(E, ...)`` edge features of the ``edge_index`` columns (gathered by
+            ``e_id``), or None when the data has none.
+        node_attrs: other node-level arrays of the data, rows of ``n_id``
+            (``{"train_mask": ...}``); read as attributes (``batch.train_mask``).
+        edge_attrs: other edge-level arrays, rows of ``e_id``; read as attributes too.
+        batch: int64 ``(num_nodes,)`` with ``disjoint=True``: the seed (position in the
+            batch) whose tree each node belongs to; None otherwise.
     """
 
     n_id: torch.Tensor
@@ -81,6 +95,36 @@ class MiniBatch:
     e_id: torch.Tensor
     num_sampled_nodes: list[int] = field(default_factory=list)
     num_sampled_edges: list[int] = field(default_factory=list)
+    input_id: torch.Tensor | None = None
+    edge_attr: torch.Tensor | None = None
+    node_attrs: dict[str, torch.Tensor] = field(default_factory=dict)
+    edge_attrs: dict[str, torch.Tensor] = field(default_factory=dict)
+    batch: torch.Tensor | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        """Other node/edge attributes of the data by name (``batch.train_mask``)."""
+        if not name.startswith("__"):
+            for attrs in (self.__dict__.get("node_attrs"), self.__dict__.get("edge_attrs")):
+                if attrs and name in attrs:
+                    return attrs[name]
+        raise AttributeError(f"'MiniBatch' object has no attribute {name!r}")
+
+    def _map(self, fn: Any) -> MiniBatch:
+        """A copy with ``fn`` applied to every tensor (None stays None)."""
+        def move(t: torch.Tensor | None) -> torch.Tensor | None:
+            return None if t is None else fn(t)
+
+        return MiniBatch(n_id=move(self.n_id), x=move(self.x), y=move(self.y),
+                         batch_size=self.batch_size,
+                         blocks=[Block(move(b.indptr), move(b.indices), b.num_dst, b.num_src,
+                                       move(b.edge_ids)) for b in self.blocks],
+                         edge_index=move(self.edge_index), e_id=move(self.e_id),
+                         num_sampled_nodes=list(self.num_sampled_nodes),
+                         num_sampled_edges=list(self.num_sampled_edges),
+                         input_id=move(self.input_id), edge_attr=move(self.edge_attr),
+                         node_attrs={k: move(v) for k, v in self.node_attrs.items()},
+                         edge_attrs={k: move(v) for k, v in self.edge_attrs.items()},
+                         batch=move(self.batch))
 
     @property
     def num_nodes(self) -> int:
@@ -93,19 +137,18 @@ class MiniBatch:
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> MiniBatch:
         """A copy on ``device`` (tensors already there are not copied)."""
-        def move(t: torch.Tensor | None) -> torch.Tensor | None:
-            return None if t is None else t.to(device, non_blocking=non_blocking)
+        return self._map(lambda t: t.to(device, non_blocking=non_blocking))
 
-        return MiniBatch(n_id=move(self.n_id), x=move(self.x), y=move(self.y),
-                         batch_size=self.batch_size,
-                         blocks=[b.to(device, non_blocking) for b in self.blocks],
-                         edge_index=move(self.edge_index), e_id=move(self.e_id),
-                         num_sampled_nodes=list(self.num_sampled_nodes),
-                         num_sampled_edges=list(self.num_sampled_edges))
+    def pin_memory(self) -> MiniBatch:
+        """A copy with every tensor in pinned host memory."""
+        return self._map(lambda t: t.pin_memory())
 
     def to_pyg(self) -> Any:
-        """This batch as ``torch_geometric.data.Data(x, edge_index, y, n_id, e_id, batch_size,
-        num_sampled_nodes, num_sampled_edges)``; ``y`` holds the seeds' labels only.
+        """This batch as the ``torch_geometric.data.Data`` PyG's ``NeighborLoader`` yields:
+        ``x, edge_index, y`` (every node), ``edge_attr``, the other node/edge attributes,
+        ``n_id, e_id, input_id, batch_size, num_sampled_nodes, num_sampled_edges`` and
+        ``batch`` (``disjoint=True``); attributes the data lacks are left out (``num_nodes``
+        is set only without ``x``).
 
         >>> import numpy as np
         >>> from graphpipe.loaders import NeighborLoader
@@ -115,8 +158,8 @@ class MiniBatch:
         ...                         input_nodes=np.array([0]), seed=0)
         >>> data = next(iter(loader)).to_pyg()
         >>> data  # doctest: +NORMALIZE_WHITESPACE
-        Data(x=[3, 3], edge_index=[2, 2], y=[1], n_id=[3], e_id=[2], batch_size=1,
-             num_nodes=3, num_sampled_nodes=[2], num_sampled_edges=[1])
+        Data(x=[3, 3], edge_index=[2, 2], y=[3], n_id=[3], e_id=[2], input_id=[1],
+             batch_size=1, num_sampled_nodes=[2], num_sampled_edges=[1])
         >>> data.edge_index.tolist(), data.n_id.tolist()
         ([[1, 2], [0, 0]], [0, 1, 2])
         """
@@ -125,7 +168,11 @@ class MiniBatch:
         except ImportError as exc:  # pragma: no cover - exercised only without PyG
             raise ImportError("MiniBatch.to_pyg() needs torch_geometric; install it with "
                               "`pip install torch-geometric`") from exc
-        return Data(x=self.x, edge_index=self.edge_index, y=self.y, n_id=self.n_id,
-                    e_id=self.e_id, batch_size=self.batch_size, num_nodes=self.num_nodes,
-                    num_sampled_nodes=list(self.num_sampled_nodes),
-                    num_sampled_edges=list(self.num_sampled_edges))
+        fields: dict[str, Any] = {"x": self.x, "edge_index": self.edge_index, "edge_attr": self.edge_attr,
+                                  "y": self.y, **self.node_attrs, **self.edge_attrs, "n_id": self.n_id,
+                                  "e_id": self.e_id, "input_id": self.input_id, "batch": self.batch,
+                                  "batch_size": self.batch_size,
+                                  "num_nodes": self.num_nodes if self.x is None else None,
+                                  "num_sampled_nodes": list(self.num_sampled_nodes),
+                                  "num_sampled_edges": list(self.num_sampled_edges)}
+        return Data(**{k: v for k, v in fields.items() if v is not None})

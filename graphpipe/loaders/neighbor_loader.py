@@ -6,6 +6,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
+import warnings
 import weakref
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -14,6 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from graphpipe.loaders.disjoint import DisjointSampler
 from graphpipe.loaders.feature_tier import feature_source
 from graphpipe.loaders.graph_data import GraphData, resolve_graph_data
 from graphpipe.loaders.minibatch import MiniBatch
@@ -53,26 +55,52 @@ class NeighborLoader:
     order-free epoch (``shuffle=True``). With ``shuffle=False`` batches come in input
     order whatever the other options (``match_reorder``, ``window``, ``cache``), so
     ``torch.cat([b.n_id[:b.batch_size] for b in loader])`` equals the input nodes and
-    PyG's layer-wise inference (``input_nodes=None, fanouts=[-1]``, concatenating
+    PyG's layer-wise inference (``input_nodes=None, num_neighbors=[-1]``, concatenating
     ``out[:batch_size]``) lines up with node IDs; Match (reuse of the previous batch's
     rows) still applies, it does not change what a batch holds.
 
     Steps 1–3 run ``prefetch`` batches ahead in a background thread, and the next
     window is sampled in a second thread while the current one is gathered.
 
+    PyG's signature and defaults: ``NeighborLoader(data, num_neighbors, input_nodes=None,
+    batch_size=1, shuffle=False, replace=False, ...)``, so a PyG script runs with the
+    import changed. DataLoader options (``num_workers``, ``persistent_workers``,
+    ``pin_memory``, ...) change nothing a batch holds here and are ignored with one
+    warning; ``prefetch_factor`` sets ``prefetch`` and ``generator`` the torch generator
+    unseeded loaders draw from; options that would change the batches (``transform``,
+    ``collate_fn``, temporal or weighted sampling, ``subgraph_type`` other than
+    ``"directional"``) are refused with ``ValueError``.
+
     Args:
-        store_or_arrays: a :class:`graphpipe.store.GraphStore`, a store path, a dict
+        data: a ``torch_geometric.data.Data`` (``x``, ``y``, ``edge_index``, ``edge_attr``
+            and other node/edge tensors; the CSC is built in memory), a
+            :class:`graphpipe.store.GraphStore`, a store path, a dict
             ``{"indptr", "indices", "x", "y", "splits"}`` or a tuple
             ``(indptr, indices, x, y)`` (CSC by destination; ``x`` ``(N, dim)``).
-        fanouts: neighbours per hop, seed hop first (``[15, 10, 5]``); ``-1`` = all.
+        num_neighbors: neighbours per hop, seed hop first (``[15, 10, 5]``); ``-1`` = all.
+        input_nodes: None (all nodes, PyG's default), int node IDs (distinct, a tensor or
+            an array), a boolean mask of length ``N``, or a split name (``"train"``: a
+            store's split, or the ``train_mask`` / ``val_mask`` / ``test_mask`` of a
+            ``Data`` as ``"train"`` / ``"valid"`` / ``"test"``).
         batch_size: seeds per batch.
-        input_nodes: a split name of the store (``"train"``), int node IDs (distinct),
-            a boolean mask of length ``N``, or None for all nodes.
-        shuffle: reshuffle the input nodes every epoch (and allow Reorder). False: batches
-            in input order.
+        shuffle: reshuffle the input nodes every epoch (and allow Reorder). False
+            (default): batches in input order.
         drop_last: drop the last, incomplete batch.
         seed: random seed of shuffling and sampling; two loaders with the same seed
-            yield the same batches (epoch by epoch). None: a random seed.
+            yield the same batches (epoch by epoch). None: each epoch draws its seed from
+            torch's generator when iteration starts (``generator=``, else the global
+            one), so ``torch.manual_seed(s)`` makes runs reproducible, as with PyG.
+        replace: sample with replacement (default sampler only).
+        disjoint: one sampled tree per seed (PyG's): a node reached from two seeds appears
+            once per tree, ``batch.batch`` gives each node's tree
+            (:class:`graphpipe.loaders.disjoint.DisjointSampler`).
+        subgraph_type, directed: PyG's; only ``"directional"`` and ``directed=True`` (the
+            defaults) are supported.
+        frontier: which nodes hops after the first expand (default sampler only):
+            ``"new"`` (PyG: only the nodes the hop before reached first) or ``"all"``
+            (DGL: every node known so far, seeds included, re-sampled);
+            :data:`graphpipe.ops.sampling.FRONTIERS`.
+        fanouts: the same as ``num_neighbors`` (give one of them).
         match_reorder: True: Match + Reorder (Reorder only with ``shuffle=True``, else
             as ``"match"``); ``"match"``: Match only (batches in sample order); False:
             neither (every uncached row read from the store).
@@ -83,7 +111,6 @@ class NeighborLoader:
         prefetch: batches prepared ahead in a background thread (0: in the caller's thread).
         device: where batches go (``"cpu"``, ``"cuda"``, ...).
         progress: show a progress bar (rich).
-        replace: sample with replacement (default sampler only).
         sampler: a :class:`graphpipe.loaders.BaseSampler`; default :class:`LocalSampler`.
         features: gather feature rows (``MiniBatch.x``); False leaves ``x`` None. True
             (``"auto"``) reads them from memory, or from disk with ``pread`` behind a CLOCK
@@ -119,31 +146,50 @@ class NeighborLoader:
     >>> indices = np.array([1, 5, 0, 2, 1, 3, 2, 4, 3, 5, 4, 0])
     >>> x = np.arange(12, dtype=np.float32).reshape(6, 2)
     >>> y = np.array([0, 1, 0, 1, 0, 1])
-    >>> loader = NeighborLoader((indptr, indices, x, y), fanouts=[2, 1], batch_size=2,
-    ...                         input_nodes=None, shuffle=False, seed=0)
-    >>> len(loader)
+    >>> loader = NeighborLoader((indptr, indices, x, y), [2, 1], batch_size=2, seed=0)
+    >>> len(loader)                                          # input_nodes=None: all nodes
     3
     >>> batch = next(iter(loader))
     >>> batch.seeds.tolist(), batch.n_id.tolist()
     ([0, 1], [0, 1, 5, 2, 4])
-    >>> batch.num_sampled_nodes, batch.num_sampled_edges
+    >>> batch.num_sampled_nodes, batch.num_sampled_edges     # hop 2 expands nodes 5, 2 only
     ([2, 2, 1], [4, 2])
     >>> [(b.num_dst, b.num_src) for b in batch.blocks]       # input layer first
     [(4, 5), (2, 4)]
     >>> torch.equal(batch.x, torch.from_numpy(x)[batch.n_id]), batch.y.tolist()
-    (True, [0, 1])
-    >>> sorted(b.seeds.tolist() for b in loader)             # one epoch, every node once
+    (True, [0, 1, 1, 0, 0])
+    >>> [b.seeds.tolist() for b in loader]                   # one epoch, in input order
     [[0, 1], [2, 3], [4, 5]]
+
+    A PyG ``Data`` works as it is (its CSC is built with each node's in-neighbours sorted,
+    so node 5's row is ``[0, 4]`` and draws may differ from the arrays above); ``e_id``
+    indexes ``data.edge_index``:
+
+    >>> from torch_geometric.data import Data
+    >>> edge_index = torch.stack([torch.from_numpy(indices), torch.arange(6).repeat_interleave(2)])
+    >>> data = Data(x=torch.from_numpy(x), y=torch.from_numpy(y), edge_index=edge_index)
+    >>> pyg_batch = next(iter(NeighborLoader(data, [2, 1], batch_size=2, seed=0)))
+    >>> pyg_batch.n_id.tolist(), pyg_batch.y.tolist()
+    ([0, 1, 5, 2], [0, 1, 1, 0])
+    >>> torch.equal(data.edge_index[:, pyg_batch.e_id], pyg_batch.n_id[pyg_batch.edge_index])
+    True
     """
 
-    def __init__(self, store_or_arrays: Any, fanouts: Sequence[int], batch_size: int, *,
-                 input_nodes: str | np.ndarray | torch.Tensor | None = "train", shuffle: bool = True,
-                 drop_last: bool = False, seed: int | None = None, match_reorder: bool | str = True,
-                 window: int = 8, cache: str | None = None, cache_rows: float = 0.1,
-                 prefetch: int = 2, device: str | torch.device = "cpu", progress: bool = False,
-                 replace: bool = False, sampler: BaseSampler | None = None, features: bool | str = True,
-                 num_threads: int | None = None, reorder_by: str = "match",
-                 feature_bits: int | None = None, sampler_backend: str = "auto"):
+    def __init__(self, data: Any, num_neighbors: Sequence[int] | None = None,
+                 input_nodes: str | np.ndarray | torch.Tensor | None = None, *, batch_size: int = 1,
+                 shuffle: bool = False, drop_last: bool = False, seed: int | None = None,
+                 replace: bool = False, subgraph_type: str = "directional", disjoint: bool = False,
+                 directed: bool = True, frontier: str = "new", fanouts: Sequence[int] | None = None,
+                 match_reorder: bool | str = True, window: int = 8, cache: str | None = None,
+                 cache_rows: float = 0.1, prefetch: int = 2, device: str | torch.device = "cpu",
+                 progress: bool = False, sampler: BaseSampler | None = None,
+                 features: bool | str = True, num_threads: int | None = None,
+                 reorder_by: str = "match", feature_bits: int | None = None,
+                 sampler_backend: str = "auto", **loader_kwargs: Any):
+        fanouts = _resolve_fanouts(num_neighbors, fanouts)
+        _check_pyg_options(subgraph_type, disjoint, directed)
+        prefetch, generator = _data_loader_kwargs(loader_kwargs, prefetch)
+        self._generator = generator
         if feature_bits is not None and (isinstance(feature_bits, bool) or
                                          not isinstance(feature_bits, (int, np.integer)) or
                                          int(feature_bits) not in (1, 2, 4, 8)):
@@ -178,26 +224,32 @@ class NeighborLoader:
         self.drop_last = bool(drop_last)
         self.progress = bool(progress)
         self.match_reorder = match_reorder
-        self.seed = int(seed) if seed is not None else int(np.random.SeedSequence().entropy % (1 << 62))
+        self.fixed_seed = seed is not None
+        self.seed = int(seed) if seed is not None else self._draw_seed()
 
-        self.data: GraphData = resolve_graph_data(store_or_arrays)
+        self.data: GraphData = resolve_graph_data(data)
         self.features = features is not False
         self.feature_tier = features if self.features else False
         if self.features and self.data.feature_chunks is None:
-            raise ValueError("'store_or_arrays' has no node features ('node/feat' or 'x'); "
+            raise ValueError("'data' has no node features ('node/feat' or 'x'); "
                              "pass features=False to load topology and labels only")
         self.input_nodes = _resolve_input_nodes(input_nodes, self.data)
+        # input_id indexes input_nodes as given, as PyG's: a mask (or None) by node ID
+        self._input_by_node = input_nodes is None or _is_mask(input_nodes)
         self.cache: DegreeCachedRows | None = None
         self.rows = self._row_source(cache, cache_rows)
 
         self.sampler = sampler if sampler is not None else LocalSampler(
             self.data.indptr, self.data.indices, self.fanouts, replace=replace, num_threads=num_threads,
-            backend=sampler_backend, device=device)
+            backend=sampler_backend, device=device, frontier=frontier)
         if not isinstance(self.sampler, BaseSampler):
             raise ValueError(f"'sampler' must be a graphpipe.loaders.BaseSampler "  # noqa: TRY004 - the project reports bad arguments as ValueError
                              f"(got {type(sampler).__name__})")
         if sampler is not None and self.sampler.supports_bind_fanouts:  # e.g. RemoteSampler
             self.sampler.bind_fanouts(self.fanouts, replace)
+        self.disjoint = bool(disjoint)
+        if self.disjoint:  # one tree per seed: batch.batch names each node's tree
+            self.sampler = DisjointSampler(self.sampler)
 
         self._stats = StatsRef()
         self.sample = SampleStage(self.sampler, self._stats)
@@ -206,11 +258,29 @@ class NeighborLoader:
         self.gather = GatherStage(self.rows, self.data.num_nodes, self.data.labels,
                                   match_reorder in (True, "match"), self._stats,
                                   on_device=self.device.type != "cpu",
-                                  pin_memory=self.device.type == "cuda", seed=self.seed)
+                                  pin_memory=self.device.type == "cuda", seed=self.seed,
+                                  attrs=self.data.attrs)
         self.transfer = TransferStage(self.device, self.rows, self._stats)
         self._epoch = 0
         self._active: weakref.ref | None = None
         self._handed_out: tuple[torch.Tensor, int] | None = None  # last x given out, its version
+        self._input_pos: np.ndarray | None = None  # node ID -> position in input_nodes (input_id)
+
+    def _draw_seed(self) -> int:
+        """A seed from torch's generator (the loader's ``generator=``, else the global one),
+        so ``torch.manual_seed(s)`` fixes an unseeded loader's runs, as PyG's."""
+        return int(torch.randint(0, 1 << 62, (1,), generator=self._generator).item())
+
+    def input_id(self, seeds: np.ndarray) -> np.ndarray:
+        """int64 index of each of ``seeds`` in ``input_nodes`` as given (PyG's ``input_id``):
+        the position in a tensor / array / split, the node ID for a mask or None."""
+        if self._input_by_node:
+            return np.asarray(seeds, dtype=np.int64)
+        if self._input_pos is None:
+            pos = np.full(self.data.num_nodes, -1, dtype=np.int64)
+            pos[self.input_nodes] = np.arange(self.input_nodes.shape[0], dtype=np.int64)
+            self._input_pos = pos
+        return self._input_pos[seeds]
 
     def _row_source(self, cache: str | None, cache_rows: float) -> RowSource | None:
         """The feature rows the gather stage reads: the store's, wrapped in the degree cache
@@ -309,13 +379,15 @@ class NeighborLoader:
             active.close()
         epoch = self._epoch
         self._epoch += 1
+        if not self.fixed_seed:  # a new draw from torch's RNG per epoch, as PyG's DataLoader
+            self.seed = self.gather.seed = self._draw_seed()
         self._stats.current = LoaderStats(epoch=epoch)
         it = _LoaderIterator(self, epoch)
         self._active = weakref.ref(it)
         return it
 
     def __repr__(self) -> str:
-        return (f"NeighborLoader(fanouts={self.fanouts}, batch_size={self.batch_size}, "
+        return (f"NeighborLoader(num_neighbors={self.fanouts}, batch_size={self.batch_size}, "
                 f"batches={len(self)}, match_reorder={self.match_reorder!r}, window={self.window}, "
                 f"cache={len(self.cache) if self.cache is not None else None}, prefetch={self.prefetch}, "
                 f"device={str(self.device)!r}, feature_bits={self.feature_bits})")
@@ -401,6 +473,8 @@ class _LoaderIterator:
             self.close()
             raise StopIteration
         batch = self._transfer(item)
+        seeds = item.batch.n_id[:item.batch.batch_size].numpy()  # host copy, before transfer
+        batch.input_id = torch.from_numpy(self._loader.input_id(seeds)).to(batch.n_id.device)
         self._check_previous_untouched(item.reused_rows)
         if batch.x is not None:
             self._loader._handed_out = (batch.x, batch.x._version)
@@ -461,6 +535,75 @@ def _progress_bar(total: int, epoch: int) -> tuple[Any, Any]:
 
 
 # -- argument checks ----------------------------------------------------------------------------
+_IGNORED_KWARGS = {  # DataLoader / PyG options with no effect on what a batch holds: (no-op value)
+    "num_workers": 0, "persistent_workers": False, "pin_memory": False, "timeout": 0,
+    "worker_init_fn": None, "multiprocessing_context": None, "pin_memory_device": "",
+    "in_order": True, "filter_per_worker": None, "is_sorted": False}
+_REFUSED_KWARGS = ("collate_fn", "batch_sampler", "transform", "transform_sampler_output",
+                   "input_time", "time_attr", "weight_attr", "neighbor_sampler", "custom_cls")
+
+
+def _resolve_fanouts(num_neighbors: Sequence[int] | None, fanouts: Sequence[int] | None) -> list[int]:
+    """``num_neighbors`` (PyG's name) or ``fanouts`` (the same thing), not both."""
+    if num_neighbors is not None and fanouts is not None:
+        raise ValueError("give 'num_neighbors' or 'fanouts' (the same thing), not both")
+    chosen = num_neighbors if num_neighbors is not None else fanouts
+    if chosen is None:
+        raise ValueError("'num_neighbors' is required (neighbours per hop, seed hop first)")
+    if isinstance(chosen, dict):
+        raise ValueError("'num_neighbors' as a dict (heterogeneous graphs) is not supported")  # noqa: TRY004 - the project reports bad arguments as ValueError
+    return _check_fanouts(chosen)
+
+
+def _check_pyg_options(subgraph_type: Any, disjoint: bool, directed: bool) -> None:
+    """PyG's sampling options graphpipe does not implement are refused, never ignored."""
+    kind = getattr(subgraph_type, "value", subgraph_type)
+    if kind != "directional":
+        raise ValueError(f"'subgraph_type' must be 'directional' (got {kind!r}; 'bidirectional' "
+                         "and 'induced' are not supported)")
+    if not directed:
+        raise ValueError("'directed=False' (PyG's 'bidirectional' subgraphs) is not supported")
+
+
+def _data_loader_kwargs(kwargs: dict[str, Any], prefetch: int) -> tuple[int, torch.Generator | None]:
+    """``(prefetch, generator)`` from ``torch.utils.data.DataLoader`` keyword arguments.
+
+    ``prefetch_factor`` sets ``prefetch`` (``prefetch_factor * max(1, num_workers)``
+    batches ahead, DataLoader's count); ``generator`` is the torch generator unseeded
+    loaders draw their seed from; the options in ``_IGNORED_KWARGS`` change nothing a
+    batch holds (graphpipe runs its pipeline in threads) and are ignored with one
+    warning naming them; options that would change batches are refused.
+    """
+    unknown = sorted(set(kwargs) - set(_IGNORED_KWARGS) - set(_REFUSED_KWARGS)
+                     - {"prefetch_factor", "generator"})
+    if unknown:
+        raise TypeError(f"NeighborLoader() got unexpected keyword argument(s) {', '.join(unknown)}")
+    refused = [k for k in _REFUSED_KWARGS if kwargs.get(k) is not None]
+    if refused:
+        raise ValueError(f"NeighborLoader does not support {', '.join(refused)} (PyG options that "
+                         "change the batches)")
+    if kwargs.get("prefetch_factor") is not None:
+        factor = kwargs["prefetch_factor"]
+        if isinstance(factor, bool) or not isinstance(factor, (int, np.integer)) or factor < 0:
+            raise ValueError(f"'prefetch_factor' must be a non-negative integer (got {factor!r})")
+        prefetch = int(factor) * max(1, int(kwargs.get("num_workers") or 0))
+    generator = kwargs.get("generator")
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise ValueError(f"'generator' must be a torch.Generator (got {type(generator).__name__})")
+    ignored = [k for k, noop in _IGNORED_KWARGS.items() if k in kwargs and kwargs[k] != noop]
+    if ignored:
+        warnings.warn(f"NeighborLoader ignores {', '.join(ignored)}: graphpipe samples and gathers "
+                      "in its own threads (num_threads, prefetch) and pins memory itself for "
+                      "device='cuda'", UserWarning, stacklevel=3)
+    return prefetch, generator
+
+
+def _is_mask(input_nodes: Any) -> bool:
+    if isinstance(input_nodes, torch.Tensor):
+        return input_nodes.dtype == torch.bool
+    return not isinstance(input_nodes, str) and np.asarray(input_nodes).dtype == bool
+
+
 def _resolve_input_nodes(input_nodes: Any, data: GraphData) -> np.ndarray:
     if input_nodes is None:
         return np.arange(data.num_nodes, dtype=np.int64)

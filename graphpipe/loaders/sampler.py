@@ -26,6 +26,7 @@ import numpy as np
 from graphpipe.allocator import tune_allocator
 from graphpipe.ops._core.backend import check_backend, numba_cuda_available
 from graphpipe.ops.sampling import SampleOutput, sample_neighbors, sample_neighbors_batches
+from graphpipe.ops.sampling.types import check_frontier
 
 __all__ = ["SAMPLER_BACKENDS", "BaseSampler", "LocalSampler", "SampleOutput", "SamplerInput",
            "resolve_sampler_backend"]
@@ -129,17 +130,21 @@ class LocalSampler(BaseSampler):
         backend: ``"auto"`` (default), ``"cpu"`` or ``"cuda"``
             (:func:`resolve_sampler_backend`; the chosen one is ``self.backend``).
         device: where the loader delivers batches; ``"auto"`` samples on a CUDA device.
+        frontier: ``"new"`` (default; PyG: hops after the first expand only the previous
+            hop's new nodes) or ``"all"`` (DGL: every hop expands every node known so far);
+            :data:`graphpipe.ops.sampling.FRONTIERS`.
     """
 
     def __init__(self, indptr: np.ndarray, indices: np.ndarray, fanouts: Sequence[int], *,
                  replace: bool = False, num_threads: int | None = None, tune_malloc: bool = True,
-                 backend: str = "auto", device: Any = "cpu"):
+                 backend: str = "auto", device: Any = "cpu", frontier: str = "new"):
         if tune_malloc:
             tune_allocator()
         self.indptr = indptr
         self.indices = indices
         self.fanouts = [int(f) for f in fanouts]
         self.replace = bool(replace)
+        self.frontier = check_frontier(frontier)
         self.num_threads = num_threads
         self.backend = resolve_sampler_backend(backend, device)
         self._device_graph = _to_gpu(indptr, indices) if self.backend == "cuda" else None
@@ -149,15 +154,15 @@ class LocalSampler(BaseSampler):
         if self._device_graph is not None:
             d_indptr, d_indices = self._device_graph
             return [sample_neighbors(d_indptr, d_indices, batch, self.fanouts, replace=self.replace,
-                                     seed=int(key), backend="cuda")
+                                     seed=int(key), backend="cuda", frontier=self.frontier)
                     for batch, key in zip(seed_batches, seeds)]
         return sample_neighbors_batches(self.indptr, self.indices, seed_batches, self.fanouts,
                                         replace=self.replace, seeds=seeds,
-                                        num_threads=self.num_threads)
+                                        num_threads=self.num_threads, frontier=self.frontier)
 
     def __repr__(self) -> str:
         return (f"LocalSampler(fanouts={self.fanouts}, replace={self.replace}, "
-                f"backend={self.backend!r})")
+                f"backend={self.backend!r}, frontier={self.frontier!r})")
 
 
 def _to_gpu(indptr: np.ndarray, indices: np.ndarray) -> tuple[Any, Any]:

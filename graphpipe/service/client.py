@@ -558,7 +558,7 @@ def _int_ids(values: Sequence[int] | np.ndarray, name: str) -> np.ndarray:
 
 class RemoteSampler(BaseSampler):
     """The loader sampler that samples on a graphpipe service:
-    ``NeighborLoader(store, fanouts, batch_size, sampler=RemoteSampler(url, fanouts=fanouts))``.
+    ``NeighborLoader(store, fanouts, batch_size=batch_size, sampler=RemoteSampler(url, fanouts=fanouts))``.
 
     For the same seed batches and keys it returns exactly what
     :class:`graphpipe.loaders.LocalSampler` returns on the server's store, so a loader

@@ -96,6 +96,16 @@ class GraphStore:
             _checks.check_manifest(manifest, path)
         return cls(path, manifest, _resolve_in_memory(path, manifest, in_memory))
 
+    @classmethod
+    def from_pyg(cls, data: Any, path: str | os.PathLike, *, overwrite: bool = False) -> GraphStore:
+        """Write a ``torch_geometric.data.Data`` as a new store at ``path`` and open it: every
+        node and edge tensor kept (``x`` -> ``node/feat``, ``y`` -> ``node/label``,
+        ``edge_attr`` -> ``edge/feat``, others -> ``node/<name>`` / ``edge/<name>``);
+        :func:`graphpipe.interop.pyg_data.write_pyg_store` has the rules and an example."""
+        from graphpipe.interop.pyg_data import write_pyg_store
+
+        return write_pyg_store(data, path, overwrite=overwrite)
+
     @property
     def in_memory_arrays(self) -> list[str]:
         """Keys of the arrays this store object reads into memory (not memory-mapped)."""

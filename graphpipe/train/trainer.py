@@ -297,8 +297,8 @@ class Trainer:
         options = {"shuffle": True, "seed": seed, "device": self.device, **self.loader_options}
         if self.feature_bits is not None:
             options["feature_bits"] = self.feature_bits
-        return NeighborLoader(self.store, self.fanouts, self.batch_size,
-                              input_nodes=self._labelled["train"], **options)
+        return NeighborLoader(self.store, self.fanouts, batch_size=self.batch_size,
+                              input_nodes=self._labelled["train"], frontier="all", **options)
 
     def checkpoint_extra(self) -> dict[str, Any]:
         """The Trainer's own checkpoint key: ``train`` (checked on resume)."""
@@ -407,15 +407,15 @@ class Trainer:
                                                                          "cache_rows", "num_threads")}
         if self.feature_bits is not None:
             options["feature_bits"] = self.feature_bits
-        return NeighborLoader(self.store, self.fanouts, self.eval_batch_size,
+        return NeighborLoader(self.store, self.fanouts, batch_size=self.eval_batch_size,
                               input_nodes=self._labelled[split],
-                              shuffle=False, seed=self.seed, device=self.device, prefetch=1, **options)
+                              shuffle=False, seed=self.seed, device=self.device, prefetch=1, frontier="all", **options)
 
     def _infer_loader(self, features: bool) -> NeighborLoader:
         if features not in self._infer_loaders:
             self._infer_loaders[features] = NeighborLoader(
-                self.store, [-1], self.eval_batch_size, input_nodes=None, shuffle=False, seed=0,
-                match_reorder=False, prefetch=1, features=features, device=self.device)
+                self.store, [-1], batch_size=self.eval_batch_size, input_nodes=None, shuffle=False, seed=0,
+                match_reorder=False, prefetch=1, features=features, device=self.device, frontier="all")
         return self._infer_loaders[features]
 
     def _full_logits(self) -> torch.Tensor:
@@ -424,9 +424,9 @@ class Trainer:
         model = self.model
         if not self.uses_graph:
             out = None
-            loader = NeighborLoader(self.store, [0], self.eval_batch_size, input_nodes=None,
+            loader = NeighborLoader(self.store, [0], batch_size=self.eval_batch_size, input_nodes=None,
                                     shuffle=False, seed=0, match_reorder=False, prefetch=1,
-                                    device=self.device)
+                                    device=self.device, frontier="all")
             for batch in loader:
                 logits = model(batch)
                 if out is None:

@@ -46,8 +46,8 @@ def _write_store(path: Path, n: int, dim: int, degree: int = 6) -> np.ndarray:
 @pytest.mark.parametrize("match_reorder", [True, False])
 def test_disk_tier_batches_are_the_rows(tmp_path: Path, cache, match_reorder) -> None:
     x = _write_store(tmp_path / "s", 5000, 12)
-    loader = NeighborLoader(tmp_path / "s", [4, 3], 200, features="disk", cache=cache, cache_rows=0.05,
-                            match_reorder=match_reorder, window=4, seed=1, prefetch=1)
+    loader = NeighborLoader(tmp_path / "s", [4, 3], batch_size=200, features="disk", cache=cache, cache_rows=0.05,
+                            match_reorder=match_reorder, window=4, seed=1, prefetch=1, input_nodes="train", shuffle=True)
     disk = loader.rows.backing if cache == "degree" else loader.rows
     assert isinstance(disk, CachedRows) and isinstance(disk.source, DiskRows)
     disk_rows = []
@@ -69,21 +69,21 @@ def test_disk_tier_batches_are_the_rows(tmp_path: Path, cache, match_reorder) ->
 
 def test_tier_choice(tmp_path: Path) -> None:
     _write_store(tmp_path / "s", 300, 4)
-    loader = NeighborLoader(tmp_path / "s", [2], 50)  # small: memory
+    loader = NeighborLoader(tmp_path / "s", [2], batch_size=50, input_nodes="train", shuffle=True)  # small: memory
     assert isinstance(loader.rows, ChunkedRows)
     assert choose_tier(loader.data, True) == "memory"
-    small = NeighborLoader(tmp_path / "s", [2], 50, features="disk", cache="degree", cache_rows=10)
+    small = NeighborLoader(tmp_path / "s", [2], batch_size=50, features="disk", cache="degree", cache_rows=10, input_nodes="train", shuffle=True)
     assert isinstance(small.rows, DegreeCachedRows) and isinstance(small.rows.backing, CachedRows)
     store = GraphStore.open(tmp_path / "s")
-    train, infer = (NeighborLoader(store, [2], 50, features="disk"),
-                    NeighborLoader(store, [-1], 50, features="disk", input_nodes=None))
+    train, infer = (NeighborLoader(store, [2], batch_size=50, features="disk", input_nodes="train", shuffle=True),
+                    NeighborLoader(store, [-1], batch_size=50, features="disk", input_nodes=None, shuffle=True))
     assert train.rows is infer.rows  # one disk tier and cache per store, not per loader
     with pytest.raises(ValueError, match="'features'"):
-        NeighborLoader(tmp_path / "s", [2], 50, features="ssd")
+        NeighborLoader(tmp_path / "s", [2], batch_size=50, features="ssd", input_nodes="train", shuffle=True)
     arrays = {"indptr": loader.data.indptr, "indices": loader.data.indices,
               "x": np.zeros((300, 4), np.float32)}
     with pytest.raises(ValueError, match="needs a store"):
-        NeighborLoader(arrays, [2], 50, features="disk", input_nodes=None)
+        NeighborLoader(arrays, [2], batch_size=50, features="disk", input_nodes=None, shuffle=True)
 
 
 _CHILD = """
@@ -91,7 +91,7 @@ import sys
 import numpy as np
 from graphpipe.loaders import NeighborLoader
 from graphpipe.store import GraphStore
-loader = NeighborLoader(sys.argv[1], [5, 5], 256, seed=0)
+loader = NeighborLoader(sys.argv[1], [5, 5], batch_size=256, input_nodes="train", shuffle=True, seed=0)
 store = GraphStore.open(sys.argv[1])
 for i, batch in enumerate(loader):
     n_id = batch.n_id.numpy()
@@ -115,7 +115,7 @@ def test_default_is_the_disk_tier_under_a_cap(tmp_path: Path) -> None:
 
 def test_progress_bar_shows_the_hit_rate(tmp_path: Path) -> None:
     _write_store(tmp_path / "s", 2000, 4)
-    loader = NeighborLoader(tmp_path / "s", [3], 100, features="disk", progress=True, prefetch=0, seed=2)
+    loader = NeighborLoader(tmp_path / "s", [3], batch_size=100, features="disk", progress=True, prefetch=0, seed=2, input_nodes="train", shuffle=True)
     it = iter(loader)
     for _ in it:
         bar, task = it._bar
@@ -129,8 +129,8 @@ def test_disk_tier_on_the_device_assembly_path(tmp_path: Path, cache) -> None:
     """The CUDA path (store rows staged from the backing source, the rest assembled by the
     transfer stage) run on the CPU over the disk tier: the same rows, bit for bit."""
     x = _write_store(tmp_path / "s", 3000, 8)
-    loader = NeighborLoader(tmp_path / "s", [4, 3], 150, window=4, seed=21, cache=cache,
-                            cache_rows=0.05, prefetch=2, features="disk")
+    loader = NeighborLoader(tmp_path / "s", [4, 3], batch_size=150, window=4, seed=21, cache=cache,
+                            cache_rows=0.05, prefetch=2, features="disk", input_nodes="train", shuffle=True)
     loader.gather.on_device = True  # what device="cuda" selects
     for _ in range(2):
         for batch in loader:

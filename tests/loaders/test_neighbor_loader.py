@@ -78,8 +78,8 @@ def _same_batches(a: list[MiniBatch], b: list[MiniBatch]) -> None:
 @pytest.mark.parametrize("match_reorder", [True, "match", False])
 @pytest.mark.parametrize("cache", [None, "degree"])
 def test_features_labels_bitwise(store: GraphStore, match_reorder, cache) -> None:
-    loader = NeighborLoader(store, FANOUTS, 128, match_reorder=match_reorder, window=4, cache=cache,
-                            cache_rows=0.1, seed=3, prefetch=1)
+    loader = NeighborLoader(store, FANOUTS, batch_size=128, match_reorder=match_reorder, window=4, cache=cache,
+                            cache_rows=0.1, seed=3, prefetch=1, input_nodes="train", shuffle=True)
     labels = store.labels
     for _ in range(2):  # the second epoch matches against the last batch of the first
         for batch in loader:
@@ -87,7 +87,7 @@ def test_features_labels_bitwise(store: GraphStore, match_reorder, cache) -> Non
             expected = store.features(n_id)
             assert batch.x.dtype == torch.float32
             assert np.array_equal(batch.x.numpy().view(np.uint32), expected.view(np.uint32))
-            assert np.array_equal(batch.y.numpy(), labels[n_id[:batch.batch_size]])
+            assert np.array_equal(batch.y.numpy(), labels[n_id])  # every node, seeds first
         s = loader.stats
         assert s.rows_needed == s.rows_gathered + s.rows_reused + s.rows_cached
         assert s.batches == len(loader) and s.seeds == 1700
@@ -101,7 +101,7 @@ def test_features_labels_bitwise(store: GraphStore, match_reorder, cache) -> Non
 
 def test_degree_cache_uses_stored_order(store: GraphStore, tmp_path: Path) -> None:
     write_centrality(store, "quartile", 4)
-    loader = NeighborLoader(store, FANOUTS, 256, cache="degree", cache_rows=50, seed=0)
+    loader = NeighborLoader(store, FANOUTS, batch_size=256, cache="degree", cache_rows=50, seed=0, input_nodes="train", shuffle=True)
     stored = store.array("derived/degree_order")
     assert np.array_equal(loader.cache.ids, stored[:50])
     assert np.array_equal(loader.cache.rows, store.features(stored[:50]))
@@ -110,7 +110,7 @@ def test_degree_cache_uses_stored_order(store: GraphStore, tmp_path: Path) -> No
 @pytest.mark.parametrize("shuffle", [True, False])
 @pytest.mark.parametrize("drop_last", [True, False])
 def test_every_seed_once(store: GraphStore, shuffle: bool, drop_last: bool) -> None:
-    loader = NeighborLoader(store, FANOUTS, 300, shuffle=shuffle, drop_last=drop_last, window=3, seed=5)
+    loader = NeighborLoader(store, FANOUTS, batch_size=300, shuffle=shuffle, drop_last=drop_last, window=3, seed=5, input_nodes="train")
     train = store.split("train")
     seen = np.concatenate([b.seeds.numpy() for b in loader])
     expected = len(train) // 300 if drop_last else -(-len(train) // 300)
@@ -129,7 +129,7 @@ def test_every_seed_once(store: GraphStore, shuffle: bool, drop_last: bool) -> N
 
 
 def test_batches_follow_greedy_order(store: GraphStore) -> None:
-    loader = NeighborLoader(store, FANOUTS, 100, window=5, seed=11, shuffle=True)
+    loader = NeighborLoader(store, FANOUTS, batch_size=100, window=5, seed=11, shuffle=True, input_nodes="train")
     batches = _epoch(loader)
     planned = loader.epoch_batches(0)
     keys = loader.batch_keys(0, len(planned))
@@ -151,7 +151,7 @@ def test_batches_follow_greedy_order(store: GraphStore) -> None:
 def test_match_reorder_reads_fewer_rows(store: GraphStore) -> None:
     gathered = {}
     for mode in (False, "match", True):
-        loader = NeighborLoader(store, FANOUTS, 100, match_reorder=mode, window=8, seed=2)
+        loader = NeighborLoader(store, FANOUTS, batch_size=100, match_reorder=mode, window=8, seed=2, input_nodes="train", shuffle=True)
         _epoch(loader)
         gathered[mode] = loader.stats.rows_gathered
     assert gathered["match"] < gathered[False]
@@ -163,7 +163,7 @@ def test_pyg_sage_on_batch_equals_hand_built_subgraph(store: GraphStore) -> None
 
     torch.manual_seed(0)
     conv = SAGEConv(DIM, 5)
-    loader = NeighborLoader(store, FANOUTS, 64, seed=7, shuffle=True)
+    loader = NeighborLoader(store, FANOUTS, batch_size=64, seed=7, shuffle=True, input_nodes="train")
     indptr, indices = store.indptr, store.indices
     for batch in list(loader)[:3]:
         data = batch.to_pyg()
@@ -195,13 +195,13 @@ def test_pyg_sage_on_batch_equals_hand_built_subgraph(store: GraphStore) -> None
 
 
 def test_deterministic_and_prefetch_invariant(store: GraphStore) -> None:
-    runs = [_epoch(NeighborLoader(store, FANOUTS, 200, seed=42, prefetch=p, window=w))
+    runs = [_epoch(NeighborLoader(store, FANOUTS, batch_size=200, seed=42, prefetch=p, window=w, input_nodes="train", shuffle=True))
             for p, w in ((0, 4), (3, 4), (2, 4))]
     _same_batches(runs[0], runs[1])
     _same_batches(runs[0], runs[2])
-    other = _epoch(NeighborLoader(store, FANOUTS, 200, seed=43, prefetch=0, window=4))
+    other = _epoch(NeighborLoader(store, FANOUTS, batch_size=200, seed=43, prefetch=0, window=4, input_nodes="train", shuffle=True))
     assert not all(torch.equal(a.n_id, b.n_id) for a, b in zip(runs[0], other))
-    loader = NeighborLoader(store, FANOUTS, 200, seed=42, prefetch=0, window=4)
+    loader = NeighborLoader(store, FANOUTS, batch_size=200, seed=42, prefetch=0, window=4, input_nodes="train", shuffle=True)
     first, second = _epoch(loader), _epoch(loader)
     _same_batches(first, runs[0])
     assert not torch.equal(first[0].n_id, second[0].n_id)  # a new shuffle each epoch
@@ -222,8 +222,8 @@ class _WrappedSampler(BaseSampler):
 
 def test_pluggable_sampler(store: GraphStore) -> None:
     plugged = _WrappedSampler(store)
-    a = _epoch(NeighborLoader(store, FANOUTS, 200, seed=9, sampler=plugged, window=3))
-    b = _epoch(NeighborLoader(store, FANOUTS, 200, seed=9, window=3))
+    a = _epoch(NeighborLoader(store, FANOUTS, batch_size=200, seed=9, sampler=plugged, window=3, input_nodes="train", shuffle=True))
+    b = _epoch(NeighborLoader(store, FANOUTS, batch_size=200, seed=9, window=3, input_nodes="train", shuffle=True))
     _same_batches(a, b)
     assert plugged.calls == -(-len(a) // 3)
 
@@ -234,7 +234,7 @@ class _FailingSampler(BaseSampler):
 
 
 def test_sampler_error_reaches_the_caller(store: GraphStore) -> None:
-    loader = NeighborLoader(store, FANOUTS, 200, sampler=_FailingSampler(), prefetch=2)
+    loader = NeighborLoader(store, FANOUTS, batch_size=200, sampler=_FailingSampler(), prefetch=2, input_nodes="train", shuffle=True)
     with pytest.raises(RuntimeError, match="exploded"):
         next(iter(loader))
     assert not [t for t in threading.enumerate() if t.name.startswith("graphpipe-prefetch")]
@@ -247,7 +247,7 @@ def _loader_threads() -> list[threading.Thread]:
 
 
 def test_abandoned_iterator_leaks_no_thread(store: GraphStore) -> None:
-    loader = NeighborLoader(store, FANOUTS, 50, prefetch=2, window=2, seed=1)
+    loader = NeighborLoader(store, FANOUTS, batch_size=50, prefetch=2, window=2, seed=1, input_nodes="train", shuffle=True)
     it = iter(loader)
     next(it)
     next(it)
@@ -265,7 +265,7 @@ def test_abandoned_iterator_leaks_no_thread(store: GraphStore) -> None:
 
 
 def test_reorder_by_overlap(store: GraphStore) -> None:
-    loader = NeighborLoader(store, FANOUTS, 100, window=6, seed=12, reorder_by="overlap")
+    loader = NeighborLoader(store, FANOUTS, batch_size=100, window=6, seed=12, reorder_by="overlap", input_nodes="train", shuffle=True)
     batches = _epoch(loader)
     planned = loader.epoch_batches(0)
     keys = loader.batch_keys(0, len(planned))
@@ -279,31 +279,31 @@ def test_reorder_by_overlap(store: GraphStore) -> None:
     for b in batches:
         assert np.array_equal(b.x.numpy(), store.features(b.n_id.numpy()))
     with pytest.raises(ValueError, match="'reorder_by'"):
-        NeighborLoader(store, FANOUTS, 100, reorder_by="size")
+        NeighborLoader(store, FANOUTS, batch_size=100, reorder_by="size", input_nodes="train", shuffle=True)
 
 
 def test_array_inputs_and_no_features(store: GraphStore) -> None:
     x = torch.from_numpy(store.features())
     y = torch.from_numpy(np.asarray(store.labels))
     train = store.split("train")
-    tup = NeighborLoader((store.indptr, store.indices, x, y), FANOUTS, 256, input_nodes=train, seed=4)
+    tup = NeighborLoader((store.indptr, store.indices, x, y), FANOUTS, batch_size=256, input_nodes=train, seed=4, shuffle=True)
     dic = NeighborLoader({"indptr": store.indptr, "indices": store.indices, "x": x, "y": y,
-                          "splits": {"train": train}}, FANOUTS, 256, seed=4)
-    ref = NeighborLoader(store, FANOUTS, 256, seed=4)
+                          "splits": {"train": train}}, FANOUTS, batch_size=256, seed=4, input_nodes="train", shuffle=True)
+    ref = NeighborLoader(store, FANOUTS, batch_size=256, seed=4, input_nodes="train", shuffle=True)
     _same_batches(_epoch(tup), _epoch(ref))
-    _same_batches(_epoch(dic), _epoch(NeighborLoader(store, FANOUTS, 256, seed=4)))
+    _same_batches(_epoch(dic), _epoch(NeighborLoader(store, FANOUTS, batch_size=256, seed=4, input_nodes="train", shuffle=True)))
     mask = np.zeros(N, dtype=bool)
     mask[train] = True
-    masked = NeighborLoader(str(store.path), FANOUTS, 256, input_nodes=torch.from_numpy(mask), seed=4)
-    _same_batches(_epoch(masked), _epoch(NeighborLoader(store, FANOUTS, 256, seed=4)))
-    topo = NeighborLoader((store.indptr, store.indices), FANOUTS, 500, input_nodes=None, features=False)
+    masked = NeighborLoader(str(store.path), FANOUTS, batch_size=256, input_nodes=torch.from_numpy(mask), seed=4, shuffle=True)
+    _same_batches(_epoch(masked), _epoch(NeighborLoader(store, FANOUTS, batch_size=256, seed=4, input_nodes="train", shuffle=True)))
+    topo = NeighborLoader((store.indptr, store.indices), FANOUTS, batch_size=500, input_nodes=None, features=False, shuffle=True)
     batches = _epoch(topo)
     assert all(b.x is None and b.y is None for b in batches) and len(batches) == 6
     assert topo.stats.rows_needed == 0
 
 
 def test_progress_bar_runs_and_stops(store: GraphStore) -> None:
-    loader = NeighborLoader(store, FANOUTS, 500, progress=True, input_nodes="valid")
+    loader = NeighborLoader(store, FANOUTS, batch_size=500, progress=True, input_nodes="valid", shuffle=True)
     assert len(_epoch(loader)) == 2
     before = set(threading.enumerate())
     it = iter(loader)
@@ -314,7 +314,7 @@ def test_progress_bar_runs_and_stops(store: GraphStore) -> None:
 
 
 def test_to_device_cpu_roundtrip(store: GraphStore) -> None:
-    batch = next(iter(NeighborLoader(store, FANOUTS, 100, seed=0, prefetch=0)))
+    batch = next(iter(NeighborLoader(store, FANOUTS, batch_size=100, seed=0, prefetch=0, input_nodes="train", shuffle=True)))
     moved = batch.to("cpu")
     assert torch.equal(moved.x, batch.x) and moved.blocks[0].num_src == batch.blocks[0].num_src
     dst = batch.blocks[-1].dst_of_edges()
@@ -340,10 +340,10 @@ def test_errors(store: GraphStore) -> None:
         args = {"fanouts": FANOUTS, "batch_size": 10} | kwargs
         with pytest.raises(ValueError, match=name):
             NeighborLoader(store, **args)
-    with pytest.raises(ValueError, match="'store_or_arrays'"):
-        NeighborLoader((store.indptr, store.indices), FANOUTS, 10, input_nodes=None)
-    with pytest.raises(ValueError, match="'store_or_arrays'"):
-        NeighborLoader(42, FANOUTS, 10)
+    with pytest.raises(ValueError, match="'data'"):
+        NeighborLoader((store.indptr, store.indices), FANOUTS, batch_size=10, input_nodes=None, shuffle=True)
+    with pytest.raises(ValueError, match="'data'"):
+        NeighborLoader(42, FANOUTS, batch_size=10, input_nodes="train", shuffle=True)
 
 
 @pytest.mark.parametrize("cache", [None, "degree"])
@@ -351,8 +351,8 @@ def test_device_assembly_path_on_cpu(store: GraphStore, cache) -> None:
     """The CUDA path (store rows staged, reused rows copied from the previous batch's device
     buffer by the transfer stage) run on the CPU: same rows, bit for bit, also when an
     abandoned epoch leaves the plan pointing at a batch that never reached the device."""
-    loader = NeighborLoader(store, FANOUTS, 150, window=4, seed=21, cache=cache, cache_rows=0.05,
-                            prefetch=2)
+    loader = NeighborLoader(store, FANOUTS, batch_size=150, window=4, seed=21, cache=cache, cache_rows=0.05,
+                            prefetch=2, input_nodes="train", shuffle=True)
     loader.gather.on_device = True  # what device="cuda" selects
     it = iter(loader)
     next(it)
@@ -366,7 +366,7 @@ def test_device_assembly_path_on_cpu(store: GraphStore, cache) -> None:
 
 
 def test_recycled_buffers_never_overwrite_held_rows(store: GraphStore) -> None:
-    loader = NeighborLoader(store, FANOUTS, 100, seed=30, prefetch=0, window=3)
+    loader = NeighborLoader(store, FANOUTS, batch_size=100, seed=30, prefetch=0, window=3, input_nodes="train", shuffle=True)
     kept = []
     seen_buffers = set()
     for i, batch in enumerate(loader):
@@ -389,9 +389,9 @@ def test_store_without_features(tmp_path: Path) -> None:
         w.write_splits({"train": np.arange(100)})
         w.manifest["num_nodes"], w.manifest["num_edges"] = N, len(indices)
         w.commit()
-    with pytest.raises(ValueError, match="'store_or_arrays' has no node features"):
-        NeighborLoader(tmp_path / "topo", FANOUTS, 10)
-    topo = NeighborLoader(tmp_path / "topo", FANOUTS, 40, features=False, cache="degree")
+    with pytest.raises(ValueError, match="'data' has no node features"):
+        NeighborLoader(tmp_path / "topo", FANOUTS, batch_size=10, input_nodes="train", shuffle=True)
+    topo = NeighborLoader(tmp_path / "topo", FANOUTS, batch_size=40, features=False, cache="degree", input_nodes="train", shuffle=True)
     batches = _epoch(topo)
     assert len(batches) == 3 and all(b.x is None and b.y is None for b in batches)
 
@@ -399,12 +399,12 @@ def test_store_without_features(tmp_path: Path) -> None:
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error raised without CUDA")
 def test_cuda_without_cuda_is_an_error(store: GraphStore) -> None:
     with pytest.raises(ValueError, match="'device'"):
-        NeighborLoader(store, FANOUTS, 10, device="cuda")
+        NeighborLoader(store, FANOUTS, batch_size=10, device="cuda", input_nodes="train", shuffle=True)
 
 
 @pytest.mark.parametrize("prefetch", [0, 2])
 def test_in_place_change_of_x_is_caught(store: GraphStore, prefetch: int) -> None:
-    loader = NeighborLoader(store, FANOUTS, 100, seed=3, prefetch=prefetch)
+    loader = NeighborLoader(store, FANOUTS, batch_size=100, seed=3, prefetch=prefetch, input_nodes="train", shuffle=True)
     it = iter(loader)
     batch = next(it)
     batch.x.mul_(2.0)  # rows the next batch reuses are no longer the store's
@@ -412,12 +412,12 @@ def test_in_place_change_of_x_is_caught(store: GraphStore, prefetch: int) -> Non
         next(it)
     assert not _loader_threads()
     # without Match nothing is reused, so in-place work on x is harmless
-    plain = NeighborLoader(store, FANOUTS, 100, seed=3, prefetch=prefetch, match_reorder=False)
+    plain = NeighborLoader(store, FANOUTS, batch_size=100, seed=3, prefetch=prefetch, match_reorder=False, input_nodes="train", shuffle=True)
     for batch in plain:
         batch.x.mul_(2.0)
         assert np.array_equal(batch.x.numpy(), 2.0 * store.features(batch.n_id.numpy()))
     # cloning first is the documented way
-    for batch in NeighborLoader(store, FANOUTS, 100, seed=3, prefetch=prefetch):
+    for batch in NeighborLoader(store, FANOUTS, batch_size=100, seed=3, prefetch=prefetch, input_nodes="train", shuffle=True):
         x = batch.x.clone()
         x.mul_(2.0)
         assert np.array_equal(batch.x.numpy(), store.features(batch.n_id.numpy()))
@@ -430,11 +430,11 @@ def test_store_path_loads_in_memory_and_yields_the_same_batches(store: GraphStor
     the single-array gather path); its batches equal those over the memory-mapped store."""
     kwargs = {"match_reorder": match_reorder, "window": 4, "cache": cache, "cache_rows": 0.1,
               "seed": 5, "prefetch": 1}
-    from_path = NeighborLoader(store.path, FANOUTS, 128, **kwargs)
+    from_path = NeighborLoader(store.path, FANOUTS, batch_size=128, **kwargs)
     assert from_path.data.store.in_memory_arrays == ["csc/indices", "csc/indptr", "node/feat",
                                                      "node/label"]
     assert len(from_path.data.feature_chunks) == 1 and len(store.feature_chunks()[0]) > 1
-    mapped = NeighborLoader(store, FANOUTS, 128, **kwargs)
+    mapped = NeighborLoader(store, FANOUTS, batch_size=128, **kwargs)
     for _ in range(2):
         a, b = _epoch(from_path), _epoch(mapped)
         _same_batches(a, b)
@@ -448,7 +448,7 @@ def test_store_path_loads_in_memory_and_yields_the_same_batches(store: GraphStor
 def test_in_place_change_of_n_id_does_not_mislead_match(store: GraphStore) -> None:
     """Match finds reusable rows by the previous batch's IDs; the loader keeps its own copy,
     so a caller rewriting batch.n_id in place cannot make it copy rows of the wrong nodes."""
-    loader = NeighborLoader(store, FANOUTS, 128, match_reorder=True, window=4, seed=11, prefetch=0)
+    loader = NeighborLoader(store, FANOUTS, batch_size=128, match_reorder=True, window=4, seed=11, prefetch=0, input_nodes="train", shuffle=True)
     for batch in loader:
         n_id = batch.n_id.numpy()
         expected = store.features(n_id)

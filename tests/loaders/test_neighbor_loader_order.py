@@ -62,7 +62,7 @@ def test_unshuffled_batches_in_input_order(store: GraphStore, match_reorder, cac
     given = np.random.default_rng(4).permutation(N)[:1100]  # an arbitrary, unsorted order
     for input_nodes, expected in ((None, np.arange(N)), ("train", store.split("train")),
                                   (torch.from_numpy(given), given)):
-        loader = NeighborLoader(store, [-1], 64, input_nodes=input_nodes, shuffle=False,
+        loader = NeighborLoader(store, [-1], batch_size=64, input_nodes=input_nodes, shuffle=False,
                                 match_reorder=match_reorder, cache=cache, window=window,
                                 prefetch=prefetch, seed=3)
         for _ in range(2):  # every epoch, not only the first
@@ -72,7 +72,7 @@ def test_unshuffled_batches_in_input_order(store: GraphStore, match_reorder, cac
 
 def test_shuffled_epochs_still_reorder(store: GraphStore) -> None:
     """Reorder is kept where it is allowed: with shuffle=True some window leaves sample order."""
-    loader = NeighborLoader(store, [5, 5], 64, input_nodes=None, shuffle=True, window=8, seed=3)
+    loader = NeighborLoader(store, [5, 5], batch_size=64, input_nodes=None, shuffle=True, window=8, seed=3)
     planned = [int(b[0]) for b in loader.epoch_batches(0)]
     produced = [int(b.n_id[0]) for b in loader]
     assert sorted(produced) == sorted(planned) and produced != planned
@@ -94,7 +94,7 @@ def test_pyg_layerwise_inference_matches_full_graph(store: GraphStore) -> None:
             full = conv(full, edge_index)
             full = full.relu() if i < len(convs) - 1 else full
 
-        subgraph_loader = NeighborLoader(store, [-1], 128, input_nodes=None, shuffle=False, seed=0)
+        subgraph_loader = NeighborLoader(store, [-1], batch_size=128, input_nodes=None, shuffle=False, seed=0)
         x_all = x
         for i, conv in enumerate(convs):
             xs = []

@@ -63,8 +63,8 @@ def _bound(true: torch.Tensor, bits: int) -> torch.Tensor:
 @pytest.mark.parametrize("match_reorder", [True, False])
 @pytest.mark.parametrize("cache", [None, "degree"])
 def test_8bit_error_within_row_scale(store: GraphStore, match_reorder, cache) -> None:
-    loader = NeighborLoader(store, FANOUTS, 100, seed=3, feature_bits=8, window=4,
-                            match_reorder=match_reorder, cache=cache, cache_rows=0.1)
+    loader = NeighborLoader(store, FANOUTS, batch_size=100, seed=3, feature_bits=8, window=4,
+                            match_reorder=match_reorder, cache=cache, cache_rows=0.1, input_nodes="train", shuffle=True)
     batches = list(loader)
     assert len(batches) == len(loader)
     for b in batches:
@@ -85,14 +85,14 @@ def test_8bit_error_within_row_scale(store: GraphStore, match_reorder, cache) ->
 
 @pytest.mark.parametrize("bits", [4, 2, 1])
 def test_low_bits_within_row_scale(store: GraphStore, bits: int) -> None:
-    loader = NeighborLoader(store, FANOUTS, 150, seed=1, feature_bits=bits, cache="degree")
+    loader = NeighborLoader(store, FANOUTS, batch_size=150, seed=1, feature_bits=bits, cache="degree", input_nodes="train", shuffle=True)
     for b in loader:
         true = _features(store, b.n_id)
         assert bool(((b.x - true).abs() <= _bound(true, bits)).all())
 
 
 def test_reused_rows_equal_previous_delivery(store: GraphStore) -> None:
-    loader = NeighborLoader(store, FANOUTS, 100, seed=5, feature_bits=4, window=4, prefetch=0)
+    loader = NeighborLoader(store, FANOUTS, batch_size=100, seed=5, feature_bits=4, window=4, prefetch=0, input_nodes="train", shuffle=True)
     prev = None
     checked = 0
     for b in loader:
@@ -108,25 +108,25 @@ def test_reused_rows_equal_previous_delivery(store: GraphStore) -> None:
 
 
 def test_bytes_accounting(store: GraphStore) -> None:
-    full = NeighborLoader(store, FANOUTS, 100, seed=2)
+    full = NeighborLoader(store, FANOUTS, batch_size=100, seed=2, input_nodes="train", shuffle=True)
     list(full)
     s32 = full.stats.as_dict()
     assert s32["feature_bytes_gathered"] == s32["feature_bytes_full"] == s32["rows_gathered"] * DIM * 4
-    q = NeighborLoader(store, FANOUTS, 100, seed=2, feature_bits=8)
+    q = NeighborLoader(store, FANOUTS, batch_size=100, seed=2, feature_bits=8, input_nodes="train", shuffle=True)
     list(q)
     s8 = q.stats.as_dict()
     assert s8["rows_gathered"] == s32["rows_gathered"]  # same batches, same reuse
     assert s8["feature_bytes_full"] == s32["feature_bytes_full"]
     assert s8["feature_bytes_gathered"] == s8["rows_gathered"] * (DIM + 8)  # 1/4 + min + scale
-    q4 = NeighborLoader(store, FANOUTS, 100, seed=2, feature_bits=4)
+    q4 = NeighborLoader(store, FANOUTS, batch_size=100, seed=2, feature_bits=4, input_nodes="train", shuffle=True)
     list(q4)
     assert q4.stats.feature_bytes_gathered == q4.stats.rows_gathered * (DIM // 2 + 8)
 
 
 def test_same_seed_same_batches(store: GraphStore) -> None:
     def run(seed: int, prefetch: int) -> list:
-        loader = NeighborLoader(store, FANOUTS, 100, seed=seed, feature_bits=2, cache="degree",
-                                prefetch=prefetch)
+        loader = NeighborLoader(store, FANOUTS, batch_size=100, seed=seed, feature_bits=2, cache="degree",
+                                prefetch=prefetch, input_nodes="train", shuffle=True)
         return [list(loader) for _ in range(2)]
 
     a, b = run(11, 2), run(11, 0)
@@ -139,19 +139,19 @@ def test_same_seed_same_batches(store: GraphStore) -> None:
 @pytest.mark.parametrize("bad", [0, 3, 16, 32, 8.0, "8", True])
 def test_bad_feature_bits(store: GraphStore, bad) -> None:
     with pytest.raises(ValueError, match=r"feature_bits.*" + repr(bad).replace(".", r"\.")):
-        NeighborLoader(store, FANOUTS, 100, feature_bits=bad)
+        NeighborLoader(store, FANOUTS, batch_size=100, feature_bits=bad, input_nodes="train", shuffle=True)
 
 
 @pytest.mark.parametrize("match_reorder", [True, False])
 def test_full_precision_unchanged(store: GraphStore, match_reorder) -> None:
-    loader = NeighborLoader(store, FANOUTS, 100, seed=4, cache="degree", match_reorder=match_reorder)
+    loader = NeighborLoader(store, FANOUTS, batch_size=100, seed=4, cache="degree", match_reorder=match_reorder, input_nodes="train", shuffle=True)
     for b in loader:
         assert torch.equal(b.x, _features(store, b.n_id))
 
 
 def test_quantized_batch_survives_in_place_edit(store: GraphStore) -> None:
     """Reuse reads the loader's packed rows, so editing a delivered x does not corrupt the next."""
-    loader = NeighborLoader(store, FANOUTS, 100, seed=6, feature_bits=8, prefetch=0)
+    loader = NeighborLoader(store, FANOUTS, batch_size=100, seed=6, feature_bits=8, prefetch=0, input_nodes="train", shuffle=True)
     for b in loader:
         true = _features(store, b.n_id)
         assert bool(((b.x - true).abs() <= _bound(true, 8)).all())

@@ -70,11 +70,11 @@ def test_defaults_and_sampler_input(graph) -> None:
 
 @pytest.mark.parametrize("stream,bind", [(False, False), (True, True)])
 def test_loader_asks_the_declared_capabilities(graph, stream: bool, bind: bool) -> None:
-    want = [b.n_id for b in NeighborLoader(graph, FANOUTS, 50, input_nodes=None, seed=1, window=2)]
+    want = [b.n_id for b in NeighborLoader(graph, FANOUTS, batch_size=50, input_nodes=None, seed=1, window=2, shuffle=True)]
     for prefetch in (0, 2):
         sampler = _Counting(graph, stream, bind)
-        loader = NeighborLoader(graph, FANOUTS, 50, input_nodes=None, seed=1, window=2,
-                                sampler=sampler, prefetch=prefetch)
+        loader = NeighborLoader(graph, FANOUTS, batch_size=50, input_nodes=None, seed=1, window=2,
+                                sampler=sampler, prefetch=prefetch, shuffle=True)
         got = [b.n_id for b in loader]
         assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
         assert sampler.binds == int(bind)
@@ -87,6 +87,6 @@ def test_a_non_sampler_is_refused(graph) -> None:
             raise AssertionError("never called")
 
     with pytest.raises(ValueError, match="'sampler' must be a graphpipe.loaders.BaseSampler"):
-        NeighborLoader(graph, FANOUTS, 50, input_nodes=None, sampler=DuckSampler())
+        NeighborLoader(graph, FANOUTS, batch_size=50, input_nodes=None, sampler=DuckSampler(), shuffle=True)
     with pytest.raises(TypeError):
         BaseSampler()  # sample_from_nodes is abstract

@@ -27,7 +27,7 @@ SCRIPT = textwrap.dedent("""
     data = {"indptr": indptr, "indices": src.astype(np.int64), "x": g.features, "y": g.labels}
     digests = {}
     for backend in ("cpu", "cuda"):
-        loader = NeighborLoader(data, [3, 2], 64, input_nodes=np.arange(150), seed=5,
+        loader = NeighborLoader(data, [3, 2], batch_size=64, input_nodes=np.arange(150), seed=5,
                                 sampler_backend=backend, prefetch=0, window=2)
         assert loader.sampler.backend == backend, loader.sampler
         h = hashlib.sha256()

@@ -212,11 +212,11 @@ def test_sample_batches_keep_request_order(client, int_store):
 def test_remote_loader_yields_the_local_loaders_batches(server, int_store, shared_memory, prefetch):
     """prefetch 2 streams the windows (RemoteSampler.sample_stream), 0 calls per window."""
     kwargs = {"input_nodes": "train", "shuffle": True, "seed": 21, "window": 3, "prefetch": prefetch}
-    local = NeighborLoader(int_store, [5, 3], 64, **kwargs)
+    local = NeighborLoader(int_store, [5, 3], batch_size=64, **kwargs)
     # the loader hands its fanouts to the remote sampler (bind_fanouts)
     sampler = RemoteSampler(server.url, shared_memory=shared_memory, arena_mib=ARENA_MIB)
     assert (sampler.client.arena() is not None) == (shared_memory is None)  # loopback: an arena
-    remote = NeighborLoader(int_store, [5, 3], 64, sampler=sampler, **kwargs)
+    remote = NeighborLoader(int_store, [5, 3], batch_size=64, sampler=sampler, **kwargs)
     for _epoch in range(2):
         pairs = list(zip(local, remote, strict=True))
         assert len(pairs) == len(local) == 11
@@ -233,14 +233,14 @@ def test_remote_loader_stopped_early_returns_its_segments(server, int_store):
     c = sampler.client
 
     base = _in_use_after_a_probe(c, np.arange(5))
-    loader = NeighborLoader(int_store, [5, 3], 32, input_nodes="train", window=2, sampler=sampler, seed=3)
+    loader = NeighborLoader(int_store, [5, 3], batch_size=32, input_nodes="train", window=2, sampler=sampler, seed=3, shuffle=True)
     for _ in range(2):
         for i, batch in enumerate(loader):  # windows in flight when the loop stops
             if i == 3:
                 break
         del batch
     assert _in_use_after_a_probe(c, np.arange(5)) == base
-    local = NeighborLoader(int_store, [5, 3], 32, input_nodes="train", window=2, seed=3)
+    local = NeighborLoader(int_store, [5, 3], batch_size=32, input_nodes="train", window=2, seed=3, shuffle=True)
     for each in (loader, local):
         each.set_epoch(7)
     assert next(iter(loader)).n_id.equal(next(iter(local)).n_id)
@@ -629,8 +629,8 @@ def test_a_full_arena_sends_over_flight(server, int_store):
         def in_arena(values: np.ndarray) -> bool:
             return arena.address <= values.ctypes.data < arena.address + arena.nbytes
 
-        got = c.sample(big, [-1] * 4, seed=3, features=True)  # ~1.3 MB: over Flight
-        want = sample_neighbors(int_store.indptr, int_store.indices, big, [-1] * 4, seed=3)
+        got = c.sample(big, [60], seed=3, replace=True, features=True)  # ~2.4 MB: over Flight
+        want = sample_neighbors(int_store.indptr, int_store.indices, big, [60], seed=3, replace=True)
         assert_same_output(got.output, want)
         np.testing.assert_array_equal(got.x, int_store.features(want.n_id))
         assert not in_arena(got.output.n_id)

@@ -256,8 +256,8 @@ def test_check_topology_and_loader_arrays(clean, damage, message):
     damage(indptr, indices)
     with pytest.raises(CorruptStoreError, match=re.escape(message)):
         check_topology(indptr, indices, N)
-    with pytest.raises(ValueError, match="'store_or_arrays'"):
-        NeighborLoader({"indptr": indptr, "indices": indices}, [2], 8, input_nodes=np.arange(8))
+    with pytest.raises(ValueError, match="'data'"):
+        NeighborLoader({"indptr": indptr, "indices": indices}, [2], batch_size=8, input_nodes=np.arange(8), shuffle=True)
 
 
 def test_skip_env_turns_the_checks_off(clean, tmp_path, monkeypatch):
@@ -275,7 +275,7 @@ LOADER_SCRIPT = textwrap.dedent("""
     from graphpipe.loaders import NeighborLoader
     from graphpipe.store import StoreError
     try:
-        loader = NeighborLoader(sys.argv[1], [3, 2], 8, input_nodes="train", seed=0)
+        loader = NeighborLoader(sys.argv[1], [3, 2], batch_size=8, input_nodes="train", seed=0)
         batches = sum(1 for _ in loader)
     except StoreError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -357,7 +357,7 @@ FUZZ_SCRIPT = textwrap.dedent("""
         data[i] ^= 0xFF
         target.write_bytes(bytes(data))
         try:
-            for _ in NeighborLoader(sys.argv[1], [3, 2], 16, input_nodes="train", seed=i,
+            for _ in NeighborLoader(sys.argv[1], [3, 2], batch_size=16, input_nodes="train", seed=i,
                                     match_reorder=False, prefetch=0):
                 pass
         except (StoreError, ValueError, KeyError) as exc:  # a clean, one-line refusal

@@ -225,8 +225,8 @@ def test_models_run_on_loader_batches() -> None:
     np.cumsum(np.bincount(ei[1], minlength=n), out=indptr[1:])
     x = rng.standard_normal((n, 6)).astype(np.float32)
     y = rng.integers(0, 3, n)
-    loader = NeighborLoader((indptr, ei[0][order].astype(np.int64), x, y), [4, 3], 64,
-                            input_nodes=None, seed=0, prefetch=0)
+    loader = NeighborLoader((indptr, ei[0][order].astype(np.int64), x, y), [4, 3], batch_size=64,
+                            input_nodes=None, seed=0, prefetch=0, shuffle=True)
     batch = next(iter(loader))
     for name in GNN_MODELS:
         model = build_model(name, 6, 8, 3, 2)

@@ -29,7 +29,7 @@ import time
 import numpy as np
 import torch
 
-from graphpipe.loaders.from_sample import minibatch_from_sample
+from graphpipe.loaders.from_sample import BatchAttrs, minibatch_from_sample
 from graphpipe.loaders.prepared import PreparedBatch, RowPlan
 from graphpipe.loaders.rows import PackedRows, QuantizedRowSource, RowSource, check_ids
 from graphpipe.loaders.rows.tiers import tier_counters
@@ -54,14 +54,17 @@ class GatherStage:
         on_device: stage store rows for assembly on the device (ignored for packed rows).
         pin_memory: stage them in pinned memory (CUDA).
         seed: the loader seed (rounding seeds of packed rows).
+        attrs: the edge order and other arrays every batch carries
+            (:class:`graphpipe.loaders.from_sample.BatchAttrs`), or None.
     """
 
     _POOL_SIZE = 6
 
     def __init__(self, rows: RowSource | None, num_nodes: int, labels: np.ndarray | None, match: bool,
                  stats_ref: StatsRef, *, on_device: bool = False, pin_memory: bool = False,
-                 seed: int = 0):
+                 seed: int = 0, attrs: BatchAttrs | None = None):
         self.rows = rows
+        self.attrs = attrs
         self.labels = labels
         self.match = match
         self.features = rows is not None
@@ -146,7 +149,7 @@ class GatherStage:
         if plan is not None:
             plan.prev_token = prev_token
 
-        batch = minibatch_from_sample(out, n_id, x, self.labels)
+        batch = minibatch_from_sample(out, n_id, x, self.labels, self.attrs)
         stats.batches += 1
         stats.seeds += out.batch_size
         stats.sampled_nodes += k

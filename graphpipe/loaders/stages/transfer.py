@@ -20,7 +20,7 @@ import time
 import numpy as np
 import torch
 
-from graphpipe.loaders.minibatch import Block, MiniBatch
+from graphpipe.loaders.minibatch import MiniBatch
 from graphpipe.loaders.prepared import PreparedBatch, RowPlan
 from graphpipe.loaders.rows import RowSource
 from graphpipe.loaders.stats import StatsRef
@@ -120,11 +120,4 @@ class TransferStage:
 
 
 def _pinned(batch: MiniBatch) -> MiniBatch:
-    def pin(t: torch.Tensor | None) -> torch.Tensor | None:
-        return None if t is None else t.pin_memory()
-
-    return MiniBatch(n_id=pin(batch.n_id), x=pin(batch.x), y=pin(batch.y), batch_size=batch.batch_size,
-                     blocks=[Block(pin(b.indptr), pin(b.indices), b.num_dst, b.num_src, pin(b.edge_ids))
-                             for b in batch.blocks],
-                     edge_index=pin(batch.edge_index), e_id=pin(batch.e_id),
-                     num_sampled_nodes=batch.num_sampled_nodes, num_sampled_edges=batch.num_sampled_edges)
+    return batch.pin_memory()

@@ -9,8 +9,8 @@ from .api import BACKENDS, sample_neighbors
 from .cpu import sample_hop_global, sample_neighbors_batches
 from .keys import batch_key, hop_key, stream_keys
 from .reference import sample_hop_global_reference, sample_neighbors_reference
-from .types import SampledBlock, SampleOutput
+from .types import FRONTIERS, SampledBlock, SampleOutput
 
-__all__ = ["BACKENDS", "SampleOutput", "SampledBlock", "batch_key", "hop_key",
+__all__ = ["BACKENDS", "FRONTIERS", "SampleOutput", "SampledBlock", "batch_key", "hop_key",
            "sample_hop_global", "sample_hop_global_reference", "sample_neighbors",
            "sample_neighbors_batches", "sample_neighbors_reference", "stream_keys"]

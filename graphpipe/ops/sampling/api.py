@@ -29,7 +29,7 @@ import numpy as np
 from graphpipe.ops._core.backend import numba_cuda_available, resolve_backend
 from graphpipe.ops.sampling import cpu as _cpu
 from graphpipe.ops.sampling.reference import sample_neighbors_reference
-from graphpipe.ops.sampling.types import SampleOutput
+from graphpipe.ops.sampling.types import SampleOutput, check_frontier
 from graphpipe.ops.sampling.types import assemble as _assemble
 
 __all__ = ["BACKENDS", "canonical_local_ids", "sample_neighbors"]
@@ -46,7 +46,8 @@ def _on_gpu(*arrays: Any) -> bool:
 
 
 def sample_neighbors(indptr: Any, indices: Any, seeds: Any, fanouts: Sequence[int], *,
-                     replace: bool = False, seed: int = 0, backend: str = "auto") -> SampleOutput:
+                     replace: bool = False, seed: int = 0, backend: str = "auto",
+                     frontier: str = "new") -> SampleOutput:
     """Sample a multi-hop neighbourhood of ``seeds`` with Fused-Map local IDs.
 
     Args:
@@ -58,6 +59,10 @@ def sample_neighbors(indptr: Any, indices: Any, seeds: Any, fanouts: Sequence[in
         seed: integer key of this batch's random stream; the output is a pure function
             of (graph, seeds, fanouts, replace, seed), whatever the backend.
         backend: ``"auto"``, ``"cpu"``, ``"cuda"`` or ``"reference"`` (module docstring).
+        frontier: which nodes a hop after the first expands: ``"new"`` (default, PyG's
+            convention: only the nodes the hop before reached first; the others keep empty
+            rows in the block) or ``"all"`` (DGL's: every node known so far, seeds
+            included). Same draws per expanded destination under both.
 
     Returns:
         :class:`~graphpipe.ops.sampling.types.SampleOutput` (block convention in
@@ -75,16 +80,26 @@ def sample_neighbors(indptr: Any, indices: Any, seeds: Any, fanouts: Sequence[in
     ([0, 1, 2], [1, 2])
 
     Two hops from seeds 0 and 2 (``fanouts`` seed hop first; ``blocks`` input layer
-    first, DGL's convention); every backend returns the same sample:
+    first, DGL's convention); every backend returns the same sample. By default (PyG's
+    convention) the second hop expands only node 1, the node the first hop reached:
 
     >>> out = sample_neighbors(indptr, indices, np.array([0, 2]), [1, 1], seed=7)
     >>> out.batch_size, out.num_sampled_nodes, out.num_sampled_edges
-    (2, [2, 1, 0], [2, 3])
+    (2, [2, 1, 0], [2, 1])
+    >>> out.blocks[0].indptr.tolist()     # rows of the seeds 0, 2 empty in hop 2
+    [0, 0, 0, 1]
     >>> ref = sample_neighbors(indptr, indices, np.array([0, 2]), [1, 1], seed=7,
     ...                        backend="reference")
     >>> ref.n_id.tolist() == out.n_id.tolist()
     True
+
+    DGL's convention re-samples the seeds in hop 2 too:
+
+    >>> dgl = sample_neighbors(indptr, indices, np.array([0, 2]), [1, 1], seed=7, frontier="all")
+    >>> dgl.num_sampled_edges, dgl.blocks[0].indptr.tolist()
+    ([2, 3], [0, 1, 2, 3])
     """
+    frontier = check_frontier(frontier)
     device = "cuda" if _on_gpu(indptr, indices, seeds) else "cpu"
     if backend == "reference" and device != "cpu":
         raise ValueError("'backend'='reference' needs host arrays (got device arrays)")
@@ -95,12 +110,14 @@ def sample_neighbors(indptr: Any, indices: Any, seeds: Any, fanouts: Sequence[in
                              "NUMBA_ENABLE_CUDASIM is not set)")
         from graphpipe.ops.sampling.cuda import sample_neighbors_cuda
 
-        out = sample_neighbors_cuda(indptr, indices, seeds, fanouts, replace=replace, seed=seed)
+        out = sample_neighbors_cuda(indptr, indices, seeds, fanouts, replace=replace, seed=seed,
+                                    frontier=frontier)
         return canonical_local_ids(out)
     if backend == "reference":
         return sample_neighbors_reference(indptr, indices, seeds, fanouts, replace=replace,
-                                          seed=seed)
-    return _cpu.sample_neighbors(indptr, indices, seeds, fanouts, replace=replace, seed=seed)
+                                          seed=seed, frontier=frontier)
+    return _cpu.sample_neighbors(indptr, indices, seeds, fanouts, replace=replace, seed=seed,
+                                 frontier=frontier)
 
 
 def _host(a: Any) -> np.ndarray:

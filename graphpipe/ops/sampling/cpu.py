@@ -7,12 +7,18 @@ in ``indices`` (what ``SampledBlock.edge_ids`` holds).
 
 Sampling semantics (``fanouts`` seed hop first, PyG order; DGL block convention):
 
-- hop 1 samples ``fanouts[0]`` in-neighbours of every seed; hop ``h`` samples
-  ``fanouts[h-1]`` in-neighbours of *every* destination of its block, i.e. every node
-  discovered in hops ``< h`` (seeds included), exactly like DGL's
-  ``NeighborSampler.sample_blocks``. The block of hop ``h`` has destinations
-  ``n_id[:num_dst]`` (all nodes known before hop ``h``) and sources ``n_id[:num_src]``
-  (those plus the hop's new nodes), so the destinations are a prefix of the sources.
+- hop 1 samples ``fanouts[0]`` in-neighbours of every seed. Hop ``h > 1`` samples
+  ``fanouts[h-1]`` in-neighbours of its *frontier* (``frontier=``,
+  :data:`graphpipe.ops.sampling.types.FRONTIERS`): with ``"new"`` (default) only the
+  nodes hop ``h-1`` reached first, like PyG's ``NeighborLoader`` (torch-sparse's and pyg-lib's
+  ``neighbor_sample`` expand ``samples[begin:end]``, the previous hop's new nodes); with
+  ``"all"`` every node discovered in hops ``< h`` (seeds included), exactly like DGL's
+  ``NeighborSampler.sample_blocks``.
+  Either way the block of hop ``h`` has destinations ``n_id[:num_dst]`` (all nodes
+  known before hop ``h``; with ``"new"`` those before the frontier have empty rows)
+  and sources ``n_id[:num_src]`` (those plus the hop's new nodes), so the
+  destinations are a prefix of the sources. A destination expanded under both
+  conventions draws the same edges (same stream key).
 - uniform without replacement by default: ``min(fanout, deg)`` distinct neighbours per
   destination, all of them (in CSC order) when ``deg <= fanout``; Floyd's algorithm on
   positions in the row otherwise. ``replace=True``: ``fanout`` independent uniform draws
@@ -54,7 +60,7 @@ from graphpipe.ops.sampling.idmap import (
     table_insert_or_get,
 )
 from graphpipe.ops.sampling.keys import _stream_key, batch_key, hop_key
-from graphpipe.ops.sampling.types import SampleOutput
+from graphpipe.ops.sampling.types import SampleOutput, check_frontier
 from graphpipe.ops.sampling.types import assemble as _assemble
 
 __all__ = [
@@ -126,13 +132,14 @@ _PREFETCH_DISTANCE = 16
 
 
 @numba.njit(cache=True, nogil=True)
-def _hop_counts(indptr, n_id, num_dst, fanout, replace):
-    local_indptr = np.empty(num_dst + 1, dtype=np.int64)
-    starts = np.empty(num_dst, dtype=np.int64)
-    degs = np.empty(num_dst, dtype=np.int64)
-    local_indptr[0] = 0
+def _hop_counts(indptr, n_id, num_dst, fanout, replace, first=0):
+    """Edges per destination of one hop; destinations ``< first`` are not expanded
+    (``frontier="new"``: nodes of earlier hops keep empty rows)."""
+    local_indptr = np.zeros(num_dst + 1, dtype=np.int64)
+    starts = np.zeros(num_dst, dtype=np.int64)
+    degs = np.zeros(num_dst, dtype=np.int64)
     total = 0
-    for i in range(num_dst):
+    for i in range(first, num_dst):
         if i + _PREFETCH_DISTANCE < num_dst:
             _prefetch(indptr, n_id[i + _PREFETCH_DISTANCE])
         v = n_id[i]
@@ -171,13 +178,13 @@ def _hop_reserve(n_id, num_nodes, total, keys, values, num_graph_nodes):
 
 @numba.njit(cache=True, nogil=True)
 def _hop_fill(indptr, indices, n_id, num_nodes, num_dst, fanout, replace, hkey, keys, values,
-              local_indptr, starts, degs, local_src, edge_ids, scratch_set, scratch_slots):
+              local_indptr, starts, degs, local_src, edge_ids, scratch_set, scratch_slots, first=0):
     """Sample one hop into ``edge_ids``/``local_src`` (length = the hop's edge count) and
     Fused-Map the sources; ``n_id`` and the table must already be reserved. Returns the
     new node count."""
     total = local_src.shape[0]
     # pass 1: choose the edge slots (touches only edge_ids)
-    for i in range(num_dst):
+    for i in range(first, num_dst):
         base = local_indptr[i]
         count = local_indptr[i + 1] - base
         if count == 0:
@@ -230,8 +237,8 @@ def _sample_hop_fused(indptr, indices, n_id, num_nodes, num_dst, fanout, replace
 
 
 @numba.njit(cache=True, nogil=True)
-def _sample_batch(indptr, indices, seeds, fanouts, replace, hop_keys):
-    """All hops of one batch in one nogil call.
+def _sample_batch(indptr, indices, seeds, fanouts, replace, hop_keys, new_only):
+    """All hops of one batch in one nogil call (``new_only``: ``frontier="new"``).
 
     Returns ``(dup, n_id, meta, indptrs, local_srcs, edge_ids)``: ``dup`` the index of
     the first repeated seed or -1; ``meta[h] = (num_dst, num_src)``; the last three are
@@ -267,15 +274,19 @@ def _sample_batch(indptr, indices, seeds, fanouts, replace, hop_keys):
         scratch_set = np.full(1, -1, dtype=np.int64)
         scratch_slots = np.empty(1, dtype=np.int64)
     num_nodes = batch_size
+    first = 0
     for h in range(num_hops):
         fanout = fanouts[h]
         num_dst = num_nodes
-        local_indptr, starts, degs, total = _hop_counts(indptr, n_id, num_dst, fanout, replace)
+        local_indptr, starts, degs, total = _hop_counts(indptr, n_id, num_dst, fanout, replace, first)
         n_id, keys, values = _hop_reserve(n_id, num_nodes, total, keys, values, num_graph_nodes)
         local_src = np.empty(total, dtype=np.int64)
         edge_ids = np.empty(total, dtype=np.int64)
         num_nodes = _hop_fill(indptr, indices, n_id, num_nodes, num_dst, fanout, replace, hop_keys[h], keys, values,
-                              local_indptr, starts, degs, local_src, edge_ids, scratch_set, scratch_slots)
+                              local_indptr, starts, degs, local_src, edge_ids, scratch_set, scratch_slots,
+                              first)
+        if new_only:
+            first = num_dst
         meta[h, 0] = num_dst
         meta[h, 1] = num_nodes
         indptrs.append(local_indptr)
@@ -324,11 +335,12 @@ def _sample_hop_global_kernel(indptr, indices, dst_global, fanout, replace, skey
 # Public API
 
 
-def _sample_validated(indptr, indices, seeds, fanouts, replace, seed) -> SampleOutput:
+def _sample_validated(indptr, indices, seeds, fanouts, replace, seed, frontier="new") -> SampleOutput:
     bkey = batch_key(seed)
     hop_keys = np.array([hop_key(bkey, h) for h in range(len(fanouts))], dtype=np.uint64)
     dup, n_id, meta, indptrs, local_srcs, edge_ids = _sample_batch(
-        indptr, indices, seeds, np.asarray(fanouts, dtype=np.int64), bool(replace), hop_keys)
+        indptr, indices, seeds, np.asarray(fanouts, dtype=np.int64), bool(replace), hop_keys,
+        frontier == "new")
     if dup >= 0:
         raise ValueError(f"'seeds' must be unique (got {int(seeds[dup])} more than once)")
     hops = [(ip, src, eid, num_dst, num_src)
@@ -344,6 +356,7 @@ def sample_neighbors(
     *,
     replace: bool = False,
     seed: int = 0,
+    frontier: str = "new",
 ) -> SampleOutput:
     """Sample a multi-hop neighbourhood of ``seeds`` with Fused-Map local IDs.
 
@@ -354,7 +367,9 @@ def sample_neighbors(
         fanouts: per hop, seed hop first; ``-1`` takes all neighbours.
         replace: sample with replacement.
         seed: integer key of this batch's random stream; the output is a pure function
-            of (graph, seeds, fanouts, replace, seed).
+            of (graph, seeds, fanouts, replace, seed, frontier).
+        frontier: ``"new"`` (PyG, default) or ``"all"`` (DGL): which nodes hops after the
+            first expand (module docstring).
 
     Returns:
         :class:`SampleOutput` (see the module docstring for the block convention).
@@ -366,7 +381,7 @@ def sample_neighbors(
     indptr, indices = _check_graph(indptr, indices)
     fanouts = _check_fanouts(fanouts)
     seeds = _check_seeds(seeds, indptr.shape[0] - 1)
-    return _sample_validated(indptr, indices, seeds, fanouts, replace, seed)
+    return _sample_validated(indptr, indices, seeds, fanouts, replace, seed, check_frontier(frontier))
 
 
 _POOLS: dict[int, ThreadPoolExecutor] = {}
@@ -392,11 +407,12 @@ def sample_neighbors_batches(
     replace: bool = False,
     seeds: Sequence[int],
     num_threads: int | None = None,
+    frontier: str = "new",
 ) -> list[SampleOutput]:
     """Sample the batches of a window in parallel threads (the kernels release the GIL).
 
     Result ``i`` equals ``sample_neighbors(indptr, indices, seed_batches[i], fanouts,
-    replace=replace, seed=seeds[i])`` whatever ``num_threads`` is.
+    replace=replace, seed=seeds[i], frontier=frontier)`` whatever ``num_threads`` is.
 
     Args:
         seed_batches: per batch, int (B_i,) unique global seed IDs.
@@ -405,6 +421,7 @@ def sample_neighbors_batches(
     """
     indptr, indices = _check_graph(indptr, indices)
     fanouts = _check_fanouts(fanouts)
+    frontier = check_frontier(frontier)
     seed_batches = list(seed_batches)
     seeds = list(seeds)
     if len(seeds) != len(seed_batches):
@@ -416,9 +433,10 @@ def sample_neighbors_batches(
     num_threads = min(int(num_threads), max(1, len(seed_batches)))
     batches = [_check_seeds(b, indptr.shape[0] - 1, "seed_batches") for b in seed_batches]
     if num_threads == 1:
-        return [_sample_validated(indptr, indices, b, fanouts, replace, s) for b, s in zip(batches, seeds)]
+        return [_sample_validated(indptr, indices, b, fanouts, replace, s, frontier)
+                for b, s in zip(batches, seeds)]
     pool = _pool(num_threads)
-    futures = [pool.submit(_sample_validated, indptr, indices, b, fanouts, replace, s)
+    futures = [pool.submit(_sample_validated, indptr, indices, b, fanouts, replace, s, frontier)
                for b, s in zip(batches, seeds)]
     return [f.result() for f in futures]
 

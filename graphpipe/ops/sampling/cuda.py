@@ -7,7 +7,9 @@ local IDs of non-seed nodes differ: Fused-Map on the GPU assigns them in the ord
 threads win the atomic counter, which is a valid bijection onto each hop's ID range
 but not deterministic (fastgl.md §5.2). Compare with the CPU up to relabelling.
 
-Kernels, one hop at a time (destinations = every node known before the hop):
+Kernels, one hop at a time (destinations = every node known before the hop, or with
+``frontier="new"`` only those the hop before reached first; the host pads the block's
+offsets with empty rows for the others):
 
 1. ``_count_kernel``: one thread per destination writes ``min(fanout, deg)``.
 2. host/CuPy exclusive scan → block ``indptr`` (the one device→host sync per hop sizes
@@ -50,7 +52,7 @@ from graphpipe.ops._core.checks import check_fanouts as _check_fanouts
 from graphpipe.ops._core.checks import check_node_ids as _check_seeds
 from graphpipe.ops.sampling.idmap import EMPTY_KEY, HASH_MIX, HASH_MOD, table_capacity
 from graphpipe.ops.sampling.keys import batch_key, hop_key
-from graphpipe.ops.sampling.types import SampleOutput
+from graphpipe.ops.sampling.types import SampleOutput, check_frontier
 from graphpipe.ops.sampling.types import assemble as _assemble
 
 try:  # optional
@@ -474,7 +476,7 @@ def relabel_cuda(keys, values, ids, *, mode: int = HASH_MIX):
 
 
 def sample_neighbors_cuda(indptr, indices, seeds, fanouts: Sequence[int], *, replace: bool = False,
-                          seed: int = 0) -> SampleOutput:
+                          seed: int = 0, frontier: str = "new") -> SampleOutput:
     """GPU :func:`graphpipe.ops.sampling.sample_neighbors`: same arguments, same edges.
 
     ``n_id[:B]`` equals the seeds and each hop's new nodes occupy the same ID range as
@@ -483,6 +485,7 @@ def sample_neighbors_cuda(indptr, indices, seeds, fanouts: Sequence[int], *, rep
     """
     as_cupy = _is_cupy(seeds)
     fanouts = _check_fanouts(fanouts)
+    frontier = check_frontier(frontier)
     if _is_device(indptr):  # already on the GPU (checked by whoever put it there)
         num_graph_nodes = int(indptr.shape[0]) - 1
         d_indptr, d_indices = _to_device(indptr, np.int64), _to_device(indices, indices.dtype)
@@ -504,11 +507,13 @@ def sample_neighbors_cuda(indptr, indices, seeds, fanouts: Sequence[int], *, rep
         raise ValueError(f"'seeds' must be unique (got {int(seeds_h[first_dup])} more than once)")
     bkey = batch_key(seed)
     num_nodes = batch_size
+    first = 0  # destinations before it are not expanded (frontier="new")
     hops = []
     for h, fanout in enumerate(fanouts):
         num_dst = num_nodes
-        offsets, total, d_src, d_eid = _sample_hop_device(d_indptr, d_indices, n_id[:num_dst], fanout, replace,
-                                                          None, hop_key(bkey, h))
+        offsets, total, d_src, d_eid = _sample_hop_device(d_indptr, d_indices, n_id[first:num_dst], fanout,
+                                                          replace, None, hop_key(bkey, h))
+        offsets = _pad_rows(offsets, first)
         bound = min(num_nodes + total, num_graph_nodes)
         table.ensure(bound)
         if capacity < bound:
@@ -519,4 +524,17 @@ def sample_neighbors_cuda(indptr, indices, seeds, fanouts: Sequence[int], *, rep
         _launch(_copy_kernel, num_new, new_keys, n_id, num_nodes)
         num_nodes += num_new
         hops.append((_out(offsets, as_cupy), _out(local_src, as_cupy), _out(d_eid, as_cupy), num_dst, num_nodes))
+        if frontier == "new":
+            first = num_dst
     return _assemble(_out(n_id[:num_nodes], as_cupy), batch_size, hops)
+
+
+def _pad_rows(offsets: Any, first: int) -> Any:
+    """Block offsets with ``first`` empty rows in front (the destinations not expanded)."""
+    if first == 0:
+        return offsets
+    if _cupy is not None and not _SIMULATOR:
+        o = _cupy.asarray(offsets)
+        return cuda.as_cuda_array(_cupy.concatenate([_cupy.zeros(first, dtype=o.dtype), o]))
+    host = _to_host(offsets)
+    return cuda.to_device(np.concatenate([np.zeros(first, dtype=host.dtype), host]))

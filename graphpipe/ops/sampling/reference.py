@@ -15,7 +15,7 @@ from graphpipe.ops._core.checks import check_fanouts as _check_fanouts
 from graphpipe.ops._core.checks import check_node_ids as _check_node_ids
 from graphpipe.ops._core.rng import bounded_py as _bounded_py
 from graphpipe.ops.sampling.keys import _stream_key_py, batch_key, hop_key
-from graphpipe.ops.sampling.types import SampleOutput
+from graphpipe.ops.sampling.types import SampleOutput, check_frontier
 from graphpipe.ops.sampling.types import assemble as _assemble
 
 __all__ = ["sample_hop_global_reference", "sample_neighbors_reference"]
@@ -68,8 +68,13 @@ def sample_hop_global_reference(indptr, indices, dst_global, fanout: int, *, rep
     return np.asarray(ip, dtype=np.int64), np.asarray(src, dtype=np.int64), np.asarray(eids, dtype=np.int64)
 
 
-def sample_neighbors_reference(indptr, indices, seeds, fanouts: Sequence[int], *, replace: bool = False, seed: int = 0) -> SampleOutput:
-    """Plain-Python oracle for :func:`sample_neighbors`: same RNG, dict ID map."""
+def sample_neighbors_reference(indptr, indices, seeds, fanouts: Sequence[int], *, replace: bool = False,
+                               seed: int = 0, frontier: str = "new") -> SampleOutput:
+    """Plain-Python oracle for :func:`sample_neighbors`: same RNG, dict ID map.
+
+    ``frontier="all"``: hop ``h`` expands every node known before it; ``"new"``: only the
+    nodes the hop before reached first (the others keep empty rows in the block)."""
+    frontier = check_frontier(frontier)
     indptr, indices = _check_csc(indptr, indices)
     fanouts = _check_fanouts(fanouts)
     seeds = [int(s) for s in _check_node_ids(seeds, indptr.shape[0] - 1)]
@@ -81,12 +86,16 @@ def sample_neighbors_reference(indptr, indices, seeds, fanouts: Sequence[int], *
     n_id = list(seeds)
     bkey = batch_key(seed)
     hops = []
+    first = 0  # destinations before it are not expanded
     for h, fanout in enumerate(fanouts):
         num_dst = len(n_id)
         hkey = hop_key(bkey, h)
-        dst = n_id[:num_dst]
+        dst = n_id[first:num_dst]
         ip, src, eids = sample_hop_global_reference(
             indptr, indices, dst, fanout, replace=replace, stream_keys=[_stream_key_py(hkey, v) for v in dst])
+        ip = np.concatenate([np.zeros(first, dtype=np.int64), ip])  # empty rows before the frontier
+        if frontier == "new":
+            first = num_dst
         local_src = []
         for g in src.tolist():
             if g not in local_of:

@@ -8,7 +8,19 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["SampleOutput", "SampledBlock", "assemble"]
+__all__ = ["FRONTIERS", "SampleOutput", "SampledBlock", "assemble", "check_frontier"]
+
+FRONTIERS = ("new", "all")
+"""Which nodes a hop after the first expands: ``"new"`` only the nodes the hop before
+reached first (PyG's ``NeighborLoader``, torch-sparse / pyg-lib ``neighbor_sample``);
+``"all"`` every node known so far, seeds included (DGL's ``NeighborSampler``)."""
+
+
+def check_frontier(frontier: str) -> str:
+    """``frontier`` if it is one of :data:`FRONTIERS`, else ``ValueError``."""
+    if not isinstance(frontier, str) or frontier not in FRONTIERS:
+        raise ValueError(f"'frontier' must be one of {FRONTIERS} (got {frontier!r})")
+    return frontier
 
 
 @dataclass
@@ -56,6 +68,8 @@ class SampleOutput:
         batch_size: number of seeds.
         num_sampled_nodes: per hop, seeds first (length ``len(fanouts)+1``).
         num_sampled_edges: per hop, seed hop first (length ``len(fanouts)``).
+        batch: int64 ``(num_nodes,)`` for a disjoint sample (one tree per seed, IDs may
+            repeat across trees): the tree of each node; None otherwise.
     """
 
     n_id: np.ndarray
@@ -63,6 +77,7 @@ class SampleOutput:
     batch_size: int
     num_sampled_nodes: list[int] = field(default_factory=list)
     num_sampled_edges: list[int] = field(default_factory=list)
+    batch: np.ndarray | None = None
 
 
 def assemble(n_id: np.ndarray, batch_size: int, hops: list[tuple[np.ndarray, np.ndarray, np.ndarray, int, int]]) -> SampleOutput:

@@ -74,6 +74,27 @@ class SamplerTests:
         got = self.sample(indptr, indices, seeds, fanouts, replace=replace, seed=seed)
         assert_same(got, want)
 
+    @pytest.mark.parametrize("case", range(len(CASES)))
+    def test_frontier_all_matches_reference(self, case: int) -> None:
+        n, e, seeds, fanouts, replace, seed, dtype = CASES[case]
+        indptr, indices = csc_graph(n, e, seed=case, dtype=dtype)
+        seeds = np.array(seeds, dtype=np.int64)
+        want = sample_neighbors_reference(indptr, indices, seeds, fanouts, replace=replace,
+                                          seed=seed, frontier="all")
+        got = self.sample(indptr, indices, seeds, fanouts, replace=replace, seed=seed,
+                          frontier="all")
+        assert_same(got, want)
+
+    def test_frontier_new_expands_only_the_previous_hops_new_nodes(self) -> None:
+        indptr, indices = csc_graph(90, 900, seed=6)
+        seeds = np.array([0, 5, 9, 12])
+        out = self.sample(indptr, indices, seeds, [3, 2, 2], seed=4)  # the default
+        first = 0
+        for block in reversed(out.blocks):  # seed hop first
+            deg = np.diff(np.asarray(block.indptr))
+            assert not deg[:first].any()  # nodes of earlier hops are not expanded again
+            first = block.num_dst
+
     def test_seed_changes_the_draws_only(self) -> None:
         indptr, indices = csc_graph(90, 900, seed=3)
         seeds = np.array([0, 1, 2, 3, 4, 5])
@@ -92,6 +113,11 @@ class SamplerTests:
         indptr, indices = csc_graph(90, 300, seed=4)
         with pytest.raises(ValueError, match=match):
             self.sample(indptr, indices, np.array(seeds), fanouts)
+
+    def test_rejects_unknown_frontier(self) -> None:
+        indptr, indices = csc_graph(90, 300, seed=4)
+        with pytest.raises(ValueError, match="'frontier' must be one of"):
+            self.sample(indptr, indices, np.array([0, 1]), [2], frontier="old")
 
 
 class TestReference(SamplerTests):
@@ -163,3 +189,25 @@ def test_canonical_local_ids_undoes_any_relabelling(case: int) -> None:
     if want.n_id.shape[0] > len(seeds) + 1:
         assert not np.array_equal(scramble(want, 0).n_id, want.n_id) or \
             not np.array_equal(scramble(want, 1).n_id, want.n_id)
+
+
+def test_frontier_new_is_all_restricted_to_the_frontier() -> None:
+    """The oracle's two conventions agree where they must: a destination that both expand
+    draws the same edges (same stream key), hop 1 is identical, and ``"new"`` never
+    reaches a node ``"all"`` does not."""
+    indptr, indices = csc_graph(90, 900, seed=8)
+    seeds = np.array([2, 7, 40])
+    new = sample_neighbors_reference(indptr, indices, seeds, [3, 3, 2], seed=9, frontier="new")
+    full = sample_neighbors_reference(indptr, indices, seeds, [3, 3, 2], seed=9, frontier="all")
+    assert np.array_equal(new.blocks[-1].edge_ids, full.blocks[-1].edge_ids)
+    assert set(new.n_id.tolist()) <= set(full.n_id.tolist())
+    for hop, (b_new, b_all) in enumerate(zip(reversed(new.blocks), reversed(full.blocks))):
+        for v in range(b_new.num_dst):
+            lo, hi = b_new.indptr[v], b_new.indptr[v + 1]
+            if hi == lo:
+                continue
+            g = new.n_id[v]  # same global node in "all": its local row there
+            w = int(np.flatnonzero(full.n_id == g)[0])
+            assert w < b_all.num_dst, (hop, g)
+            assert np.array_equal(b_new.edge_ids[lo:hi], b_all.edge_ids[b_all.indptr[w]:b_all.indptr[w + 1]])
+    assert sum(new.num_sampled_edges) < sum(full.num_sampled_edges)

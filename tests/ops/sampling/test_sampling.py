@@ -56,7 +56,8 @@ def assert_same_output(a: SampleOutput, b: SampleOutput) -> None:
         assert np.array_equal(x.edge_ids, y.edge_ids)
 
 
-def check_structure(indptr, indices, seeds, fanouts, out: SampleOutput, replace: bool = False) -> None:
+def check_structure(indptr, indices, seeds, fanouts, out: SampleOutput, replace: bool = False,
+                    frontier: str = "new") -> None:
     """S1-S3 and the SampleOutput conventions, checked from global IDs only."""
     seeds = np.asarray(seeds)
     n_id = out.n_id
@@ -73,6 +74,7 @@ def check_structure(indptr, indices, seeds, fanouts, out: SampleOutput, replace:
         assert outer.num_dst == inner.num_src  # chaining
     hop_blocks = list(reversed(out.blocks))
     known = len(seeds)
+    start = 0  # destinations before it are not expanded ("new": the earlier hops' nodes)
     for h, (fanout, blk) in enumerate(zip(fanouts, hop_blocks)):
         assert out.num_sampled_edges[h] == blk.num_edges
         assert blk.num_dst == known
@@ -92,6 +94,9 @@ def check_structure(indptr, indices, seeds, fanouts, out: SampleOutput, replace:
             deg = hi - lo
             eids = blk.edge_ids[blk.indptr[d]: blk.indptr[d + 1]]
             src_global = n_id[blk.indices[blk.indptr[d]: blk.indptr[d + 1]]]
+            if d < start:
+                assert eids.size == 0  # not on the frontier: not expanded again
+                continue
             # S1: edge exists, edge id points at it
             assert np.all((eids >= lo) & (eids < hi))
             assert np.array_equal(indices[eids].astype(np.int64), src_global)
@@ -105,19 +110,23 @@ def check_structure(indptr, indices, seeds, fanouts, out: SampleOutput, replace:
                 assert np.unique(eids).size == eids.size
                 if deg <= fanout:
                     assert np.array_equal(np.sort(eids), np.arange(lo, hi))
+        if frontier == "new":
+            start = known
         known = blk.num_src
 
 
 @pytest.mark.parametrize("fanouts", [[5, 3], [15, 10, 5], [40, 2], [-1, 4], [0, 3], [1]])
 @pytest.mark.parametrize("replace", [False, True])
-def test_matches_reference_and_structure(fanouts, replace):
+@pytest.mark.parametrize("frontier", ["new", "all"])
+def test_matches_reference_and_structure(fanouts, replace, frontier):
     indptr, indices = mixed_graph(1)
     n = indptr.shape[0] - 1
     seeds = np.array([0, n - 15, 7, n - 1, n - 19, 3, 150, 42])  # hub, degree-20 node, duplicate edge, isolated
-    out = sample_neighbors(indptr, indices, seeds, fanouts, replace=replace, seed=11)
-    ref = sample_neighbors_reference(indptr, indices, seeds, fanouts, replace=replace, seed=11)
+    out = sample_neighbors(indptr, indices, seeds, fanouts, replace=replace, seed=11, frontier=frontier)
+    ref = sample_neighbors_reference(indptr, indices, seeds, fanouts, replace=replace, seed=11,
+                                     frontier=frontier)
     assert_same_output(out, ref)
-    check_structure(indptr, indices, seeds, fanouts, out, replace)
+    check_structure(indptr, indices, seeds, fanouts, out, replace, frontier)
 
 
 def test_int64_indices_and_table_growth():
