@@ -8,36 +8,9 @@ resolved there."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def numpy1_python() -> str | None:
-    """The interpreter of the NumPy-1 (DGL) environment, or None."""
-    given = os.environ.get("GRAPHPIPE_DGL_PYTHON")
-    if given:
-        return given
-    default = ROOT / ".venv-dgl" / "bin" / "python"
-    return str(default) if default.exists() else None
-
-
-def run_in_numpy1_env(script: str, *args: str, timeout: int = 600) -> str:
-    """Run ``python -c script args`` in the NumPy-1 environment with this checkout first on
-    the path; returns its stdout, fails the test with its output when it fails."""
-    python = numpy1_python()
-    if python is None:
-        pytest.skip("no NumPy-1 environment (make peers, or set GRAPHPIPE_DGL_PYTHON)")
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "DGLBACKEND": "pytorch"}
-    proc = subprocess.run([python, "-c", script, *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=timeout, check=False)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return proc.stdout
-
 
 _REQUIREMENTS = r"""
 import sys, tomllib
@@ -80,11 +53,11 @@ with tempfile.TemporaryDirectory() as tmp:
 """
 
 
-def test_declared_bounds_hold_in_the_numpy1_env() -> None:
-    out = run_in_numpy1_env(_REQUIREMENTS, str(ROOT), str(ROOT / "pyproject.toml"))
+def test_declared_bounds_hold_in_the_numpy1_env(numpy1_env) -> None:
+    out = numpy1_env(_REQUIREMENTS, str(ROOT), str(ROOT / "pyproject.toml"))
     assert "pyarrow" in out and "numba" in out and "zarr" in out
 
 
-def test_ingest_and_an_epoch_in_the_numpy1_env() -> None:
-    out = run_in_numpy1_env(_EPOCH)
+def test_ingest_and_an_epoch_in_the_numpy1_env(numpy1_env) -> None:
+    out = numpy1_env(_EPOCH)
     assert out.startswith("epoch ") and " 1." in out

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from graphpipe.loaders.dgl_blocks import import_dgl, seed_first_fanouts, to_dgl_blocks
 from graphpipe.loaders.feature_tier import feature_source
 from graphpipe.loaders.graph_data import GraphData, resolve_graph_data
 from graphpipe.loaders.minibatch import MiniBatch
@@ -64,7 +65,8 @@ class NeighborLoader:
         store_or_arrays: a :class:`graphpipe.store.GraphStore`, a store path, a dict
             ``{"indptr", "indices", "x", "y", "splits"}`` or a tuple
             ``(indptr, indices, x, y)`` (CSC by destination; ``x`` ``(N, dim)``).
-        fanouts: neighbours per hop, seed hop first (``[15, 10, 5]``); ``-1`` = all.
+        fanouts: neighbours per hop, seed hop first (``[15, 10, 5]``); ``-1`` = all. With
+            ``fanout_order="dgl"``, input layer first as DGL's ``NeighborSampler`` lists them.
         batch_size: seeds per batch.
         input_nodes: a split name of the store (``"train"``), int node IDs (distinct),
             a boolean mask of length ``N``, or None for all nodes.
@@ -103,6 +105,13 @@ class NeighborLoader:
             ``device`` is a CUDA device and numba.cuda works, else the CPU), ``"cpu"`` or
             ``"cuda"`` (the topology is copied to the GPU once). Same batches on each.
             ``stats.feature_bytes_gathered`` / ``feature_bytes_full`` count the bytes.
+        fanout_order: how ``fanouts`` is listed: ``"seed"`` (seed hop first, PyG's order) or
+            ``"dgl"`` (input layer first: DGL's ``NeighborSampler([5, 10, 15])`` samples 15
+            neighbours of each seed; the same list here samples the same way).
+        output: what iterating yields: ``"minibatch"`` (:class:`MiniBatch`) or ``"dgl"``:
+            DGL's ``(input_nodes, output_nodes, blocks)`` with ``DGLBlock``s, ``dgl.NID`` /
+            ``dgl.EID`` (original edge IDs for a store), ``blocks[0].srcdata["feat"]`` and
+            ``blocks[-1].dstdata["label"]`` (:meth:`MiniBatch.to_dgl`; needs ``dgl``).
 
     Attributes:
         stats: :class:`LoaderStats` of the current (or last) epoch.
@@ -143,13 +152,19 @@ class NeighborLoader:
                  prefetch: int = 2, device: str | torch.device = "cpu", progress: bool = False,
                  replace: bool = False, sampler: BaseSampler | None = None, features: bool | str = True,
                  num_threads: int | None = None, reorder_by: str = "match",
-                 feature_bits: int | None = None, sampler_backend: str = "auto"):
+                 feature_bits: int | None = None, sampler_backend: str = "auto",
+                 fanout_order: str = "seed", output: str = "minibatch"):
         if feature_bits is not None and (isinstance(feature_bits, bool) or
                                          not isinstance(feature_bits, (int, np.integer)) or
                                          int(feature_bits) not in (1, 2, 4, 8)):
             raise ValueError(f"'feature_bits' must be None, 8, 4, 2 or 1 (got {feature_bits!r})")
         self.feature_bits = None if feature_bits is None else int(feature_bits)
-        self.fanouts = _check_fanouts(fanouts)
+        self.fanouts = seed_first_fanouts(_check_fanouts(fanouts), fanout_order)
+        if output not in ("minibatch", "dgl"):
+            raise ValueError(f"'output' must be 'minibatch' or 'dgl' (got {output!r})")
+        self.output = output
+        if output == "dgl":
+            import_dgl()
         if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
             raise ValueError(f"'batch_size' must be a positive integer (got {batch_size!r})")
         self.batch_size = int(batch_size)
@@ -187,6 +202,9 @@ class NeighborLoader:
             raise ValueError("'store_or_arrays' has no node features ('node/feat' or 'x'); "
                              "pass features=False to load topology and labels only")
         self.input_nodes = _resolve_input_nodes(input_nodes, self.data)
+        store = self.data.store
+        self._edge_id = (store.edge_id if output == "dgl" and store is not None
+                         and store.has_array("csc/edge_id") else None)
         self.cache: DegreeCachedRows | None = None
         self.rows = self._row_source(cache, cache_rows)
 
@@ -302,6 +320,12 @@ class NeighborLoader:
             yield self.gather(outputs[int(i)], key=int(keys[int(i)]))
             outputs[int(i)] = None  # free the subgraph once used
 
+    def _deliver(self, batch: MiniBatch) -> Any:
+        """What iteration yields for ``batch`` (``output``)."""
+        if self.output == "dgl":
+            return to_dgl_blocks(batch, self._edge_id)
+        return batch
+
     # -- iteration ----------------------------------------------------------------------------
     def __iter__(self) -> _LoaderIterator:
         active = self._active() if self._active is not None else None
@@ -382,7 +406,7 @@ class _LoaderIterator:
     def __len__(self) -> int:
         return self._remaining
 
-    def __next__(self) -> MiniBatch:
+    def __next__(self) -> Any:
         if self._done:
             raise StopIteration
         t0 = time.perf_counter()
@@ -407,7 +431,7 @@ class _LoaderIterator:
         self._remaining -= 1
         if self._bar is not None:
             self._bar[0].update(self._bar[1], advance=1, hit=f"{self._stats.hit_rate:.0%}")
-        return batch
+        return self._loader._deliver(batch)
 
     def _check_previous_untouched(self, reused_rows: int) -> None:
         """Match copies rows of the previous batch's ``x`` into this one. If the caller
