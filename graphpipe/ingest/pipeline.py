@@ -120,7 +120,8 @@ def is_ogb_folder(path: str | os.PathLike) -> bool:
 
 
 def open_source(path: str | os.PathLike, **reader_options) -> DatasetSource:
-    """Pick the reader for ``path``: a GraphBolt on-disk dataset (``metadata.yaml``), an OGB
+    """Pick the reader for ``path``: a GraphBolt on-disk dataset (``metadata.yaml``), a DGL chunked
+    graph (``metadata.json``), an OGB
     folder, an ``.npz`` file or edge-list file(s)
     (one file, a glob pattern, or a folder of part files read in name order as one list).
     A graphpipe store given as ``path`` is an :class:`IngestError`."""
@@ -136,6 +137,12 @@ def open_source(path: str | os.PathLike, **reader_options) -> DatasetSource:
         from graphpipe.ingest.graphbolt import read_graphbolt
 
         return read_graphbolt(path, **reader_options)
+    from graphpipe.ingest.dgl_chunked import is_dgl_chunked_folder
+
+    if is_dgl_chunked_folder(path):
+        from graphpipe.ingest.dgl_chunked import read_dgl_chunked
+
+        return read_dgl_chunked(path, **reader_options)
     if is_ogb_folder(path):
         from graphpipe.ingest.ogb import read_ogb
 
