@@ -13,8 +13,8 @@ import time
 import dgl.nn as dglnn
 import numpy as np
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
+from torch import nn
 
 from graphpipe.loaders import NeighborLoader
 from graphpipe.store import GraphStore
@@ -67,7 +67,7 @@ def evaluate(model, loader):
 
 
 def train(args, g, splits, model):
-    sampler = dict(fanouts=[10, 10, 10], fanout_order="dgl", output="dgl")
+    sampler = {"fanouts": [10, 10, 10], "fanout_order": "dgl", "output": "dgl"}
     train_loader = NeighborLoader(g, input_nodes=splits["train"], **sampler,
                                   batch_size=args.batch_size, shuffle=True, drop_last=False)
     val_loader = NeighborLoader(g, input_nodes=splits["valid"], **sampler,

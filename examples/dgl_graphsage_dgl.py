@@ -14,9 +14,9 @@ import dgl
 import dgl.nn as dglnn
 import numpy as np
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 from dgl.dataloading import DataLoader, MultiLayerFullNeighborSampler, NeighborSampler
+from torch import nn
 
 from graphpipe.store import GraphStore
 
