@@ -61,3 +61,17 @@ def test_declared_bounds_hold_in_the_numpy1_env(numpy1_env) -> None:
 def test_ingest_and_an_epoch_in_the_numpy1_env(numpy1_env) -> None:
     out = numpy1_env(_EPOCH)
     assert out.startswith("epoch ") and " 1." in out
+
+
+_TORCH_FILE = r"""
+import os, tempfile, torch
+from graphpipe.ingest.safe_load import load_torch_file
+with tempfile.TemporaryDirectory() as tmp:
+    path = os.path.join(tmp, "t.pt")
+    torch.save({"edge_index": torch.arange(6).reshape(2, 3)}, path)
+    print(load_torch_file(path, path)["edge_index"].tolist())
+"""
+
+
+def test_plain_torch_files_load_on_torch_2_2(numpy1_env) -> None:
+    assert numpy1_env(_TORCH_FILE).strip() == "[[0, 1, 2], [3, 4, 5]]"
