@@ -115,3 +115,13 @@ def test_hostile_files_are_refused(tmp_path: Path) -> None:
     (folder / "metadata.yaml").write_text("!!python/object/apply:os.system ['true']")
     with pytest.raises(IngestError, match="not valid YAML"):
         read_graphbolt(folder)
+
+
+def test_npy_header_claiming_more_rows_than_the_file_holds_is_refused(tmp_path: Path) -> None:
+    folder = _dataset(tmp_path / "gb")
+    with open(folder / "feat.npy", "wb") as fh:
+        np.lib.format.write_array_header_1_0(fh, {"descr": "<f4", "fortran_order": False,
+                                                 "shape": (10 ** 12, 2)})
+        fh.write(b"\0" * 64)
+    with pytest.raises(IngestError, match="feat.npy: not a readable .npy array"):
+        read_graphbolt(folder)
