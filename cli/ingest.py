@@ -55,8 +55,12 @@ def command(source: str, dest: str, overwrite: bool, name: str | None, add_rever
             src: str, dst: str, weight: str | None, nodes: str | None,
             node_id: str, feature_columns: str | None, label: str | None,
             node_features_npy: str | None, quiet: bool) -> None:
-    """Ingest SOURCE (an OGB folder, a .npz, or CSV/TSV/Parquet edge list) into the store DEST."""
+    """Ingest SOURCE (an OGB folder, a GraphBolt on-disk dataset, a DGL chunked
+    graph (metadata.json), a .npz, or CSV/TSV/Parquet
+    edge list) into the store DEST."""
 
+    from graphpipe.ingest.dgl_chunked import is_dgl_chunked_folder
+    from graphpipe.ingest.graphbolt import is_graphbolt_folder
     from graphpipe.ingest.pipeline import (
         IngestOptions,
         attach_npy_features,
@@ -75,7 +79,7 @@ def command(source: str, dest: str, overwrite: bool, name: str | None, add_rever
     )
     if is_ogb_folder(source):
         reader_options = {"split": split_name, **({"from_raw": True} if from_raw else {})}
-    elif source.endswith(".npz"):
+    elif source.endswith(".npz") or is_graphbolt_folder(source) or is_dgl_chunked_folder(source):
         reader_options = {}
     else:
         cols = None

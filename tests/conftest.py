@@ -104,3 +104,34 @@ def run_suite_under(test_file: str, test_class: str, **env: str) -> None:
 def suite_under():
     """:func:`run_suite_under`: ``suite_under(__file__, "TestCuda", NUMBA_ENABLE_CUDASIM="1")``."""
     return run_suite_under
+
+
+def numpy1_python() -> str | None:
+    """The interpreter of the NumPy-1 (DGL 2.1, torch 2.2.1) environment of ``make peers``:
+    ``$GRAPHPIPE_DGL_PYTHON``, else the repository's ``.venv-dgl/bin/python``, else None."""
+    given = os.environ.get("GRAPHPIPE_DGL_PYTHON")
+    if given:
+        return given
+    default = ROOT / ".venv-dgl" / "bin" / "python"
+    return str(default) if default.exists() else None
+
+
+def run_in_numpy1_env(script: str, *args: str, timeout: int = 600) -> str:
+    """Run ``python -c script args`` (or a script file given as ``script``) in the NumPy-1
+    environment with this checkout first on the path; returns its stdout, fails the test
+    with its output when it fails, skips it when there is no such environment."""
+    python = numpy1_python()
+    if python is None:
+        pytest.skip("no NumPy-1/DGL environment (make peers, or set GRAPHPIPE_DGL_PYTHON)")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "DGLBACKEND": "pytorch"}
+    command = [python, script, *args] if script.endswith(".py") else [python, "-c", script, *args]
+    proc = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=timeout, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc.stdout
+
+
+@pytest.fixture(scope="session")
+def numpy1_env():
+    """:func:`run_in_numpy1_env`: ``numpy1_env(script_or_file, *args) -> stdout``."""
+    return run_in_numpy1_env

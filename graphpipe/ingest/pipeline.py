@@ -152,7 +152,9 @@ def is_ogb_folder(path: str | os.PathLike) -> bool:
 
 
 def open_source(path: str | os.PathLike, **reader_options) -> DatasetSource:
-    """Pick the reader for ``path``: an OGB folder, an ``.npz`` file or edge-list file(s)
+    """Pick the reader for ``path``: a GraphBolt on-disk dataset (``metadata.yaml``), a DGL chunked
+    graph (``metadata.json``), an OGB
+    folder, an ``.npz`` file or edge-list file(s)
     (one file, a glob pattern, or a folder of part files read in name order as one list).
     A graphpipe store given as ``path`` is an :class:`IngestError`."""
     path = Path(path)
@@ -161,6 +163,18 @@ def open_source(path: str | os.PathLike, **reader_options) -> DatasetSource:
     if path.is_dir() and is_store_dir(path.resolve()):
         raise IngestError(f"{path}: is a graphpipe store, not a dataset (ingest reads an OGB folder, "
                           f"a .npz file, or CSV/TSV/Parquet edge-list files or a folder of them)")
+    from graphpipe.ingest.graphbolt import is_graphbolt_folder
+
+    if is_graphbolt_folder(path):
+        from graphpipe.ingest.graphbolt import read_graphbolt
+
+        return read_graphbolt(path, **reader_options)
+    from graphpipe.ingest.dgl_chunked import is_dgl_chunked_folder
+
+    if is_dgl_chunked_folder(path):
+        from graphpipe.ingest.dgl_chunked import read_dgl_chunked
+
+        return read_dgl_chunked(path, **reader_options)
     if is_ogb_folder(path):
         from graphpipe.ingest.ogb import read_ogb
 

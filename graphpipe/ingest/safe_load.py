@@ -21,6 +21,7 @@ Every refusal is an :class:`IngestError` naming the file.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import warnings
 from pathlib import Path
@@ -98,6 +99,14 @@ def check_plain(value: Any, display: str, where: str = "", depth: int = 0) -> No
     raise IngestError(f"{display}: {where or 'value'}: type {type(value).__name__} refused")
 
 
+def _numpy_allowed(torch: Any) -> Any:
+    """The context in which ``weights_only`` loading also accepts NumPy arrays
+    (``torch.serialization.safe_globals``, torch >= 2.5); on an older torch (DGL's
+    environment: 2.2) none, so such a file holds tensors and plain containers only."""
+    safe_globals = getattr(torch.serialization, "safe_globals", None)
+    return safe_globals(NUMPY_GLOBALS) if safe_globals is not None else contextlib.nullcontext()
+
+
 def load_torch_file(path: str | os.PathLike, display: str, *, way_out: str = "") -> Any:
     """The content of a ``torch.save`` file holding only plain containers and numeric
     arrays, read without running any code from it; :class:`IngestError` otherwise.
@@ -109,7 +118,7 @@ def load_torch_file(path: str | os.PathLike, display: str, *, way_out: str = "")
     path = Path(path)
     suffix = f"; {way_out}" if way_out else ""
     try:
-        with torch.serialization.safe_globals(NUMPY_GLOBALS), warnings.catch_warnings():
+        with _numpy_allowed(torch), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # torch's "pickle protocol 4" warning: refused below
             loaded = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - every failure to load is a refusal of this file

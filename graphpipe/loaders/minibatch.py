@@ -143,6 +143,22 @@ class MiniBatch:
         """A copy with every tensor in pinned host memory."""
         return self._map(lambda t: t.pin_memory())
 
+    def to_dgl(self, edge_id: Any = None, *, feat: str = "feat",
+               label: str = "label") -> tuple[torch.Tensor, torch.Tensor, list]:
+        """This batch as DGL's ``DataLoader`` yields one: ``(input_nodes, output_nodes,
+        blocks)`` with ``DGLBlock``s (input layer first), ``dgl.NID``/``dgl.EID`` filled,
+        ``blocks[0].srcdata[feat]`` the input features and ``blocks[-1].dstdata[label]``
+        the seeds' labels. ``edge_id``: the store's ``edge_id`` (CSC slot -> original edge
+        ID) for ``dgl.EID``; None keeps CSC slots. Needs ``dgl`` (imported here only);
+        see :func:`graphpipe.loaders.dgl_blocks.to_dgl_blocks`. With DGL installed::
+
+            input_nodes, output_nodes, blocks = batch.to_dgl(store.edge_id)
+            h = sage(blocks, blocks[0].srcdata["feat"])   # a DGL model, unchanged
+        """
+        from graphpipe.loaders.dgl_blocks import to_dgl_blocks
+
+        return to_dgl_blocks(self, edge_id, feat=feat, label=label)
+
     def to_pyg(self) -> Any:
         """This batch as the ``torch_geometric.data.Data`` PyG's ``NeighborLoader`` yields:
         ``x, edge_index, y`` (every node), ``edge_attr``, the other node/edge attributes,

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from graphpipe.loaders.disjoint import DisjointSampler
+from graphpipe.loaders.dgl_blocks import import_dgl, seed_first_fanouts, to_dgl_blocks
 from graphpipe.loaders.feature_tier import feature_source
 from graphpipe.loaders.graph_data import GraphData, resolve_graph_data
 from graphpipe.loaders.minibatch import MiniBatch
@@ -77,7 +78,8 @@ class NeighborLoader:
             :class:`graphpipe.store.GraphStore`, a store path, a dict
             ``{"indptr", "indices", "x", "y", "splits"}`` or a tuple
             ``(indptr, indices, x, y)`` (CSC by destination; ``x`` ``(N, dim)``).
-        num_neighbors: neighbours per hop, seed hop first (``[15, 10, 5]``); ``-1`` = all.
+        num_neighbors: neighbours per hop, seed hop first (``[15, 10, 5]``); ``-1`` = all. With
+            ``fanout_order="dgl"``, input layer first as DGL's ``NeighborSampler`` lists them.
         input_nodes: None (all nodes, PyG's default), int node IDs (distinct, a tensor or
             an array), a boolean mask of length ``N``, or a split name (``"train"``: a
             store's split, or the ``train_mask`` / ``val_mask`` / ``test_mask`` of a
@@ -99,7 +101,8 @@ class NeighborLoader:
         frontier: which nodes hops after the first expand (default sampler only):
             ``"new"`` (PyG: only the nodes the hop before reached first) or ``"all"``
             (DGL: every node known so far, seeds included, re-sampled);
-            :data:`graphpipe.ops.sampling.FRONTIERS`.
+            :data:`graphpipe.ops.sampling.FRONTIERS`. None (default): ``"new"``, or
+            ``"all"`` when ``fanout_order`` or ``output`` is ``"dgl"`` (DGL's sampler).
         fanouts: the same as ``num_neighbors`` (give one of them).
         match_reorder: True: Match + Reorder (Reorder only with ``shuffle=True``, else
             as ``"match"``); ``"match"``: Match only (batches in sample order); False:
@@ -130,6 +133,13 @@ class NeighborLoader:
             ``device`` is a CUDA device and numba.cuda works, else the CPU), ``"cpu"`` or
             ``"cuda"`` (the topology is copied to the GPU once). Same batches on each.
             ``stats.feature_bytes_gathered`` / ``feature_bytes_full`` count the bytes.
+        fanout_order: how ``fanouts`` is listed: ``"seed"`` (seed hop first, PyG's order) or
+            ``"dgl"`` (input layer first: DGL's ``NeighborSampler([5, 10, 15])`` samples 15
+            neighbours of each seed; the same list here samples the same way).
+        output: what iterating yields: ``"minibatch"`` (:class:`MiniBatch`) or ``"dgl"``:
+            DGL's ``(input_nodes, output_nodes, blocks)`` with ``DGLBlock``s, ``dgl.NID`` /
+            ``dgl.EID`` (original edge IDs for a store), ``blocks[0].srcdata["feat"]`` and
+            ``blocks[-1].dstdata["label"]`` (:meth:`MiniBatch.to_dgl`; needs ``dgl``).
 
     Attributes:
         stats: :class:`LoaderStats` of the current (or last) epoch.
@@ -179,23 +189,31 @@ class NeighborLoader:
                  input_nodes: str | np.ndarray | torch.Tensor | None = None, *, batch_size: int = 1,
                  shuffle: bool = False, drop_last: bool = False, seed: int | None = None,
                  replace: bool = False, subgraph_type: str = "directional", disjoint: bool = False,
-                 directed: bool = True, frontier: str = "new", fanouts: Sequence[int] | None = None,
+                 directed: bool = True, frontier: str | None = None, fanouts: Sequence[int] | None = None,
                  match_reorder: bool | str = True, window: int = 8, cache: str | None = None,
                  cache_rows: float = 0.1, prefetch: int = 2, device: str | torch.device = "cpu",
                  progress: bool = False, sampler: BaseSampler | None = None,
                  features: bool | str = True, num_threads: int | None = None,
                  reorder_by: str = "match", feature_bits: int | None = None,
-                 sampler_backend: str = "auto", **loader_kwargs: Any):
+                 sampler_backend: str = "auto", fanout_order: str = "seed",
+                 output: str = "minibatch", **loader_kwargs: Any):
         fanouts = _resolve_fanouts(num_neighbors, fanouts)
         _check_pyg_options(subgraph_type, disjoint, directed)
         prefetch, generator = _data_loader_kwargs(loader_kwargs, prefetch)
         self._generator = generator
+        # DGL's sampler expands every node of a layer; PyG's only the new frontier
+        frontier = frontier or ("all" if "dgl" in (fanout_order, output) else "new")
         if feature_bits is not None and (isinstance(feature_bits, bool) or
                                          not isinstance(feature_bits, (int, np.integer)) or
                                          int(feature_bits) not in (1, 2, 4, 8)):
             raise ValueError(f"'feature_bits' must be None, 8, 4, 2 or 1 (got {feature_bits!r})")
         self.feature_bits = None if feature_bits is None else int(feature_bits)
-        self.fanouts = _check_fanouts(fanouts)
+        self.fanouts = seed_first_fanouts(_check_fanouts(fanouts), fanout_order)
+        if output not in ("minibatch", "dgl"):
+            raise ValueError(f"'output' must be 'minibatch' or 'dgl' (got {output!r})")
+        self.output = output
+        if output == "dgl":
+            import_dgl()
         if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
             raise ValueError(f"'batch_size' must be a positive integer (got {batch_size!r})")
         self.batch_size = int(batch_size)
@@ -236,6 +254,9 @@ class NeighborLoader:
         self.input_nodes = _resolve_input_nodes(input_nodes, self.data)
         # input_id indexes input_nodes as given, as PyG's: a mask (or None) by node ID
         self._input_by_node = input_nodes is None or _is_mask(input_nodes)
+        store = self.data.store
+        self._edge_id = (store.edge_id if output == "dgl" and store is not None
+                         and store.has_array("csc/edge_id") else None)
         self.cache: DegreeCachedRows | None = None
         self.rows = self._row_source(cache, cache_rows)
 
@@ -372,6 +393,12 @@ class NeighborLoader:
             yield self.gather(outputs[int(i)], key=int(keys[int(i)]))
             outputs[int(i)] = None  # free the subgraph once used
 
+    def _deliver(self, batch: MiniBatch) -> Any:
+        """What iteration yields for ``batch`` (``output``)."""
+        if self.output == "dgl":
+            return to_dgl_blocks(batch, self._edge_id)
+        return batch
+
     # -- iteration ----------------------------------------------------------------------------
     def __iter__(self) -> _LoaderIterator:
         active = self._active() if self._active is not None else None
@@ -454,7 +481,7 @@ class _LoaderIterator:
     def __len__(self) -> int:
         return self._remaining
 
-    def __next__(self) -> MiniBatch:
+    def __next__(self) -> Any:
         if self._done:
             raise StopIteration
         t0 = time.perf_counter()
@@ -481,7 +508,7 @@ class _LoaderIterator:
         self._remaining -= 1
         if self._bar is not None:
             self._bar[0].update(self._bar[1], advance=1, hit=f"{self._stats.hit_rate:.0%}")
-        return batch
+        return self._loader._deliver(batch)
 
     def _check_previous_untouched(self, reused_rows: int) -> None:
         """Match copies rows of the previous batch's ``x`` into this one. If the caller
