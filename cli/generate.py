@@ -325,7 +325,7 @@ def community(dest, fmt, binary, seed, train_frac, valid_frac, id_kind, feature_
 @click.option("--label-frac", type=click.FloatRange(0, 1), default=0.014, show_default=True,
               help="Fraction of labelled nodes (the rest have NaN labels).")
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--compress-level", type=click.IntRange(0, 9), default=1, show_default=True,
+@click.option("--compress-level", type=click.IntRange(1, 9), default=1, show_default=True,
               help="zlib level of the deflated npz members (the format is the same at each).")
 @click.option("--overwrite", is_flag=True, help="Replace DEST if it exists.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars or summary.")
