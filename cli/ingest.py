@@ -38,8 +38,12 @@ from graphpipe.cli._common import friendly_errors, human_bytes
 @click.option("--nodes", default=None, type=click.Path(), help="Edge list: node table (CSV/Parquet).")
 @click.option("--node-id", default="id", show_default=True, help="Node table: external ID column.")
 @click.option("--features", "feature_columns", default=None,
-              help="Node table: one list column, or comma-separated numeric columns.")
+              help="Node table: one list column, comma-separated numeric columns, or a glob "
+                   "pattern such as 'f*' (the matching columns in table order).")
 @click.option("--label", default=None, help="Node table: label column.")
+@click.option("--split-dir", default=None, type=click.Path(),
+              help="Edge list: a folder of split files train/valid/test.{csv,tsv,parquet} "
+                   "(one node ID column: --node-id or the only column).")
 @click.option("--node-features", "node_features_npy", default=None, type=click.Path(),
               help="A .npy (N, F) matrix to use as node features.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars.")
@@ -49,9 +53,10 @@ def command(source: str, dest: str, overwrite: bool, name: str | None, add_rever
             feature_dtype: str, compression: str, memory_limit: str | None, allow_nonfinite: bool,
             clamp_float16: bool, allow_isolated_nodes: bool, split_name: str | None, from_raw: bool,
             src: str, dst: str, weight: str | None, nodes: str | None,
-            node_id: str, feature_columns: str | None, label: str | None,
+            node_id: str, feature_columns: str | None, label: str | None, split_dir: str | None,
             node_features_npy: str | None, quiet: bool) -> None:
-    """Ingest SOURCE (an OGB folder, a .npz, or CSV/TSV/Parquet edge list) into the store DEST."""
+    """Ingest SOURCE (an OGB folder, a .npz, a CSV/TSV/Parquet edge list, or a folder written
+    by `graphpipe generate`) into the store DEST."""
 
     from graphpipe.ingest.pipeline import (
         IngestOptions,
@@ -69,7 +74,15 @@ def command(source: str, dest: str, overwrite: bool, name: str | None, add_rever
         memory_limit=memory_limit, allow_nonfinite=allow_nonfinite, name=name,
         clamp_float16=clamp_float16, allow_isolated_nodes=allow_isolated_nodes,
     )
-    if is_ogb_folder(source):
+    from graphpipe.ingest.generated import is_generated_folder
+
+    if split_dir is not None and (is_generated_folder(source) or is_ogb_folder(source)
+                                  or source.endswith(".npz")):
+        raise click.UsageError("--split-dir applies to edge-list sources (this source has its "
+                               "own splits)")
+    if is_generated_folder(source):
+        reader_options = {}
+    elif is_ogb_folder(source):
         reader_options = {"split": split_name, **({"from_raw": True} if from_raw else {})}
     elif source.endswith(".npz"):
         reader_options = {}
@@ -79,6 +92,10 @@ def command(source: str, dest: str, overwrite: bool, name: str | None, add_rever
             cols = feature_columns.split(",") if "," in feature_columns else feature_columns
         reader_options = {"src": src, "dst": dst, "weight": weight, "nodes": nodes, "node_id": node_id,
                           "feature_columns": cols, "label": label}
+        if split_dir is not None:
+            from graphpipe.ingest.splitfiles import find_split_files
+
+            reader_options["split_files"] = find_split_files(split_dir)
     started = time.perf_counter()
     from graphpipe.store.atomic import check_destination
 

@@ -33,10 +33,11 @@ strings; node-table columns are read as text and typed from all their values.
 from __future__ import annotations
 
 import bisect
+import fnmatch
 import glob
 import os
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -475,10 +476,27 @@ def _is_numeric(kind: pa.DataType) -> bool:
             or pa.types.is_decimal(kind))
 
 
+def _expand_feature_pattern(spec: _TableFile, columns: list[str] | str | None,
+                            exclude: set) -> list[str] | str | None:
+    """A glob pattern (``"f*"``) becomes the matching columns in table order (never the ID,
+    label or split column); anything else is returned as given."""
+    if not isinstance(columns, str) or columns in spec.columns \
+            or not any(ch in columns for ch in "*?["):
+        return columns
+    matched = [c for c in spec.columns if fnmatch.fnmatchcase(c, columns) and c not in exclude]
+    if not matched:
+        raise IngestError(f"{spec.path}: no column matches the feature pattern {columns!r}; "
+                          f"columns present: {spec.columns}")
+    return matched
+
+
 def _read_node_table(path: str, node_id: str, feature_columns: list[str] | str | None,
                      label: str | list[str] | None, split_column: str | None, split_required: bool,
                      id_type: IdType, block_rows: int) -> _NodeData:
     spec = _open_file(path, "auto", None, True)
+    labels_named = [label] if isinstance(label, str) else list(label or [])
+    feature_columns = _expand_feature_pattern(spec, feature_columns,
+                                              {node_id, split_column, *labels_named})
     if isinstance(feature_columns, str):
         features, single = [feature_columns], True
     else:
@@ -883,6 +901,7 @@ def read_edge_list(paths: str | os.PathLike | Sequence[str | os.PathLike], *,
                    edge_feature_columns: list[str] | None = None, nodes: str | os.PathLike | None = None,
                    node_id: str = "id", feature_columns: list[str] | str | None = None,
                    label: str | list[str] | None = None, split_column: str | None = None,
+                   split_files: Mapping[str, str | os.PathLike] | None = None,
                    id_type: IdType = "auto", map_ids: bool | None = None, name: str | None = None,
                    block_rows: int = 1 << 20) -> DatasetSource:
     """Read an edge list (one or more CSV/TSV/Parquet files) and an optional node table.
@@ -902,13 +921,16 @@ def read_edge_list(paths: str | os.PathLike | Sequence[str | os.PathLike], *,
             every edge endpoint must appear in it.
         node_id: the ID column of the node table.
         feature_columns: numeric node-table columns forming ``(N, F)`` features, or ONE column name
-            (a list / fixed-size-list column in Parquet gives ``F`` = list length). float32, or
+            (a list / fixed-size-list column in Parquet gives ``F`` = list length), or a glob
+            pattern such as ``"f*"`` (the matching columns, in table order). float32, or
             int64 when every value is an integer.
         label: label column (or several for multi-task ``(N, T)`` labels): integers → int64
             classification, other numbers → float64 regression, text → class codes by sorted name;
             an empty label makes the labels float64 with NaN there.
         split_column: node-table column with train/valid/test (val/validation also accepted,
             empty = none); default: ``"split"`` when that column exists.
+        split_files: ``{split: file}`` of node-ID files instead (see
+            :mod:`graphpipe.ingest.splitfiles`): IDs as in the edge list / node table.
         id_type: ``auto`` (int64 when every ID is an integer, else strings), ``int`` or ``string``.
         map_ids: without a node table, integer IDs that are all non-negative are kept as the
             dense IDs (N = max + 1) unless ``map_ids=True`` or they are sparse (see the module
@@ -1016,6 +1038,18 @@ def read_edge_list(paths: str | os.PathLike | Sequence[str | os.PathLike], *,
         source.splits = node_data.splits
         source.split_sources = {k: node_data.spec.path for k in node_data.splits}
         source.node_table = node_data.table
+    if split_files:
+        if source.splits:
+            raise IngestError(f"{node_data.spec.path}: has a split column and split files were "
+                              f"given too; use one")
+        from graphpipe.ingest.splitfiles import read_split_files
+
+        ids = external_ids
+        if isinstance(ids, pa.ChunkedArray):
+            ids = ids.combine_chunks()
+        elif ids is not None and not isinstance(ids, pa.Array):
+            ids = pa.array(ids)
+        source.splits, source.split_sources = read_split_files(split_files, ids, node_id)
     return source
 
 

@@ -120,7 +120,8 @@ def is_ogb_folder(path: str | os.PathLike) -> bool:
 
 
 def open_source(path: str | os.PathLike, **reader_options) -> DatasetSource:
-    """Pick the reader for ``path``: an OGB folder, an ``.npz`` file or edge-list file(s)
+    """Pick the reader for ``path``: a folder written by ``graphpipe generate`` (with
+    ``generate.json``), an OGB folder, an ``.npz`` file or edge-list file(s)
     (one file, a glob pattern, or a folder of part files read in name order as one list).
     A graphpipe store given as ``path`` is an :class:`IngestError`."""
     path = Path(path)
@@ -129,6 +130,10 @@ def open_source(path: str | os.PathLike, **reader_options) -> DatasetSource:
     if path.is_dir() and is_store_dir(path.resolve()):
         raise IngestError(f"{path}: is a graphpipe store, not a dataset (ingest reads an OGB folder, "
                           f"a .npz file, or CSV/TSV/Parquet edge-list files or a folder of them)")
+    from graphpipe.ingest.generated import is_generated_folder, read_generated
+
+    if path.is_dir() and is_generated_folder(path):
+        return read_generated(path, **reader_options)
     if is_ogb_folder(path):
         from graphpipe.ingest.ogb import read_ogb
 
