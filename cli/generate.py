@@ -2,7 +2,7 @@
 
     graphpipe generate rmat DEST --scale 21 --edge-factor 16 [--feature-dim 100]
         [--num-classes 10] [--binary] [--seed 0]
-    graphpipe generate community DEST --nodes 20000 --classes 10 --avg-degree 10
+    graphpipe generate community DEST --nodes 20000 --num-classes 10 --avg-degree 10
         --feature-dim 64 [--homophily 0.8] [--binary] [--seed 0]
     graphpipe generate papers100m-bin DEST --nodes 8400000 --edges-per-node 5 --dim 128
         [--num-classes 172] [--label-frac 0.014] [--seed 0]
@@ -10,6 +10,8 @@
 ``papers100m-bin`` writes OGB's ``papers100M-bin`` layout (``raw/data.npz`` deflated as
 ``ogb.io.DatasetSaver`` writes it, ``raw/node-label.npz`` with NaN for unlabelled nodes,
 ``split/time/``) in bounded memory: see :mod:`graphpipe.synthetic.papers`.
+
+Every generator takes ``--num-classes`` (``--classes`` is an alias).
 
 ``--format`` picks the layout of DEST:
 
@@ -269,7 +271,8 @@ def command() -> None:
 @click.option("--edge-factor", type=click.IntRange(0), default=16, show_default=True,
               help="EDGE_FACTOR * 2**SCALE edges.")
 @click.option("--feature-dim", type=click.IntRange(0), default=100, show_default=True)
-@click.option("--num-classes", type=click.IntRange(0), default=10, show_default=True)
+@click.option("--num-classes", "--classes", "num_classes", type=click.IntRange(0), default=10,
+              show_default=True, help="Number of classes (--classes is the same).")
 @click.option("--no-permute", is_flag=True, help="Keep R-MAT's vertex IDs (hubs near 0).")
 @click.option("--threads", type=click.IntRange(1), default=None, help="Threads (default: all).")
 def rmat(dest, fmt, binary, seed, train_frac, valid_frac, id_kind, feature_layout, overwrite,
@@ -289,7 +292,8 @@ def rmat(dest, fmt, binary, seed, train_frac, valid_frac, id_kind, feature_layou
 @command.command()
 @_common_options
 @click.option("--nodes", type=click.IntRange(2), default=20000, show_default=True)
-@click.option("--classes", type=click.IntRange(1), default=10, show_default=True)
+@click.option("--num-classes", "--classes", "num_classes", type=click.IntRange(1), default=10,
+              show_default=True, help="Number of classes (--classes is the same).")
 @click.option("--avg-degree", type=click.FloatRange(0), default=10.0, show_default=True)
 @click.option("--feature-dim", type=click.IntRange(0), default=64, show_default=True)
 @click.option("--homophily", type=click.FloatRange(0, 1), default=0.8, show_default=True)
@@ -297,13 +301,13 @@ def rmat(dest, fmt, binary, seed, train_frac, valid_frac, id_kind, feature_layou
 @click.option("--degree-skew", type=click.FloatRange(0), default=1.0, show_default=True)
 @click.option("--directed", is_flag=True, help="One edge per pair instead of both directions.")
 def community(dest, fmt, binary, seed, train_frac, valid_frac, id_kind, feature_layout,
-              overwrite, quiet, nodes, classes, avg_degree, feature_dim, homophily,
+              overwrite, quiet, nodes, num_classes, avg_degree, feature_dim, homophily,
               feature_noise, degree_skew, directed) -> None:
     """Community graph: class-homophilous edges and a noisy class signal in the features."""
     from graphpipe.synthetic import community_graph
 
     def make():
-        return community_graph(nodes, classes, avg_degree=avg_degree, feature_dim=feature_dim,
+        return community_graph(nodes, num_classes, avg_degree=avg_degree, feature_dim=feature_dim,
                                homophily=homophily, feature_noise=feature_noise,
                                degree_skew=degree_skew, undirected=not directed,
                                train_frac=train_frac, valid_frac=valid_frac, seed=seed)
