@@ -284,10 +284,11 @@ def _build_store(source: DatasetSource, dest: str | os.PathLike, options: Ingest
         if source.node_features is not None:
             m["node_features"] = {"dim": dim, "dtype": str(feature_dtype)}
         if source.edge_features is not None:
+            edge_dtype = _edge_feature_dtype(source, feature_dtype)
             dim = _write_rows(writer, "edge/feat", source.edge_features(), stats.num_input_edges,
-                              source.edge_feature_dim, feature_dtype, options, report, "edge features",
+                              source.edge_feature_dim, edge_dtype, options, report, "edge features",
                               what="edges", expected_from=source.extra.get("edge_file"))
-            m["edge_features"] = {"dim": dim, "dtype": str(feature_dtype),
+            m["edge_features"] = {"dim": dim, "dtype": str(edge_dtype),
                                   "rows": "edge-list order; csc/edge_id >= num_input_edges is the "
                                           "reverse of edge (edge_id - num_input_edges)"}
         if labels is not None:
@@ -451,6 +452,15 @@ def _to_float16(values: np.ndarray, block: RowBlock, clamp: bool) -> np.ndarray:
     raise IngestError(f"{block.source}: line {block.first_line + row}, column {col + 1}: value "
                       f"{values[row, col]} does not fit in float16 (|x| <= {FLOAT16_MAX:g}); "
                       f"use --feature-dtype float32, or --clamp-float16 to clamp it")
+
+
+def _edge_feature_dtype(source: DatasetSource, feature_dtype: np.dtype) -> np.dtype:
+    """Edge features keep the source's dtype (int64 weights stay exact); ``float16`` asked
+    for applies to float columns only."""
+    dtype = np.dtype(source.edge_feature_dtype or np.float32)
+    if dtype.kind == "f" and np.dtype(feature_dtype) == np.float16:
+        return np.dtype(np.float16)
+    return dtype
 
 
 def _write_rows(writer: StoreWriter, key: str, blocks: Iterator[RowBlock], num_rows: int,
