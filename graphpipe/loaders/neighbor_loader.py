@@ -405,6 +405,7 @@ class _LoaderIterator:
         if batch.x is not None:
             self._loader._handed_out = (batch.x, batch.x._version)
         self._remaining -= 1
+        self._stats.batches += 1
         if self._bar is not None:
             self._bar[0].update(self._bar[1], advance=1, hit=f"{self._stats.hit_rate:.0%}")
         return batch
