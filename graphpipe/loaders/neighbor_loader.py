@@ -159,6 +159,10 @@ class NeighborLoader:
         if isinstance(prefetch, bool) or not isinstance(prefetch, (int, np.integer)) or prefetch < 0:
             raise ValueError(f"'prefetch' must be a non-negative integer (got {prefetch!r})")
         self.prefetch = int(prefetch)
+        if self.prefetch:  # a background thread beside torch's: the OpenMP wait policy matters
+            from graphpipe.omp import warn_if_too_late
+
+            warn_if_too_late()
         if match_reorder not in (True, False, "match"):
             raise ValueError(f"'match_reorder' must be True, False or 'match' (got {match_reorder!r})")
         if match_reorder != "match":
