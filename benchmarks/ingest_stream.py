@@ -160,6 +160,8 @@ def main() -> None:
     p.add_argument("--python", default=sys.executable,
                    help="interpreter whose graphpipe ingests (another checkout's venv)")
     p.add_argument("--ingest-args", default="", help="extra arguments for graphpipe ingest")
+    p.add_argument("--timeout", type=int, default=600,
+                   help="seconds an ingest may run (then rc 124: too slow, not failed)")
     p.add_argument("--sample", type=int, default=4096, help="feature rows checked")
     p.add_argument("--work", default=None, help="folder for datasets and stores (kept)")
     p.add_argument("--json", default=None, help="write the rows here too")
@@ -169,7 +171,7 @@ def main() -> None:
     work = Path(args.work or tempfile.mkdtemp(prefix="ingest_stream-"))
     work.mkdir(parents=True, exist_ok=True)
     rows = []
-    print(f"cap {args.cap}; ingest by {args.python}; work {work}")
+    print(f"cap {args.cap}; ingest by {args.python}; timeout {args.timeout} s; work {work}")
     print(f"{'nodes':>10} {'edges':>11} {'input':>8} | {'gen s':>6} {'gen peak':>8} | "
           f"{'ingest s':>8} {'peak':>6} {'rc':>4} | check")
     for fraction in (float(f) for f in args.fractions.split(",")):
@@ -183,8 +185,9 @@ def main() -> None:
             if gen["rc"] != 0:
                 sys.exit(f"generate failed: {gen}")
         store = work / f"store-{nodes}"
-        ing = capped(args.cap, [args.python, "-c", CLI, "ingest", str(folder), str(store),
-                                "--overwrite", "-q", *args.ingest_args.split()])
+        ing = capped(args.cap, ["timeout", str(args.timeout), args.python, "-c", CLI, "ingest",
+                                str(folder), str(store), "--overwrite", "-q",
+                                *args.ingest_args.split()])
         check = check_store(folder, store, args.sample, seed=nodes) if ing["rc"] == 0 else {}
         edges = nodes * args.edges_per_node
         row = {"nodes": nodes, "edges": edges, "input_bytes": input_bytes(nodes, edges, args.dim),
