@@ -44,10 +44,13 @@ PAPERS100M_NODES, PAPERS100M_EDGES = 111_059_956, 1_615_685_872
 CLI = "import sys; from graphpipe.cli.main import main; sys.exit(main())"
 
 
-def capped(cap: str, cmd: list[str]) -> dict:
-    """Run ``cmd`` under memlimit.sh ``cap``: wall seconds, rc, the memlimit line, stderr tail."""
+def capped(cap: str, cmd: list[str], cwd: Path) -> dict:
+    """Run ``cmd`` under memlimit.sh ``cap`` in ``cwd`` (not the repository: ``python -c``
+    would import the graphpipe beside it, not the interpreter's): wall seconds, rc, the
+    memlimit line, stderr tail."""
     start = time.perf_counter()
-    proc = subprocess.run([str(MEMLIMIT), cap, *cmd], check=False, capture_output=True, text=True)
+    proc = subprocess.run([str(MEMLIMIT), cap, *cmd], check=False, capture_output=True, text=True,
+                          cwd=cwd)
     wall = time.perf_counter() - start
     line = next((ln for ln in proc.stderr.splitlines() if ln.startswith("memlimit:")), "")
     fields = dict(part.split("=", 1) for part in line.split()[1:] if "=" in part)
@@ -168,7 +171,7 @@ def main() -> None:
     args = p.parse_args()
     if not MEMLIMIT.is_file():
         sys.exit(f"memlimit.sh not found at {MEMLIMIT} (set GRAPHPIPE_MEMLIMIT)")
-    work = Path(args.work or tempfile.mkdtemp(prefix="ingest_stream-"))
+    work = Path(args.work or tempfile.mkdtemp(prefix="ingest_stream-")).resolve()
     work.mkdir(parents=True, exist_ok=True)
     rows = []
     print(f"cap {args.cap}; ingest by {args.python}; timeout {args.timeout} s; work {work}")
@@ -181,13 +184,14 @@ def main() -> None:
         if not (folder / "raw" / "data.npz").is_file():
             gen = capped(args.gen_cap, [sys.executable, "-c", CLI, "generate", "papers100m-bin",
                                         str(folder), "--nodes", str(nodes), "--edges-per-node",
-                                        str(args.edges_per_node), "--dim", str(args.dim), "-q"])
+                                        str(args.edges_per_node), "--dim", str(args.dim), "-q"],
+                         work)
             if gen["rc"] != 0:
                 sys.exit(f"generate failed: {gen}")
         store = work / f"store-{nodes}"
         ing = capped(args.cap, ["timeout", str(args.timeout), args.python, "-c", CLI, "ingest",
                                 str(folder), str(store), "--overwrite", "-q",
-                                *args.ingest_args.split()])
+                                *args.ingest_args.split()], work)
         check = check_store(folder, store, args.sample, seed=nodes) if ing["rc"] == 0 else {}
         edges = nodes * args.edges_per_node
         row = {"nodes": nodes, "edges": edges, "input_bytes": input_bytes(nodes, edges, args.dim),
