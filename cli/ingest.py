@@ -34,7 +34,9 @@ from graphpipe.cli._common import friendly_errors, human_bytes
               help="OGB: read only raw/ (never processed/) and split CSVs rather than split_dict.pt.")
 @click.option("--src", default="src", show_default=True, help="Edge list: source column.")
 @click.option("--dst", default="dst", show_default=True, help="Edge list: destination column.")
-@click.option("--weight", default=None, help="Edge list: weight column (stored as an edge feature).")
+@click.option("--weight", default=None,
+              help="Edge list: weight column (stored as an edge feature in its own type: "
+                   "int64 for integers, so large integer weights stay exact).")
 @click.option("--nodes", default=None, type=click.Path(), help="Edge list: node table (CSV/Parquet).")
 @click.option("--node-id", default="id", show_default=True, help="Node table: external ID column.")
 @click.option("--features", "feature_columns", default=None,
