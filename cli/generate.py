@@ -2,8 +2,16 @@
 
     graphpipe generate rmat DEST --scale 21 --edge-factor 16 [--feature-dim 100]
         [--num-classes 10] [--binary] [--seed 0]
-    graphpipe generate community DEST --nodes 20000 --classes 10 --avg-degree 10
+    graphpipe generate community DEST --nodes 20000 --num-classes 10 --avg-degree 10
         --feature-dim 64 [--homophily 0.8] [--binary] [--seed 0]
+    graphpipe generate papers100m-bin DEST --nodes 8400000 --edges-per-node 5 --dim 128
+        [--num-classes 172] [--label-frac 0.014] [--seed 0]
+
+``papers100m-bin`` writes OGB's ``papers100M-bin`` layout (``raw/data.npz`` deflated as
+``ogb.io.DatasetSaver`` writes it, ``raw/node-label.npz`` with NaN for unlabelled nodes,
+``split/time/``) in bounded memory: see :mod:`graphpipe.synthetic.papers`.
+
+Every generator takes ``--num-classes`` (``--classes`` is an alias).
 
 ``--format`` picks the layout of DEST:
 
@@ -162,6 +170,37 @@ def _write_dataset(graph, folder: Path, *, name: str, fmt: str, binary: bool, id
 
 def _run(dest: str, make_graph: Callable[[], Any], *, fmt: str, binary: bool, overwrite: bool,
          quiet: bool, id_kind: str, feature_layout: str, seed: int) -> None:
+    if binary and fmt != "ogb":
+        _fail(f"--binary applies to --format ogb only (got --format {fmt})", 2)
+    if feature_layout != "columns" and fmt != "parquet":
+        _fail(f"--feature-layout {feature_layout} needs --format parquet (got --format {fmt})", 2)
+    made = {}
+
+    def write(folder: Path, progress: _Progress) -> None:
+        with progress.stage("generating graph"):
+            try:
+                graph = made["graph"] = make_graph()
+            except ValueError as exc:
+                raise GenerateError(str(exc)) from None
+        description = _write_dataset(graph, folder, name=Path(dest).name, fmt=fmt,
+                                     binary=binary, id_kind=id_kind,
+                                     feature_layout=feature_layout, seed=seed,
+                                     progress=progress)
+        if description:
+            (folder / "generate.json").write_text(json.dumps(description, indent=2) + "\n")
+
+    _commit(dest, write, overwrite=overwrite, quiet=quiet)
+    if not quiet:
+        graph = made["graph"]
+        layout = f"{fmt}{' (binary)' if binary else ''}"
+        click.echo(f"wrote {dest}: {graph.num_nodes} nodes, {graph.num_edges} edges, "
+                   f"{graph.feature_dim} features, {graph.num_classes or 0} classes, {layout}")
+
+
+def _commit(dest: str, write: Callable[[Path, _Progress], None], *, overwrite: bool,
+            quiet: bool) -> None:
+    """Run ``write(folder, progress)`` into a temporary sibling of ``dest``, then rename it
+    into place; errors become one line and exit code 2."""
     from graphpipe.store.atomic import (
         check_destination,
         commit_directory,
@@ -172,12 +211,6 @@ def _run(dest: str, make_graph: Callable[[], Any], *, fmt: str, binary: bool, ov
 
     dest_path = Path(dest)
     try:
-        if binary and fmt != "ogb":
-            raise GenerateError(f"--binary applies to --format ogb only (got --format {fmt})")
-        if feature_layout != "columns" and fmt != "parquet":
-            raise GenerateError(
-                f"--feature-layout {feature_layout} needs --format parquet (got --format {fmt})"
-            )
         try:
             check_destination(dest_path, overwrite=overwrite, require_store=False)  # a dataset, not a store
         except StoreError as exc:
@@ -185,19 +218,9 @@ def _run(dest: str, make_graph: Callable[[], Any], *, fmt: str, binary: bool, ov
         remove_stale_temps(dest_path)
         progress = _Progress(enabled=not quiet and sys.stderr.isatty())
         with progress.running():
-            with progress.stage("generating graph"):
-                try:
-                    graph = make_graph()
-                except ValueError as exc:
-                    raise GenerateError(str(exc)) from None
             tmp = temp_sibling(dest_path)
             try:
-                description = _write_dataset(graph, tmp, name=dest_path.name, fmt=fmt,
-                                             binary=binary, id_kind=id_kind,
-                                             feature_layout=feature_layout, seed=seed,
-                                             progress=progress)
-                if description:
-                    (tmp / "generate.json").write_text(json.dumps(description, indent=2) + "\n")
+                write(tmp, progress)
                 with progress.stage("committing"):
                     commit_directory(tmp, dest_path, overwrite=overwrite, require_store=False)
             except BaseException:
@@ -207,10 +230,6 @@ def _run(dest: str, make_graph: Callable[[], Any], *, fmt: str, binary: bool, ov
         _fail(str(exc), exc.exit_code)
     except (StoreError, OSError) as exc:
         _fail(str(exc), 2)
-    if not quiet:
-        layout = f"{fmt}{' (binary)' if binary else ''}"
-        click.echo(f"wrote {dest_path}: {graph.num_nodes} nodes, {graph.num_edges} edges, "
-                   f"{graph.feature_dim} features, {graph.num_classes or 0} classes, {layout}")
 
 
 # ---------------------------------------------------------------------------
@@ -252,7 +271,8 @@ def command() -> None:
 @click.option("--edge-factor", type=click.IntRange(0), default=16, show_default=True,
               help="EDGE_FACTOR * 2**SCALE edges.")
 @click.option("--feature-dim", type=click.IntRange(0), default=100, show_default=True)
-@click.option("--num-classes", type=click.IntRange(0), default=10, show_default=True)
+@click.option("--num-classes", "--classes", "num_classes", type=click.IntRange(0), default=10,
+              show_default=True, help="Number of classes (--classes is the same).")
 @click.option("--no-permute", is_flag=True, help="Keep R-MAT's vertex IDs (hubs near 0).")
 @click.option("--threads", type=click.IntRange(1), default=None, help="Threads (default: all).")
 def rmat(dest, fmt, binary, seed, train_frac, valid_frac, id_kind, feature_layout, overwrite,
@@ -272,7 +292,8 @@ def rmat(dest, fmt, binary, seed, train_frac, valid_frac, id_kind, feature_layou
 @command.command()
 @_common_options
 @click.option("--nodes", type=click.IntRange(2), default=20000, show_default=True)
-@click.option("--classes", type=click.IntRange(1), default=10, show_default=True)
+@click.option("--num-classes", "--classes", "num_classes", type=click.IntRange(1), default=10,
+              show_default=True, help="Number of classes (--classes is the same).")
 @click.option("--avg-degree", type=click.FloatRange(0), default=10.0, show_default=True)
 @click.option("--feature-dim", type=click.IntRange(0), default=64, show_default=True)
 @click.option("--homophily", type=click.FloatRange(0, 1), default=0.8, show_default=True)
@@ -280,16 +301,55 @@ def rmat(dest, fmt, binary, seed, train_frac, valid_frac, id_kind, feature_layou
 @click.option("--degree-skew", type=click.FloatRange(0), default=1.0, show_default=True)
 @click.option("--directed", is_flag=True, help="One edge per pair instead of both directions.")
 def community(dest, fmt, binary, seed, train_frac, valid_frac, id_kind, feature_layout,
-              overwrite, quiet, nodes, classes, avg_degree, feature_dim, homophily,
+              overwrite, quiet, nodes, num_classes, avg_degree, feature_dim, homophily,
               feature_noise, degree_skew, directed) -> None:
     """Community graph: class-homophilous edges and a noisy class signal in the features."""
     from graphpipe.synthetic import community_graph
 
     def make():
-        return community_graph(nodes, classes, avg_degree=avg_degree, feature_dim=feature_dim,
+        return community_graph(nodes, num_classes, avg_degree=avg_degree, feature_dim=feature_dim,
                                homophily=homophily, feature_noise=feature_noise,
                                degree_skew=degree_skew, undirected=not directed,
                                train_frac=train_frac, valid_frac=valid_frac, seed=seed)
 
     _run(dest, make, fmt=fmt, binary=binary, overwrite=overwrite, quiet=quiet, id_kind=id_kind,
          feature_layout=feature_layout, seed=seed)
+
+
+@command.command(name="papers100m-bin")
+@click.argument("dest", type=click.Path(file_okay=True, dir_okay=True))
+@click.option("--nodes", type=click.IntRange(2), default=1 << 20, show_default=True,
+              help="Number of nodes N (the real papers100M: 111059956).")
+@click.option("--edges-per-node", type=click.IntRange(0), default=5, show_default=True,
+              help="E = N * EDGES_PER_NODE R-MAT edges.")
+@click.option("--dim", "--feature-dim", "dim", type=click.IntRange(1), default=128,
+              show_default=True, help="Feature dimension (--feature-dim is the same).")
+@click.option("--num-classes", "--classes", "num_classes", type=click.IntRange(1), default=172,
+              show_default=True, help="Number of classes (--classes is the same).")
+@click.option("--label-frac", type=click.FloatRange(0, 1), default=0.014, show_default=True,
+              help="Fraction of labelled nodes (the rest have NaN labels).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--compress-level", type=click.IntRange(1, 9), default=1, show_default=True,
+              help="zlib level of the deflated npz members (the format is the same at each).")
+@click.option("--overwrite", is_flag=True, help="Replace DEST if it exists.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bars or summary.")
+def papers100m_bin(dest, nodes, edges_per_node, dim, num_classes, label_frac, seed,
+                   compress_level, overwrite, quiet) -> None:
+    """An ogbn-papers100M-like folder in OGB's papers100M-bin layout (raw/data.npz,
+    raw/node-label.npz with NaN for unlabelled nodes, split/time/), written in bounded
+    memory whatever N."""
+    from graphpipe.synthetic.papers import PapersSpec, write_papers100m_bin
+
+    try:
+        spec = PapersSpec(nodes, edges_per_node, dim, num_classes, label_frac, seed)
+    except ValueError as exc:
+        _fail(str(exc), 2)
+
+    def write(folder: Path, progress: _Progress) -> None:
+        write_papers100m_bin(folder, spec, compresslevel=compress_level,
+                             progress=progress.callback)
+
+    _commit(dest, write, overwrite=overwrite, quiet=quiet)
+    if not quiet:
+        click.echo(f"wrote {dest}: {spec.num_nodes} nodes, {spec.num_edges} edges, "
+                   f"{spec.dim} features, {spec.num_classes} classes, papers100M-bin")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import click
-
 from graphpipe.cli._common import friendly_errors, human_bytes
 
 

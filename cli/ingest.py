@@ -38,12 +38,18 @@ from graphpipe.cli._common import friendly_errors, human_bytes
               help="OGB: read only raw/ (never processed/) and split CSVs rather than split_dict.pt.")
 @click.option("--src", default="src", show_default=True, help="Edge list: source column.")
 @click.option("--dst", default="dst", show_default=True, help="Edge list: destination column.")
-@click.option("--weight", default=None, help="Edge list: weight column (stored as an edge feature).")
+@click.option("--weight", default=None,
+              help="Edge list: weight column (stored as an edge feature in its own type: "
+                   "int64 for integers, so large integer weights stay exact).")
 @click.option("--nodes", default=None, type=click.Path(), help="Edge list: node table (CSV/Parquet).")
 @click.option("--node-id", default="id", show_default=True, help="Node table: external ID column.")
 @click.option("--features", "feature_columns", default=None,
-              help="Node table: one list column, or comma-separated numeric columns.")
+              help="Node table: one list column, comma-separated numeric columns, or a glob "
+                   "pattern such as 'f*' (the matching columns in table order).")
 @click.option("--label", default=None, help="Node table: label column.")
+@click.option("--split-dir", default=None, type=click.Path(),
+              help="Edge list: a folder of split files train/valid/test.{csv,tsv,parquet} "
+                   "(one node ID column: --node-id or the only column).")
 @click.option("--node-features", "node_features_npy", default=None, type=click.Path(),
               help="A .npy (N, F) matrix to use as node features.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars.")
@@ -53,11 +59,11 @@ def command(source: str, dest: str, overwrite: bool, name: str | None, add_rever
             feature_dtype: str, compression: str, memory_limit: str | None, allow_nonfinite: bool,
             clamp_float16: bool, allow_isolated_nodes: bool, split_name: str | None, from_raw: bool,
             src: str, dst: str, weight: str | None, nodes: str | None,
-            node_id: str, feature_columns: str | None, label: str | None,
+            node_id: str, feature_columns: str | None, label: str | None, split_dir: str | None,
             node_features_npy: str | None, quiet: bool) -> None:
     """Ingest SOURCE (an OGB folder, a GraphBolt on-disk dataset, a DGL chunked
-    graph (metadata.json), a .npz, or CSV/TSV/Parquet
-    edge list) into the store DEST."""
+    graph (metadata.json), a .npz, a CSV/TSV/Parquet edge list, or a folder written
+    by `graphpipe generate`) into the store DEST."""
 
     from graphpipe.ingest.dgl_chunked import is_dgl_chunked_folder
     from graphpipe.ingest.graphbolt import is_graphbolt_folder
@@ -77,7 +83,15 @@ def command(source: str, dest: str, overwrite: bool, name: str | None, add_rever
         memory_limit=memory_limit, allow_nonfinite=allow_nonfinite, name=name,
         clamp_float16=clamp_float16, allow_isolated_nodes=allow_isolated_nodes, edge_ids=edge_ids,
     )
-    if is_ogb_folder(source):
+    from graphpipe.ingest.generated import is_generated_folder
+
+    if split_dir is not None and (is_generated_folder(source) or is_ogb_folder(source)
+                                  or source.endswith(".npz")):
+        raise click.UsageError("--split-dir applies to edge-list sources (this source has its "
+                               "own splits)")
+    if is_generated_folder(source):
+        reader_options = {}
+    elif is_ogb_folder(source):
         reader_options = {"split": split_name, **({"from_raw": True} if from_raw else {})}
     elif source.endswith(".npz") or is_graphbolt_folder(source) or is_dgl_chunked_folder(source):
         reader_options = {}
@@ -87,6 +101,10 @@ def command(source: str, dest: str, overwrite: bool, name: str | None, add_rever
             cols = feature_columns.split(",") if "," in feature_columns else feature_columns
         reader_options = {"src": src, "dst": dst, "weight": weight, "nodes": nodes, "node_id": node_id,
                           "feature_columns": cols, "label": label}
+        if split_dir is not None:
+            from graphpipe.ingest.splitfiles import find_split_files
+
+            reader_options["split_files"] = find_split_files(split_dir)
     started = time.perf_counter()
     from graphpipe.store.atomic import check_destination
 

@@ -12,6 +12,8 @@ import pytest
 
 from graphpipe.ingest import ingest
 from graphpipe.interop.pyg_data import write_pyg_store
+from graphpipe.ingest.generated import read_generated
+from graphpipe.ingest.splitfiles import read_split_files
 from graphpipe.loaders import ClusterLoader, MiniBatch, NeighborLoader
 from graphpipe.loaders.disjoint import DisjointSampler
 from graphpipe.ops.aggregate import aggregate
@@ -19,11 +21,14 @@ from graphpipe.ops.attention import sparse_attention
 from graphpipe.ops.sampling import sample_neighbors
 from graphpipe.service import Client
 from graphpipe.store import GraphStore
+from graphpipe.synthetic.npz_stream import NpzStreamWriter
+from graphpipe.synthetic.papers import write_papers100m_bin
 from graphpipe.train import Trainer
 
 ENTRY_POINTS = [GraphStore.open, ingest, NeighborLoader, MiniBatch.to_pyg, ClusterLoader,
                 sample_neighbors, aggregate, sparse_attention, Client, Trainer, write_pyg_store,
-                DisjointSampler]
+                DisjointSampler, GraphStore.labels_for_evaluator, write_papers100m_bin,
+                NpzStreamWriter, read_generated, read_split_files]
 
 
 @pytest.mark.parametrize("obj", ENTRY_POINTS, ids=lambda obj: obj.__qualname__)

@@ -33,10 +33,11 @@ strings; node-table columns are read as text and typed from all their values.
 from __future__ import annotations
 
 import bisect
+import fnmatch
 import glob
 import os
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -475,10 +476,27 @@ def _is_numeric(kind: pa.DataType) -> bool:
             or pa.types.is_decimal(kind))
 
 
+def _expand_feature_pattern(spec: _TableFile, columns: list[str] | str | None,
+                            exclude: set) -> list[str] | str | None:
+    """A glob pattern (``"f*"``) becomes the matching columns in table order (never the ID,
+    label or split column); anything else is returned as given."""
+    if not isinstance(columns, str) or columns in spec.columns \
+            or not any(ch in columns for ch in "*?["):
+        return columns
+    matched = [c for c in spec.columns if fnmatch.fnmatchcase(c, columns) and c not in exclude]
+    if not matched:
+        raise IngestError(f"{spec.path}: no column matches the feature pattern {columns!r}; "
+                          f"columns present: {spec.columns}")
+    return matched
+
+
 def _read_node_table(path: str, node_id: str, feature_columns: list[str] | str | None,
                      label: str | list[str] | None, split_column: str | None, split_required: bool,
                      id_type: IdType, block_rows: int) -> _NodeData:
     spec = _open_file(path, "auto", None, True)
+    labels_named = [label] if isinstance(label, str) else list(label or [])
+    feature_columns = _expand_feature_pattern(spec, feature_columns,
+                                              {node_id, split_column, *labels_named})
     if isinstance(feature_columns, str):
         features, single = [feature_columns], True
     else:
@@ -746,9 +764,11 @@ class _EdgeListReader:
     """The edge files, their ID space and the node table; methods feed a DatasetSource."""
 
     def __init__(self, files: list[_TableFile], src: str, dst: str, value_columns: list[str],
-                 kind: str, nodes: _NodeData | None, map_ids: bool | None, block_rows: int):
+                 kind: str, nodes: _NodeData | None, map_ids: bool | None, block_rows: int,
+                 value_types: dict[str, pa.DataType] | None = None):
         self.files, self.src, self.dst = files, src, dst
         self.value_columns, self.kind, self.nodes = value_columns, kind, nodes
+        self.value_types = value_types or {name: pa.float64() for name in value_columns}
         self.map_ids, self.block_rows = map_ids, block_rows
         self.index: IntIdIndex | StringIdIndex | None = nodes.index if nodes is not None else None
         self.external: np.ndarray | pa.Array | None = None
@@ -768,7 +788,7 @@ class _EdgeListReader:
                       (self.value_columns if with_values else [])
             columns = list(dict.fromkeys(columns))
             types = {name: self._id_type() for name in ids}
-            types.update({name: pa.float64() for name in self.value_columns})
+            types.update(self.value_types)
             for batch, first_line in _iter_batches(spec, columns, types, self.block_rows):
                 for part, line in _segments(batch, columns, spec, first_line):
                     _null_check(part, ids if with_ids or spec.format == "csv" else [], spec, line, "node ID")
@@ -846,14 +866,47 @@ class _EdgeListReader:
             yield EdgeChunk(src=src, dst=dst, first_row=position, source=spec.path, first_line=line)
             position += part.num_rows
 
+    @property
+    def value_dtype(self) -> np.dtype:
+        """The edge features' dtype: int64 when every value column holds integers, float32
+        for CSV decimals and Parquet float32, float64 for Parquet float64 (the common type
+        of the columns)."""
+        dtypes = [np.dtype(np.int64) if pa.types.is_integer(kind) else
+                  np.dtype(np.float64) if kind == pa.float64() and self._parquet_float64(name)
+                  else np.dtype(np.float32) for name, kind in self.value_types.items()]
+        return np.result_type(*dtypes) if dtypes else np.dtype(np.float32)
+
+    def _parquet_float64(self, name: str) -> bool:
+        return any(spec.format == "parquet" and
+                   pq.ParquetFile(spec.path).schema_arrow.field(name).type == pa.float64()
+                   for spec in self.files)
+
     def edge_features(self) -> Iterator[RowBlock]:
         position = 0
+        dtype = self.value_dtype
         for spec, part, line in self._segments(with_values=True, with_ids=False):
-            values = np.empty((part.num_rows, len(self.value_columns)), dtype=np.float32)
+            values = np.empty((part.num_rows, len(self.value_columns)), dtype=dtype)
             for j, name in enumerate(self.value_columns):
                 values[:, j] = part.column(name).to_numpy(zero_copy_only=False)
             yield RowBlock(first_row=position, values=values, source=spec.path, first_line=line)
             position += part.num_rows
+
+
+def _value_types(files: list[_TableFile], value_columns: list[str]) -> dict[str, pa.DataType]:
+    """How each edge value column is read: a Parquet column as its own integer / float type
+    (integers as int64), CSV as int64 first (a column that is not all integers is read
+    again as float64, see ``read_edge_list``)."""
+    types: dict[str, pa.DataType] = {}
+    for name in value_columns:
+        kinds = [pq.ParquetFile(spec.path).schema_arrow.field(name).type
+                 for spec in files if spec.format == "parquet"]
+        if not kinds or all(pa.types.is_integer(k) or pa.types.is_boolean(k) for k in kinds):
+            types[name] = pa.int64()
+        elif all(k in (pa.float16(), pa.float32()) or pa.types.is_integer(k) for k in kinds):
+            types[name] = pa.float32()
+        else:
+            types[name] = pa.float64()
+    return types
 
 
 def _edge_id_kind(files: list[_TableFile], columns: Sequence[str], id_type: IdType) -> str | None:
@@ -883,6 +936,7 @@ def read_edge_list(paths: str | os.PathLike | Sequence[str | os.PathLike], *,
                    edge_feature_columns: list[str] | None = None, nodes: str | os.PathLike | None = None,
                    node_id: str = "id", feature_columns: list[str] | str | None = None,
                    label: str | list[str] | None = None, split_column: str | None = None,
+                   split_files: Mapping[str, str | os.PathLike] | None = None,
                    id_type: IdType = "auto", map_ids: bool | None = None, name: str | None = None,
                    block_rows: int = 1 << 20) -> DatasetSource:
     """Read an edge list (one or more CSV/TSV/Parquet files) and an optional node table.
@@ -897,18 +951,23 @@ def read_edge_list(paths: str | os.PathLike | Sequence[str | os.PathLike], *,
         delimiter: CSV field separator (default by format / sniffed).
         header: whether CSV files start with a header line.
         weight: a numeric edge column stored as the first edge feature.
-        edge_feature_columns: further numeric edge columns; edge features are float32 ``(E, k)``.
+        edge_feature_columns: further numeric edge columns; edge features are ``(E, k)`` in
+            the source's type: int64 when every column holds integers (integer weights
+            above 2**24 stay exact), float32 for CSV decimals, Parquet floats as stored.
         nodes: node table (CSV/TSV/Parquet, with header). Its row order defines the dense IDs;
             every edge endpoint must appear in it.
         node_id: the ID column of the node table.
         feature_columns: numeric node-table columns forming ``(N, F)`` features, or ONE column name
-            (a list / fixed-size-list column in Parquet gives ``F`` = list length). float32, or
+            (a list / fixed-size-list column in Parquet gives ``F`` = list length), or a glob
+            pattern such as ``"f*"`` (the matching columns, in table order). float32, or
             int64 when every value is an integer.
         label: label column (or several for multi-task ``(N, T)`` labels): integers → int64
             classification, other numbers → float64 regression, text → class codes by sorted name;
             an empty label makes the labels float64 with NaN there.
         split_column: node-table column with train/valid/test (val/validation also accepted,
             empty = none); default: ``"split"`` when that column exists.
+        split_files: ``{split: file}`` of node-ID files instead (see
+            :mod:`graphpipe.ingest.splitfiles`): IDs as in the edge list / node table.
         id_type: ``auto`` (int64 when every ID is an integer, else strings), ``int`` or ``string``.
         map_ids: without a node table, integer IDs that are all non-negative are kept as the
             dense IDs (N = max + 1) unless ``map_ids=True`` or they are sparse (see the module
@@ -957,11 +1016,20 @@ def read_edge_list(paths: str | os.PathLike | Sequence[str | os.PathLike], *,
     else:
         kind = _edge_id_kind(files, [src_name, dst_name], id_type)
 
+    value_types = _value_types(files, value_columns)
+
     def make(kind_now: str) -> _EdgeListReader:
-        reader = _EdgeListReader(files, src_name, dst_name, value_columns, kind_now, node_data, map_ids,
-                                 block_rows)
-        reader.scan()
-        return reader
+        while True:
+            reader = _EdgeListReader(files, src_name, dst_name, value_columns, kind_now, node_data,
+                                     map_ids, block_rows, value_types)
+            try:
+                reader.scan()
+                return reader
+            except _ConversionError as exc:  # a CSV value column that is not all integers
+                if value_types.get(exc.column) != pa.int64() or \
+                        any(spec.format == "parquet" for spec in files):
+                    raise
+                value_types[exc.column] = pa.float64()
 
     if kind is None:   # auto: integers unless some ID field is not one
         try:
@@ -999,6 +1067,7 @@ def read_edge_list(paths: str | os.PathLike | Sequence[str | os.PathLike], *,
     if value_columns:
         source.edge_features = reader.edge_features
         source.edge_feature_dim = len(value_columns)
+        source.edge_feature_dtype = reader.value_dtype
         extra["edge_feature_columns"] = ",".join(value_columns)
     if node_data is not None:
         extra["node_table"] = node_data.spec.path
@@ -1016,6 +1085,18 @@ def read_edge_list(paths: str | os.PathLike | Sequence[str | os.PathLike], *,
         source.splits = node_data.splits
         source.split_sources = {k: node_data.spec.path for k in node_data.splits}
         source.node_table = node_data.table
+    if split_files:
+        if source.splits:
+            raise IngestError(f"{node_data.spec.path}: has a split column and split files were "
+                              f"given too; use one")
+        from graphpipe.ingest.splitfiles import read_split_files
+
+        ids = external_ids
+        if isinstance(ids, pa.ChunkedArray):
+            ids = ids.combine_chunks()
+        elif ids is not None and not isinstance(ids, pa.Array):
+            ids = pa.array(ids)
+        source.splits, source.split_sources = read_split_files(split_files, ids, node_id)
     return source
 
 

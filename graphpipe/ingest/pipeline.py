@@ -152,9 +152,9 @@ def is_ogb_folder(path: str | os.PathLike) -> bool:
 
 
 def open_source(path: str | os.PathLike, **reader_options) -> DatasetSource:
-    """Pick the reader for ``path``: a GraphBolt on-disk dataset (``metadata.yaml``), a DGL chunked
-    graph (``metadata.json``), an OGB
-    folder, an ``.npz`` file or edge-list file(s)
+    """Pick the reader for ``path``: a folder written by ``graphpipe generate`` (with
+    ``generate.json``), a GraphBolt on-disk dataset (``metadata.yaml``), a DGL chunked
+    graph (``metadata.json``), an OGB folder, an ``.npz`` file or edge-list file(s)
     (one file, a glob pattern, or a folder of part files read in name order as one list).
     A graphpipe store given as ``path`` is an :class:`IngestError`."""
     path = Path(path)
@@ -163,6 +163,11 @@ def open_source(path: str | os.PathLike, **reader_options) -> DatasetSource:
     if path.is_dir() and is_store_dir(path.resolve()):
         raise IngestError(f"{path}: is a graphpipe store, not a dataset (ingest reads an OGB folder, "
                           f"a .npz file, or CSV/TSV/Parquet edge-list files or a folder of them)")
+    from graphpipe.ingest.generated import is_generated_folder, read_generated
+
+    if path.is_dir() and is_generated_folder(path):
+        return read_generated(path, **reader_options)
+
     from graphpipe.ingest.graphbolt import is_graphbolt_folder
 
     if is_graphbolt_folder(path):
@@ -327,10 +332,11 @@ def _build_store(source: DatasetSource, dest: str | os.PathLike, options: Ingest
         if source.node_features is not None:
             m["node_features"] = {"dim": dim, "dtype": str(feature_dtype)}
         if source.edge_features is not None:
+            edge_dtype = _edge_feature_dtype(source, feature_dtype)
             dim = _write_rows(writer, "edge/feat", source.edge_features(), stats.num_input_edges,
-                              source.edge_feature_dim, feature_dtype, options, report, "edge features",
+                              source.edge_feature_dim, edge_dtype, options, report, "edge features",
                               what="edges", expected_from=source.extra.get("edge_file"))
-            m["edge_features"] = {"dim": dim, "dtype": str(feature_dtype),
+            m["edge_features"] = {"dim": dim, "dtype": str(edge_dtype),
                                   "rows": "edge-list order; csc/edge_id >= num_input_edges is the "
                                           "reverse of edge (edge_id - num_input_edges)"}
         if labels is not None:
@@ -494,6 +500,15 @@ def _to_float16(values: np.ndarray, block: RowBlock, clamp: bool) -> np.ndarray:
     raise IngestError(f"{block.source}: line {block.first_line + row}, column {col + 1}: value "
                       f"{values[row, col]} does not fit in float16 (|x| <= {FLOAT16_MAX:g}); "
                       f"use --feature-dtype float32, or --clamp-float16 to clamp it")
+
+
+def _edge_feature_dtype(source: DatasetSource, feature_dtype: np.dtype) -> np.dtype:
+    """Edge features keep the source's dtype (int64 weights stay exact); ``float16`` asked
+    for applies to float columns only."""
+    dtype = np.dtype(source.edge_feature_dtype or np.float32)
+    if dtype.kind == "f" and np.dtype(feature_dtype) == np.float16:
+        return np.dtype(np.float16)
+    return dtype
 
 
 def _write_rows(writer: StoreWriter, key: str, blocks: Iterator[RowBlock], num_rows: int,

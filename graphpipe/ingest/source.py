@@ -51,6 +51,8 @@ class DatasetSource:
         feature_dim: width of the node features (None when absent).
         edge_features: like ``node_features`` but over edge-list positions, or None.
         edge_feature_dim: width of edge features.
+        edge_feature_dtype: their dtype as the source has it (int64 integer weights, say);
+            None: float32.
         labels: ``(N,)`` or ``(N, tasks)`` array, or None.
         task_type: e.g. ``"multiclass classification"``, ``"binary classification"``, ``"regression"``.
         num_classes: for classification tasks.
@@ -76,6 +78,7 @@ class DatasetSource:
     feature_dim: int | None = None
     edge_features: Callable[[], Iterator[RowBlock]] | None = None
     edge_feature_dim: int | None = None
+    edge_feature_dtype: np.dtype | None = None
     labels: np.ndarray | None = None
     task_type: str | None = None
     num_classes: int | None = None

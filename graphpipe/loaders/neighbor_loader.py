@@ -223,6 +223,10 @@ class NeighborLoader:
         if isinstance(prefetch, bool) or not isinstance(prefetch, (int, np.integer)) or prefetch < 0:
             raise ValueError(f"'prefetch' must be a non-negative integer (got {prefetch!r})")
         self.prefetch = int(prefetch)
+        if self.prefetch:  # a background thread beside torch's: the OpenMP wait policy matters
+            from graphpipe.omp import warn_if_too_late
+
+            warn_if_too_late()
         if match_reorder not in (True, False, "match"):
             raise ValueError(f"'match_reorder' must be True, False or 'match' (got {match_reorder!r})")
         if match_reorder != "match":
@@ -506,6 +510,7 @@ class _LoaderIterator:
         if batch.x is not None:
             self._loader._handed_out = (batch.x, batch.x._version)
         self._remaining -= 1
+        self._stats.batches += 1
         if self._bar is not None:
             self._bar[0].update(self._bar[1], advance=1, hit=f"{self._stats.hit_rate:.0%}")
         return self._loader._deliver(batch)

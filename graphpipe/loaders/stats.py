@@ -13,6 +13,10 @@ __all__ = ["LoaderStats", "StatsRef"]
 class LoaderStats:
     """Counters of one epoch (updated while iterating).
 
+    ``batches`` counts the batches handed to the caller; ``batches_prepared`` those the
+    stages gathered, which includes batches prefetched but never taken (an epoch stopped
+    early, ``max_steps``). The row, seed and time counters count prepared work.
+
     ``rows_needed == rows_gathered + rows_reused + rows_cached`` at every point.
     ``match_degree_mean`` averages ``|V_t ∩ V_prev| / min(|V_t|, |V_prev|)`` over
     consecutive batches (``V`` = the batch's ``n_id``; the first batch of a loader
@@ -35,6 +39,7 @@ class LoaderStats:
 
     epoch: int = 0
     batches: int = 0
+    batches_prepared: int = 0
     seeds: int = 0
     sampled_nodes: int = 0
     sampled_edges: int = 0

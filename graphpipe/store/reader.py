@@ -280,6 +280,46 @@ class GraphStore:
         return self.array("node/label")
 
     @property
+    def num_classes(self) -> int | None:
+        """Number of classes of a multiclass store (labels ``0..C-1``; unlabelled nodes are -1),
+        as the manifest records it; None for regression, multi-task or unlabelled stores.
+
+        >>> import os, tempfile
+        >>> from graphpipe.ingest import ingest
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> npz = os.path.join(tmp.name, "tri.npz")
+        >>> np.savez(npz, edge_index=np.array([[0, 1, 2], [1, 2, 0]]), y=np.array([0, 2, 1]))
+        >>> ingest(npz, os.path.join(tmp.name, "tri")).num_classes
+        3
+        >>> tmp.cleanup()
+        """
+        meta = self.manifest.get("labels") or {}
+        if meta.get("task_type") != "multiclass classification":
+            return None
+        value = meta.get("num_classes")
+        return int(value) if value is not None else int(np.max(self.labels, initial=-1)) + 1
+
+    def labels_for_evaluator(self, ids: np.ndarray | None = None) -> np.ndarray:
+        """Labels of dense node ``ids`` (default all) as ``ogb.nodeproppred.Evaluator`` wants
+        ``y_true``: a new writable ``(len(ids), tasks)`` array, ``(n, 1)`` int64 classes for a
+        multiclass store (compare with ``y_pred = logits.argmax(-1, keepdim=True)``).
+
+        >>> import os, tempfile
+        >>> from graphpipe.ingest import ingest
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> npz = os.path.join(tmp.name, "tri.npz")
+        >>> np.savez(npz, edge_index=np.array([[0, 1, 2], [1, 2, 0]]), y=np.array([0, 2, 1]),
+        ...          test_idx=np.array([1, 2]))
+        >>> store = ingest(npz, os.path.join(tmp.name, "tri"))
+        >>> store.labels_for_evaluator(store.split("test")).tolist()
+        [[2], [1]]
+        >>> tmp.cleanup()
+        """
+        labels = self.labels if ids is None else self.labels[np.asarray(ids, dtype=np.int64)]
+        labels = np.array(labels)  # a copy, writable
+        return labels.reshape(len(labels), -1)
+
+    @property
     def edge_features(self) -> np.ndarray:
         """Edge features in original edge order, shape ``(num_input_edges, dim)``; the features
         of CSC slot ``s`` are ``edge_features[edge_id[s] % num_input_edges]``."""

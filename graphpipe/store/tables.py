@@ -64,7 +64,8 @@ def split_ids(table: pa.Table, name: str) -> np.ndarray:
     if pa.types.is_dictionary(column.type):
         column = column.cast(pa.string())
     mask = pc.equal(column, name)
-    return table.column("node_id").filter(mask).to_numpy().astype(np.int64, copy=False)
+    # a writable copy: Arrow's zero-copy views are read-only, and torch.from_numpy warns on them
+    return np.array(table.column("node_id").filter(mask).to_numpy(), dtype=np.int64)
 
 
 class IdMap:

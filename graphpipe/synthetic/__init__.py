@@ -18,6 +18,9 @@ Not part of ingest: these modules *make* datasets, in the source formats that
 - :mod:`graphpipe.synthetic.writers`, one writer per source format that graphpipe
   ingests: :func:`write_ogb_raw` (+ :func:`ogb_meta_dict`), :func:`write_edge_list`,
   :func:`write_node_table`, :func:`write_table_file`, :func:`write_npz`.
+- :mod:`graphpipe.synthetic.papers`: an ogbn-papers100M-like dataset of any size in OGB's
+  ``papers100M-bin`` layout, streamed in bounded memory through
+  :mod:`graphpipe.synthetic.npz_stream` (an ``.npz`` written member by member, block by block).
 - :mod:`graphpipe.synthetic.text`: the writers' fast CSV formatting and parallel gzip.
 
 Edge direction everywhere: ``(src, dst)`` is an edge from ``src`` to ``dst``.

@@ -67,7 +67,7 @@ def _permute_id(x, mask, shift, keys, mults):
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
-def _rmat_kernel(scale, key, t_a, t_ab, t_abc, permute, perm_keys, perm_mults, src, dst):
+def _rmat_kernel(scale, key, t_a, t_ab, t_abc, permute, perm_keys, perm_mults, first, src, dst):
     num_edges = src.shape[0]
     block = 1 << 14
     num_blocks = (num_edges + block - 1) // block
@@ -78,7 +78,7 @@ def _rmat_kernel(scale, key, t_a, t_ab, t_abc, permute, perm_keys, perm_mults, s
         start = b * block
         stop = min(num_edges, start + block)
         for e in range(start, stop):
-            state = _splitmix(key ^ (np.uint64(e) * _GOLDEN))
+            state = _splitmix(key ^ (np.uint64(first + e) * _GOLDEN))
             s = np.uint64(0)
             d = np.uint64(0)
             bits = np.uint64(0)
@@ -139,6 +139,8 @@ def rmat_edges(
     seed: int = 0,
     permute: bool = True,
     num_threads: int | None = None,
+    first: int = 0,
+    count: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """An R-MAT (Graph500 Kronecker) directed edge list.
 
@@ -155,6 +157,13 @@ def rmat_edges(
 
     Returns ``(src, dst)``, int64 arrays. The result depends only on the
     arguments, never on ``num_threads`` (threads used; all when None).
+    ``first`` / ``count`` return only edges ``first .. first+count-1`` of that list
+    (default: all), so a large edge list can be made block by block:
+
+    >>> src, dst = rmat_edges(4, 2, seed=1)
+    >>> part = rmat_edges(4, 2, seed=1, first=5, count=3)
+    >>> bool((part[0] == src[5:8]).all() and (part[1] == dst[5:8]).all())
+    True
     """
     if not 1 <= int(scale) <= 40:
         raise ValueError(f"'scale' must be in 1..40 (got {scale})")
@@ -164,7 +173,11 @@ def rmat_edges(
     if min(a, b, c) < 0 or d < -1e-12:
         raise ValueError(f"'a', 'b', 'c' must be >= 0 with a+b+c <= 1 (got {a}, {b}, {c})")
     num_nodes = 1 << int(scale)
-    num_edges = int(edge_factor) * num_nodes
+    total = int(edge_factor) * num_nodes
+    first = int(first)
+    num_edges = total - first if count is None else int(count)
+    if first < 0 or num_edges < 0 or first + num_edges > total:
+        raise ValueError(f"edges {first}..{first + num_edges - 1} are outside 0..{total - 1}")
     # thresholds on a 32-bit uniform integer
     t_a = np.uint64(min(2**32, round(a * 2**32)))
     t_ab = np.uint64(min(2**32, round((a + b) * 2**32)))
@@ -175,7 +188,7 @@ def rmat_edges(
     dst = np.empty(num_edges, dtype=np.int64)
     with _threads(num_threads):
         _rmat_kernel(int(scale), key, t_a, t_ab, t_abc, bool(permute), perm_keys, perm_mults,
-                     src, dst)
+                     np.int64(first), src, dst)
     return src, dst
 
 

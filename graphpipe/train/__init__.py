@@ -16,10 +16,12 @@
 - :mod:`graphpipe.train.sequence_trainer`: :class:`SequenceTrainer` for the transformers.
 
 ``import graphpipe`` sets ``OMP_WAIT_POLICY=PASSIVE`` unless the environment already sets
-it (see ``graphpipe/__init__.py``): the loader's Numba kernels run in background threads
+it (see :mod:`graphpipe.omp`): the loader's Numba kernels run in background threads
 while torch computes, and with OpenMP's default spin-waiting the two thread pools starve
 each other — a training step on 2 cores was 8× slower (0.9 s vs 0.11 s on a scale-14
-R-MAT batch).
+R-MAT batch). Import graphpipe before torch (the runtime reads the variable when torch
+loads it), or set ``OMP_WAIT_POLICY=PASSIVE`` in the environment; otherwise the loader
+warns once (:class:`graphpipe.omp.OpenMPWaitPolicyWarning`).
 """
 
 from graphpipe.train.checkpoint import CheckpointError, load_checkpoint, save_checkpoint

@@ -190,8 +190,9 @@ def test_parquet_with_weight_and_edge_features(tmp_path, rng):
     assert external_of(source, dst) == table["d"].to_pylist()
     assert [c.first_line for c in chunks] == [c.first_row + 1 for c in chunks]
     feats = np.concatenate([b.values for b in source.edge_features()])
-    assert source.edge_feature_dim == 3 and feats.shape == (n, 3) and feats.dtype == np.float32
-    expected = np.stack([table[c].to_numpy() for c in ("w", "f1", "f2")], axis=1).astype(np.float32)
+    # the source's types (float64, int64, float32) in their common type: nothing rounded
+    assert source.edge_feature_dim == 3 and feats.shape == (n, 3) and feats.dtype == np.float64
+    expected = np.stack([table[c].to_numpy() for c in ("w", "f1", "f2")], axis=1).astype(np.float64)
     np.testing.assert_array_equal(feats, expected)
 
 

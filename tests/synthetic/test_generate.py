@@ -558,3 +558,28 @@ def test_cli_through_main_entry_point(tmp_path):
                            timeout=300, check=False)
     assert again.returncode == 2
     assert again.stderr.strip().startswith("Error:") and "\n" not in again.stderr.strip()
+
+
+@pytest.mark.parametrize(("generator", "size"), [
+    ("rmat", ["--scale", "6", "--edge-factor", "2", "--feature-dim", "2"]),
+    ("community", ["--nodes", "80", "--feature-dim", "2"]),
+    ("papers100m-bin", ["--nodes", "80", "--dim", "2", "--label-frac", "0.5"]),
+])
+def test_every_generator_takes_num_classes_and_classes(tmp_path, generator, size):
+    help_text = _invoke([generator, "--help"]).output
+    assert "--num-classes" in help_text and "--classes" in help_text
+    labels = {}
+    for spelling in ("--num-classes", "--classes"):
+        dest = tmp_path / spelling.strip("-")
+        fmt = [] if generator == "papers100m-bin" else ["--format", "npz"]
+        result = _invoke([generator, str(dest), *size, *fmt, spelling, "3", "-q"])
+        assert result.exit_code == 0, result.output
+        if generator == "papers100m-bin":
+            with np.load(dest / "raw" / "node-label.npz") as data:
+                labels[spelling] = data["node_label"]
+        else:
+            with np.load(dest / "graph.npz") as data:
+                labels[spelling] = data["y"]
+    np.testing.assert_array_equal(labels["--num-classes"], labels["--classes"])
+    known = labels["--classes"][~np.isnan(labels["--classes"].astype(float))]
+    assert set(np.unique(known).astype(int)) <= {0, 1, 2} and len(np.unique(known)) > 1

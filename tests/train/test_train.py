@@ -178,7 +178,7 @@ def test_resume_continues_the_same_run_exactly(store: GraphStore, tmp_path: Path
     assert [r["epoch"] for r in lines] == [0, 1]
     for r in lines:
         assert {"loss", "train_acc", "valid_acc", "test_acc", "seconds", "loader", "steps"} <= set(r)
-        assert r["steps"] == 4 and r["loader"]["batches"] >= 4
+        assert r["steps"] == 4 and r["loader"]["batches"] == 4
     assert not list(tmp_path.glob(".*.tmp-*"))
 
 
@@ -255,6 +255,8 @@ def test_cli_trains_and_prints_test_acc(store: GraphStore, tmp_path: Path) -> No
     assert re.fullmatch(r"test acc \d\.\d{4}", lines[-1])
     assert sum(line.startswith("epoch ") for line in lines) == 2
     assert "rows gathered" in result.output
+    # only the batches trained on are reported, not the ones prefetched beyond --max-steps
+    assert re.findall(r"batches (\d+)", result.output) == ["2", "2"]
     assert len(log.read_text().splitlines()) == 2 and ckpt.is_file()
     quiet = _cli([store.path, "--model", "mlp", "--hidden", 16, "--layers", 2, "--epochs", 1,
                   "--max-steps", 1, "--quiet"])

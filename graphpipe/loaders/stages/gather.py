@@ -150,7 +150,7 @@ class GatherStage:
             plan.prev_token = prev_token
 
         batch = minibatch_from_sample(out, n_id, x, self.labels, self.attrs)
-        stats.batches += 1
+        stats.batches_prepared += 1  # ``batches`` counts those handed out (the loader's iterator)
         stats.seeds += out.batch_size
         stats.sampled_nodes += k
         stats.sampled_edges += sum(int(b.indices.shape[0]) for b in out.blocks)
