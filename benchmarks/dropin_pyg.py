@@ -121,8 +121,7 @@ def main() -> None:
     parser.add_argument("--avg-degree", type=float, default=20.0)
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--workers", type=int, default=0,
-                        help="PyG loaders' num_workers (0: in process; forked workers hang once "
-                             "graphpipe's loader threads run in this process, see docs/dropin.md)")
+                        help="PyG loaders' num_workers (0: sampling in the training process)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--write", action="store_true")
     args = parser.parse_args()
