@@ -54,6 +54,7 @@ def test_pyg_products_sage_port_runs(tmp_path):
     """The port, run as a script: PyG's NeighborLoader over the store's backend trains,
     evaluates with layer-wise inference (after epoch 5) and beats chance by far."""
     pytest.importorskip("torch_geometric")
+    os.environ.setdefault("OUTDATED_IGNORE", "1")  # ogb's import-time version check needs the network
     pytest.importorskip("ogb")
     graph = community_graph(3000, 8, feature_dim=32, avg_degree=10, seed=0)
     write_ogb_raw(tmp_path / "raw_products", graph)
