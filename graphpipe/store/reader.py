@@ -377,6 +377,39 @@ class GraphStore:
             self._cache.pop(key, None)
         return entry
 
+    def to_pyg_backend(self, *, features: bool | str = True, node_type: str | None = None) -> Any:
+        """This store as PyG's remote backend: ``(feature_store, graph_store)``, a
+        ``torch_geometric.data.FeatureStore`` and ``torch_geometric.data.GraphStore``
+        (:mod:`graphpipe.interop.pyg_backend`; imports ``torch_geometric`` now), so PyG's
+        own ``NeighborLoader`` and ``LinkNeighborLoader`` run on the store. Node features
+        are read per batch from the store (memory maps, or the disk tier: ``features``
+        as :class:`graphpipe.loaders.NeighborLoader`'s); ``node_type`` presents the graph
+        as a one-type heterogeneous graph.
+
+        >>> import os, tempfile
+        >>> import numpy as np, torch
+        >>> import graphpipe
+        >>> from graphpipe.ingest import ingest
+        >>> from torch_geometric.loader import NeighborLoader
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> npz, path = os.path.join(tmp.name, "ring.npz"), os.path.join(tmp.name, "ring")
+        >>> np.savez(npz, src=np.array([1, 2, 3, 4, 5, 0]), dst=np.arange(6),
+        ...          x=np.arange(12, dtype=np.float32).reshape(6, 2), y=np.arange(6) % 2)
+        >>> _ = ingest(npz, path)
+        >>> feature_store, graph_store = graphpipe.GraphStore.open(path).to_pyg_backend()
+        >>> loader = NeighborLoader((feature_store, graph_store), num_neighbors=[1],
+        ...                         input_nodes=torch.tensor([2, 4]), batch_size=2)
+        >>> batch = next(iter(loader))
+        >>> batch.n_id.tolist(), batch.x.tolist(), batch.y.tolist()
+        ([2, 4, 3, 5], [[4.0, 5.0], [8.0, 9.0], [6.0, 7.0], [10.0, 11.0]], [0, 0, 1, 1])
+        >>> batch.edge_index.tolist()                  # local IDs: 3 -> 2, 5 -> 4
+        [[2, 3], [0, 1]]
+        >>> tmp.cleanup()
+        """
+        from graphpipe.interop.pyg_backend import to_pyg_backend
+
+        return to_pyg_backend(self, features=features, node_type=node_type)
+
     def __repr__(self) -> str:
         return f"GraphStore({str(self.path)!r}, nodes={self.num_nodes}, edges={self.num_edges})"
 

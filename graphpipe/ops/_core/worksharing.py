@@ -19,6 +19,7 @@ of their outputs per range (so the result does not depend on which thread ran wh
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -32,6 +33,18 @@ __all__ = ["PARALLEL_MIN_WORK", "run_ranges", "threads_for"]
 _LOCK = threading.Lock()
 _POOL: ThreadPoolExecutor | None = None
 _POOL_WORKERS = 0
+
+
+def _forget_pool_in_child() -> None:
+    """After ``fork()``: the child inherits the pool object but none of its threads, so
+    work handed to it would never run (PyG's DataLoader workers hung in
+    ``run_ranges``); the child starts a pool of its own on first use."""
+    global _LOCK, _POOL, _POOL_WORKERS
+    _LOCK, _POOL, _POOL_WORKERS = threading.Lock(), None, 0
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool_in_child)
 
 
 def _pool(workers: int) -> ThreadPoolExecutor:

@@ -36,3 +36,33 @@ def test_kernel_error_is_raised_in_the_caller() -> None:
     hits = np.zeros(100, dtype=np.int64)  # the pool still works afterwards
     run_ranges(_count, 100, hits, threads=2)
     assert (hits == 1).all()
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs os.fork")
+def test_a_forked_child_gets_its_own_pool() -> None:
+    """A child forked after the pool started (PyG's DataLoader workers) inherits no
+    helper threads: run_ranges there must still finish (it hung before)."""
+    import os
+    import time
+
+    hits = np.zeros(1000, dtype=np.int64)
+    run_ranges(_count, 1000, hits, threads=3)   # the parent's pool is running
+    pid = os.fork()
+    if pid == 0:  # child: exit 0 only if every item was counted once
+        code = 1
+        try:
+            child = np.zeros(1000, dtype=np.int64)
+            run_ranges(_count, 1000, child, threads=3, pieces=64)
+            code = 0 if (child == 1).all() else 1
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0
+            return
+        time.sleep(0.05)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    pytest.fail("run_ranges in a forked child did not finish within 60 s")
