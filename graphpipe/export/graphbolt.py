@@ -22,11 +22,12 @@ _SETS = {"train": "train_set", "valid": "validation_set", "test": "test_set"}
 
 
 def _edges_in_original_order(store: GraphStore) -> np.ndarray:
-    """int64 ``(2, E)``: edge ``e`` of the original list is column ``e``."""
+    """int64 ``(2, E)``: edge ``e`` of the original list is column ``e`` (CSC order when the
+    store keeps no ``csc/edge_id``: its edge IDs are then the CSC slots)."""
     indptr = np.asarray(store.indptr)
     dst_of_slot = np.repeat(np.arange(store.num_nodes, dtype=np.int64), np.diff(indptr))
     edges = np.empty((2, store.num_edges), dtype=np.int64)
-    edge_id = np.asarray(store.edge_id)
+    edge_id = np.asarray(store.edge_id) if store.has_edge_ids else slice(None)
     edges[0, edge_id] = store.indices
     edges[1, edge_id] = dst_of_slot
     return edges

@@ -25,7 +25,8 @@ What PyG sees:
   "to", node_type)``), stored as the store's CSC (``layout="csc"``, sorted by
   destination, ``size=(N, N)``), what PyG's ``NeighborSampler`` asks for. Its
   ``csc()``/``csr()``/``coo()`` return the store's ``csc/edge_id`` as the edge
-  permutation, so ``batch.e_id`` are original edge-list positions, as for a ``Data``.
+  permutation, so ``batch.e_id`` are original edge-list positions, as for a ``Data`` (CSC slots when the store keeps no
+  ``csc/edge_id``).
   PyG's sampler keeps an int64 copy of the CSC in memory (``8 (N + 1 + E)`` bytes).
 
 graphpipe stores hold one node type and one edge type. ``node_type="paper"`` presents
@@ -208,6 +209,8 @@ class StoreGraphStore(PyGGraphStore):
 
     def _with_edge_id(self, out: tuple) -> tuple:
         row, col, perm = out
+        if not self.store.has_edge_ids:  # edge IDs are the CSC slots themselves
+            return out
         if isinstance(perm, dict):  # heterogeneous: one entry per edge type
             perm = {k: self.edge_id if p is None else self.edge_id[p] for k, p in perm.items()}
         else:

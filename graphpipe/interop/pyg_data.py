@@ -115,7 +115,8 @@ def write_pyg_store(data: Any, path: str | os.PathLike, *, overwrite: bool = Fal
 
     arrays, node_extra, edge_extra = pyg_parts(data)
     source = _source(arrays, name or os.path.basename(os.fspath(path)))
-    store = ingest(source, path, IngestOptions(overwrite=overwrite, allow_isolated_nodes=True))
+    store = ingest(source, path, IngestOptions(overwrite=overwrite, allow_isolated_nodes=True,
+                                                edge_ids="always"))
     if node_extra or edge_extra:
         with store.edit() as editor:
             for key, values in node_extra.items():
@@ -141,7 +142,7 @@ def graph_data_from_pyg(data: Any) -> Any:
     topology = {"edge_index": arrays["edge_index"], "num_nodes": arrays["num_nodes"]}
     with tempfile.TemporaryDirectory(prefix="graphpipe-pyg-") as tmp:
         store = ingest(_source(topology, "Data"), os.path.join(tmp, "graph"),
-                       IngestOptions(allow_isolated_nodes=True))
+                       IngestOptions(allow_isolated_nodes=True, edge_ids="always"))
         indptr, indices = (np.array(a) for a in store.topology())
         edge_order = np.array(store.edge_id)
     x = arrays.get("x")
