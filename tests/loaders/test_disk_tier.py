@@ -59,7 +59,8 @@ def test_disk_tier_batches_are_the_rows(tmp_path: Path, cache, match_reorder) ->
         s = loader.stats
         assert s.rows_needed == s.rows_gathered + s.rows_reused + s.rows_cached
         assert s.rows_gathered == s.rows_cache_hits + s.rows_disk  # distinct per batch: no repeats
-        assert s.disk_bytes_read == s.rows_disk * 12 * 4 and s.disk_read_s > 0
+        # bytes actually read: whole O_DIRECT blocks around each 48-byte row (or exact, buffered)
+        assert s.rows_disk * 12 * 4 <= s.disk_bytes_read <= s.rows_disk * 2 * 4096 and s.disk_read_s > 0
         assert s.rows_disk > 0 and 0.0 < s.hit_rate < 1.0
         assert s.as_dict()["hit_rate"] == s.hit_rate
         disk_rows.append(s.rows_disk)
