@@ -5,9 +5,11 @@ Row ``r`` of ``X`` lives in chunk file ``r // chunk_rows`` at byte
 ``(r % chunk_rows) * row_bytes`` (the store's raw row-chunk layout,
 :func:`graphpipe.store.arrays.raw_chunk_files`). A gather takes the distinct IDs in
 sorted order, plans the reads (:func:`graphpipe.loaders.rows.read_plan.plan_reads`:
-neighbouring rows of one file share a read) and issues them (``os.preadv`` into one
-page-aligned scratch buffer; ``pread`` releases the GIL) from a pool of ``threads``
-threads, so ``threads`` reads are in flight at once (the queue depth the device sees).
+neighbouring rows of one file share a read) and issues them into one page-aligned
+scratch buffer from a pool of ``threads`` threads, each running a Numba loop that calls
+``pread`` without the GIL (:func:`graphpipe.loaders.rows.read_plan.run_reads`), so
+``threads`` reads are in flight at once (the queue depth the device sees) at no Python
+cost per read.
 A Numba kernel then copies the rows to the requested order.
 
 Files are opened with ``O_DIRECT`` (``direct=True``, the default): reads go from the
@@ -38,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from graphpipe.loaders.rows.base import RowSource, check_ids
-from graphpipe.loaders.rows.read_plan import plan_reads, scatter_rows
+from graphpipe.loaders.rows.read_plan import plan_reads, run_reads, scatter_rows
 
 __all__ = ["DiskRows", "ReadCounters"]
 
@@ -49,8 +51,15 @@ MAX_REQUEST = 128 << 10
 GAP_BYTES = 0
 """Default gap between two rows' blocks that one read still covers (0: only touching
 or shared blocks; a gap costs bytes read for fewer calls)."""
-BULK_GAP_BYTES = 256 << 10
-"""The gap of :meth:`DiskRows.read_bulk`: dense ID sets become near-sequential scans."""
+BULK_GAP_BYTES = 8 << 10
+"""The gap of :meth:`DiskRows.read_bulk`: where reading the gap costs less than another
+random read (measured here: ~250 MB/s in long reads, ~40K random reads/s, so ~6 KiB),
+dense ID sets become near-sequential scans."""
+BULK_SPAN_BYTES = 8 << 20
+""":meth:`DiskRows.read_bulk` reads in pieces spanning at most this many bytes of ``X``
+(bounds its scratch buffer)."""
+SCRATCH_KEEP_BYTES = 8 << 20
+"""A scratch buffer larger than this is dropped after its gather, not kept for the next."""
 
 
 class ReadCounters:
@@ -180,7 +189,13 @@ class DiskRows(RowSource):
         :data:`BULK_GAP_BYTES`: for filling a cache with a dense set of rows (a hot
         set), a few long near-sequential reads instead of one read per row."""
         ids = check_ids(ids, self.num_rows)
-        return self._gather(ids, np.empty((ids.shape[0], self.dim), dtype=self.dtype), BULK_GAP_BYTES)
+        uniq, inverse = np.unique(ids, return_inverse=True)
+        rows = np.empty((uniq.shape[0], self.dim), dtype=self.dtype)
+        piece = uniq * self.row_bytes // BULK_SPAN_BYTES  # same piece: within one span
+        cuts = np.flatnonzero(piece[1:] != piece[:-1]) + 1
+        for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), uniq.shape[0]]):
+            self._gather(uniq[lo:hi], rows[lo:hi], BULK_GAP_BYTES)
+        return rows if uniq.shape[0] == ids.shape[0] else rows[inverse.reshape(-1)]
 
     def _gather(self, ids: np.ndarray, out: np.ndarray, gap: int) -> np.ndarray:
         if ids.shape[0] == 0:
@@ -191,20 +206,21 @@ class DiskRows(RowSource):
         with self._gather_lock:
             r_file, r_off, r_len, r_buf, row_at, total = plan_reads(
                 uniq, self.chunk_rows, self.row_bytes, self._blocks, gap, max(MAX_REQUEST, 2 * gap))
-            scratch = self._scratch_of(total)
-            view = memoryview(scratch)
+            scratch = np.frombuffer(self._scratch_of(total), dtype=np.uint8, count=max(1, total))
             parts = np.unique(np.linspace(0, r_file.shape[0], min(self.threads, r_file.shape[0]) + 1
                                           ).astype(np.int64))
+            fd_arr, sizes = np.asarray(fds, dtype=np.int64), np.asarray(self._sizes, dtype=np.int64)
 
-            def work(lo: int, hi: int) -> None:
-                for r in range(lo, hi):
-                    f, off, n, at = int(r_file[r]), int(r_off[r]), int(r_len[r]), int(r_buf[r])
-                    self._pread(fds[f], view[at:at + n], off, min(n, self._sizes[f] - off), f)
+            def work(lo: int, hi: int) -> int:
+                return run_reads(fd_arr, r_file, r_off, r_len, r_buf, sizes, scratch, lo, hi)
 
-            list(pool.map(work, parts[:-1].tolist(), parts[1:].tolist()))
+            failed = [r for r in pool.map(work, parts[:-1].tolist(), parts[1:].tolist()) if r >= 0]
+            if failed:
+                self._raise_read_error(int(r_file[failed[0]]), int(r_off[failed[0]]), int(r_len[failed[0]]))
             flat = out.reshape(out.shape[0], -1).view(np.uint8)
-            scatter_rows(np.frombuffer(scratch, dtype=np.uint8, count=total), row_at,
-                         inverse.reshape(-1).astype(np.int64), flat)
+            scatter_rows(scratch, row_at, inverse.reshape(-1).astype(np.int64), flat)
+            if total > SCRATCH_KEEP_BYTES:
+                self._scratch = None
         with self._lock:
             c = self.counters
             c.rows, c.bytes = c.rows + uniq.shape[0], c.bytes + int(r_len.sum())
@@ -217,16 +233,18 @@ class DiskRows(RowSource):
             self._scratch = mmap.mmap(-1, max(4096, 1 << (max(1, nbytes) - 1).bit_length()))
         return self._scratch
 
-    def _pread(self, fd: int, dest: memoryview, offset: int, need: int, f: int) -> None:
-        """Fill ``dest`` from ``fd`` at ``offset``: at least ``need`` bytes (the rest of an
-        aligned read may lie past the end of the file); loops over short reads."""
+    def _raise_read_error(self, f: int, offset: int, length: int) -> None:
+        """Repeat a failed read in Python to raise its error (OSError naming the file)."""
+        buf = mmap.mmap(-1, max(4096, length))
+        need = min(length, self._sizes[f] - offset)
         done = 0
         while done < need:
-            got = os.preadv(fd, [dest[done:]], offset + done)
+            got = os.preadv(self._fds[f], [memoryview(buf)[done:length]], offset + done)
             if got <= 0:
-                raise OSError(f"{self.paths[f]}: ends at byte {offset + done}, before the rows "
-                              f"asked for (file truncated since the store was opened?)")
+                break
             done += got
+        raise OSError(f"{self.paths[f]}: ends at byte {offset + done}, before the rows asked for "
+                      f"(file truncated since the store was opened?)")
 
     def __repr__(self) -> str:
         return (f"DiskRows(rows={self.num_rows}, dim={self.dim}, files={len(self.paths)}, "

@@ -9,15 +9,22 @@ most ``gap`` bytes apart share one read (never longer than ``max_request`` bytes
 one row alone is). A 512-byte row at a 512-aligned offset then costs exactly its own
 bytes (read amplification 1.0) instead of a 4 KiB page.
 
-Both kernels are Numba (``nogil``): no Python work per row or per read.
+All three kernels are Numba (``nogil``): no Python work per row or per read;
+:func:`run_reads` calls libc's ``pread`` itself, so the threads that
+run it keep many reads in flight without taking the GIL.
 """
 
 from __future__ import annotations
 
 import numba
 import numpy as np
+from numba import types
 
-__all__ = ["plan_reads", "scatter_rows"]
+__all__ = ["plan_reads", "run_reads", "scatter_rows"]
+
+# libc's pread(fd, address, count, offset), bound by symbol name (so the kernel caches);
+# the address as an integer: the same ABI as a pointer
+_pread = types.ExternalFunction("pread", types.int64(types.int32, types.uintp, types.uintp, types.int64))
 
 
 @numba.njit(cache=True, nogil=True)
@@ -82,3 +89,26 @@ def scatter_rows(scratch: np.ndarray, row_at: np.ndarray, inverse: np.ndarray, o
         start = row_at[inverse[i]]
         for j in range(width):
             out[i, j] = scratch[start + j]
+
+
+@numba.njit(cache=True, nogil=True)
+def run_reads(fds: np.ndarray, r_file: np.ndarray, r_off: np.ndarray, r_len: np.ndarray,
+              r_buf: np.ndarray, sizes: np.ndarray, scratch: np.ndarray, lo: int, hi: int) -> int:
+    """Reads ``lo .. hi-1`` of a plan into ``scratch`` with ``pread`` (short reads
+    continued; a read may stop at the end of its file, ``sizes[file]``).
+
+    Returns:
+        -1 when every read got its bytes, else the index of the first read that failed
+        (an error, or the file ended early); the caller reports it.
+    """
+    base = scratch.ctypes.data
+    for r in range(lo, hi):
+        f = r_file[r]
+        need = min(r_len[r], sizes[f] - r_off[r])
+        done = 0
+        while done < need:
+            got = _pread(fds[f], base + r_buf[r] + done, r_len[r] - done, r_off[r] + done)
+            if got <= 0:
+                return r
+            done += got
+    return -1
