@@ -11,8 +11,8 @@ same rule as ``GraphStore.open(in_memory="auto")``; memory otherwise. ``"disk"``
 ``"memory"`` force a tier. Both tiers deliver ``X[n_id]`` bit for bit.
 
 The row cache takes :data:`CACHE_MEMORY_FRACTION` of the usable memory (less the
-4-byte-per-node slot table of CLOCK and the 8-byte-per-node position table of the hot
-set), capped at the number of rows; :data:`STATIC_SHARE` of its rows are the hot set
+4-byte-per-node slot table of CLOCK and ~32 bytes per cached row of tables), capped at
+the number of rows; :data:`STATIC_SHARE` of its rows are the hot set
 (the nodes of highest in-degree, read at start-up with one near-sequential scan,
 :meth:`graphpipe.loaders.rows.DiskRows.read_bulk`), the rest CLOCK. The split is
 measured (benchmarks/results/disk_features.md, R-MAT 8.4M nodes, 200 batches, 400K-row
@@ -71,11 +71,12 @@ def choose_tier(data: Any, features: bool | str) -> str:
 
 def cache_capacity(num_rows: int, row_bytes: int) -> int:
     """Rows of the row cache: :data:`CACHE_MEMORY_FRACTION` of the usable memory, less
-    the per-node tables (4 bytes CLOCK, 8 bytes hot set)."""
+    CLOCK's 4-byte-per-node slot table, at ``row_bytes`` plus 32 bytes (the hot set's
+    hash table, CLOCK's per-slot state) per row."""
     from graphpipe.memory import usable_memory
 
-    budget = CACHE_MEMORY_FRACTION * usable_memory() - 12 * num_rows
-    return max(0, min(num_rows, int(budget // max(1, row_bytes))))
+    budget = CACHE_MEMORY_FRACTION * usable_memory() - 4 * num_rows
+    return max(0, min(num_rows, int(budget // (max(1, row_bytes) + 32))))
 
 
 def feature_source(data: Any, features: bool | str, *, cache_rows: int | None = None,
