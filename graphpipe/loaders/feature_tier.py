@@ -10,7 +10,8 @@ use (:func:`graphpipe.memory.usable_memory`: free RAM bounded by the cgroup limi
 same rule as ``GraphStore.open(in_memory="auto")``; memory otherwise. ``"disk"`` and
 ``"memory"`` force a tier. Both tiers deliver ``X[n_id]`` bit for bit.
 
-The row cache takes :data:`CACHE_MEMORY_FRACTION` of the usable memory (less the
+The row cache takes :data:`CACHE_MEMORY_FRACTION` of the usable memory left after the
+page cache that memory-mapped topology will take (less the
 4-byte-per-node slot table of CLOCK and ~32 bytes per cached row of tables), capped at
 the number of rows; :data:`STATIC_SHARE` of its rows are the hot set
 (the nodes of highest in-degree, read at start-up with one near-sequential scan,
@@ -69,13 +70,13 @@ def choose_tier(data: Any, features: bool | str) -> str:
     return "memory" if fits else "disk"
 
 
-def cache_capacity(num_rows: int, row_bytes: int) -> int:
-    """Rows of the row cache: :data:`CACHE_MEMORY_FRACTION` of the usable memory, less
-    CLOCK's 4-byte-per-node slot table, at ``row_bytes`` plus 32 bytes (the hot set's
-    hash table, CLOCK's per-slot state) per row."""
+def cache_capacity(num_rows: int, row_bytes: int, reserve: int = 0) -> int:
+    """Rows of the row cache: :data:`CACHE_MEMORY_FRACTION` of the usable memory less
+    ``reserve`` bytes, less CLOCK's 4-byte-per-node slot table, at ``row_bytes`` plus 32
+    bytes (the hot set's hash table, CLOCK's per-slot state) per row."""
     from graphpipe.memory import usable_memory
 
-    budget = CACHE_MEMORY_FRACTION * usable_memory() - 4 * num_rows
+    budget = CACHE_MEMORY_FRACTION * max(0, usable_memory() - reserve) - 4 * num_rows
     return max(0, min(num_rows, int(budget // (max(1, row_bytes) + 32))))
 
 
@@ -93,7 +94,10 @@ def feature_source(data: Any, features: bool | str, *, cache_rows: int | None = 
     if shared and data.store in _SHARED:
         return _SHARED[data.store]
     disk = DiskRows.from_store(data.store)
-    rows = cache_capacity(disk.num_rows, disk.row_bytes) if cache_rows is None else int(cache_rows)
+    if cache_rows is None:
+        rows = cache_capacity(disk.num_rows, disk.row_bytes, _mapped_topology_bytes(data.store))
+    else:
+        rows = int(cache_rows)
     hot = int(rows * share)
     source: RowSource = CachedRows(disk, rows - hot)
     if hot:
@@ -107,3 +111,14 @@ def feature_source(data: Any, features: bool | str, *, cache_rows: int | None = 
     if shared:
         _SHARED[data.store] = source
     return source
+
+
+def _mapped_topology_bytes(store: Any) -> int:
+    """Bytes of the CSC arrays ``store`` leaves memory-mapped: sampling faults them into
+    the page cache, which a memory cap counts, so the row cache must leave them room
+    (measured: without this reserve a 1 GB cap thrashes the maps, 29 GB read in 200
+    batches)."""
+    from graphpipe.store.arrays import array_nbytes
+
+    keys = [k for k in ("csc/indptr", "csc/indices") if k not in store.in_memory_arrays]
+    return sum(array_nbytes(store.path, k) for k in keys if store.has_array(k))
