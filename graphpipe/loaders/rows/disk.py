@@ -195,7 +195,7 @@ class DiskRows(RowSource):
         cuts = np.flatnonzero(piece[1:] != piece[:-1]) + 1
         for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), uniq.shape[0]]):
             self._gather(uniq[lo:hi], rows[lo:hi], BULK_GAP_BYTES)
-        return rows if uniq.shape[0] == ids.shape[0] else rows[inverse.reshape(-1)]
+        return rows if np.array_equal(uniq, ids) else rows[inverse.reshape(-1)]
 
     def _gather(self, ids: np.ndarray, out: np.ndarray, gap: int) -> np.ndarray:
         if ids.shape[0] == 0:
