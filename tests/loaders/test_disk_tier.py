@@ -163,3 +163,18 @@ def test_disk_tier_on_the_device_assembly_path(tmp_path: Path, cache) -> None:
             assert np.array_equal(batch.x.numpy().view(np.uint32), x[batch.n_id.numpy()].view(np.uint32))
         s = loader.stats
         assert s.rows_needed == s.rows_gathered + s.rows_reused + s.rows_cached and s.rows_reused > 0
+
+
+def test_topology_left_on_disk_gives_the_same_batches(tmp_path: Path) -> None:
+    """A store opened with ``in_memory=False`` (CSC arrays as memory maps, what a cap
+    smaller than the topology leaves) samples the same batches as one in memory, and the
+    disk tier's rows are X[n_id] bit for bit."""
+    x = _write_store(tmp_path / "s", 3000, 8)
+    on_disk = GraphStore.open(tmp_path / "s", in_memory=False)
+    in_ram = GraphStore.open(tmp_path / "s", in_memory=True)
+    assert "csc/indices" not in on_disk.in_memory_arrays and "csc/indices" in in_ram.in_memory_arrays
+    a = NeighborLoader(on_disk, [4, 3], 150, features="disk", seed=5, window=4)
+    b = NeighborLoader(in_ram, [4, 3], 150, features="memory", seed=5, window=4)
+    for got, want in zip(a, b, strict=True):
+        assert np.array_equal(got.n_id.numpy(), want.n_id.numpy())
+        assert np.array_equal(got.x.numpy().view(np.uint32), x[got.n_id.numpy()].view(np.uint32))
