@@ -41,6 +41,11 @@ def plan_reads(uniq: np.ndarray, chunk_rows: int, row_bytes: int, blocks: np.nda
         ``(file, offset, length, buf, row_at, total)``: int64 ``(R,)`` file index,
         aligned byte offset, length and offset in the scratch buffer of each read;
         int64 ``(k,)`` scratch offset of each row; the scratch bytes needed.
+
+    >>> import numpy as np
+    >>> f, off, n, buf, at, total = plan_reads(np.array([0, 1, 5]), 100, 400, np.array([512]), 0, 1 << 17)
+    >>> off.tolist(), n.tolist(), at.tolist(), total
+    ([0, 1536], [1024, 1024], [0, 400, 1488], 2048)
     """
     k = uniq.shape[0]
     r_file = np.empty(k, dtype=np.int64)
