@@ -10,15 +10,21 @@ same batches' node IDs measures rows/s and bytes read from disk (``/proc/self/io
   (what PyG users and GraphBolt's ``TorchBasedFeature(in_memory=False)`` do);
 * ``mmap_random``: the same after ``madvise(MADV_RANDOM)`` on the map;
 * ``gp_disk``: graphpipe's disk tier (what the loader picks under the cap:
-  :func:`graphpipe.loaders.feature_tier.feature_source`, DiskRows behind CLOCK);
+  :func:`graphpipe.loaders.feature_tier.feature_source`: O_DIRECT DiskRows behind a hot
+  set by in-degree and CLOCK; the hot set's fill, one bulk scan, timed apart as ``fill s``);
+* ``gp_miss``: the same DiskRows with no cache at all: the miss path alone;
 * ``gp_loader``: ``NeighborLoader(store)`` with its defaults under the cap, reading
-  ``batch.x`` (its own batches: same fanouts and batch size, not the same IDs), with the
-  loader's per-epoch stats (hit rate, rows from disk);
+  ``batch.x`` (its own batches: same fanouts and batch size, not the same IDs), rows/s
+  *including its sampling*, with the loader's per-epoch stats (hit rate, rows from disk);
+* ``gp_loader_disktopo``: the same with the topology left on disk too
+  (``GraphStore.open(in_memory=False)``: sampling reads memory-mapped CSC arrays);
 * ``gp_ram``: graphpipe in RAM, uncapped (``GraphStore.open(in_memory=True)``).
 
-Every method's rows are checked against the first method's (a checksum of the rows).
-Also the device's random 4 KiB read rate at queue depth 32 and 64 (O_DIRECT, aligned
-buffers, ``os.preadv`` from threads; fio may not be installed).
+Every method's rows are checked against the others' (a checksum per batch, over the batches
+both did: a slow method stops after ``--max-seconds`` once it has done 20 batches).
+Also the device's random 512 B and 4 KiB read rates at queue depth 32 and 64 (O_DIRECT,
+aligned buffers, the disk tier's own Numba ``pread`` loop from threads; fio is not
+installed here).
 
 Tiny proof run (not a measurement)::
 
@@ -44,7 +50,9 @@ import numpy as np
 # ../shared/tools/memlimit.sh beside the repository (GRAPHPIPE_MEMLIMIT to use another)
 MEMLIMIT = Path(os.environ.get("GRAPHPIPE_MEMLIMIT") or
                 Path(__file__).resolve().parents[2] / "shared" / "tools" / "memlimit.sh")
-CAPPED = ("mmap", "mmap_random", "gp_disk", "gp_loader")
+MIN_BATCHES = 20
+"""A method stops after ``--max-seconds`` only once it has done this many batches."""
+CAPPED = ("mmap", "mmap_random", "gp_disk", "gp_miss", "gp_loader", "gp_loader_disktopo")
 METHODS = CAPPED + ("gp_ram",)
 
 
@@ -94,14 +102,20 @@ def sample_ids(work: Path, fanouts: list[int], batch: int, batches: int, seed: i
     """The ``n_id`` of each batch, sampled once: ``work/ids.npz`` (ids, offsets)."""
     from graphpipe.loaders import NeighborLoader
 
-    loader = NeighborLoader(work / "store", fanouts, batch_size=batch, features=False, seed=seed, prefetch=0, input_nodes="train", shuffle=True, frontier="all")
+    key = np.array([*fanouts, -1, batch, batches, seed, 2], dtype=np.int64)  # 2: frontier="new"
+    if (work / "ids.npz").exists():
+        with np.load(work / "ids.npz") as f:
+            if "key" in f and np.array_equal(f["key"], key):
+                return  # sampled before with the same settings
+    loader = NeighborLoader(work / "store", fanouts, batch_size=batch, features=False, seed=seed, prefetch=0,
+                            input_nodes="train", shuffle=True)
     got = []
     for i, b in enumerate(loader):
         got.append(b.n_id.numpy().copy())
         if i + 1 == batches:
             break
     offsets = np.cumsum([0] + [len(g) for g in got]).astype(np.int64)
-    np.savez(work / "ids.npz", ids=np.concatenate(got), offsets=offsets)
+    np.savez(work / "ids.npz", ids=np.concatenate(got), offsets=offsets, key=key)
 
 
 # -- one method, in its own process ------------------------------------------------------------
@@ -119,45 +133,60 @@ def _gather_fn(method: str, work: Path):
         if method == "mmap_random":
             arr._mmap.madvise(mmap.MADV_RANDOM)
         x = torch.from_numpy(arr)  # read-only map: torch warns, reads only
-        return lambda ids: x.index_select(0, torch.from_numpy(ids)).numpy()
+        return lambda ids: x.index_select(0, torch.from_numpy(ids)).numpy(), None
     from graphpipe.store import GraphStore
 
     if method == "gp_ram":
         store = GraphStore.open(work / "store", in_memory=True)
-        return store.features
+        return store.features, None
     from graphpipe.loaders.feature_tier import feature_source
     from graphpipe.loaders.graph_data import resolve_graph_data
+    from graphpipe.loaders.rows import DiskRows
 
-    rows = feature_source(resolve_graph_data(GraphStore.open(work / "store")), "disk")
-    return rows.gather
+    store = GraphStore.open(work / "store")
+    rows = DiskRows.from_store(store) if method == "gp_miss" else feature_source(resolve_graph_data(store), "disk")
+    return rows.gather, rows
 
 
-def run_method(method: str, work: Path, fanouts: list[int], batch: int, batches: int) -> dict:
+def run_method(method: str, work: Path, fanouts: list[int], batch: int, batches: int,
+               max_seconds: float) -> dict:
     """rows/s, bytes read and a checksum of the rows for ``method`` (this process)."""
     import warnings
 
     warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-    if method == "gp_loader":
-        return run_loader(work, fanouts, batch, batches)
-    gather = _gather_fn(method, work)
+    if method.startswith("gp_loader"):
+        return run_loader(work, fanouts, batch, batches, topology_on_disk=method == "gp_loader_disktopo")
+    t_fill = time.perf_counter()
+    gather, source = _gather_fn(method, work)
+    fill_s = time.perf_counter() - t_fill
     todo = _batches(work)
     gather(np.arange(8, dtype=np.int64))  # warm-up (threads, compiled kernels): 8 rows, not timed
-    before, total, check = read_bytes(), 0, 0.0
+    from graphpipe.loaders.rows.tiers import tier_counters
+
+    disk0 = tier_counters(source).disk_rows
+    before, total, checks = read_bytes(), 0, []
     t0 = time.perf_counter()
-    for ids in todo:
+    for i, ids in enumerate(todo):
         rows = gather(ids)
         total += rows.shape[0]
-        check += float(rows[:, 0].astype(np.float64).sum())
+        checks.append(float(rows[:, 0].astype(np.float64).sum()))
+        if i + 1 >= MIN_BATCHES and time.perf_counter() - t0 > max_seconds:
+            break  # a slow method (plain mmap): rows/s from the batches done
     seconds = time.perf_counter() - t0
     return {"method": method, "rows": total, "seconds": seconds, "rows_per_s": total / seconds,
             "read_bytes": read_bytes() - before, "row_bytes": total * rows.shape[1] * rows.itemsize,
-            "checksum": check}
+            "checksum": checks, "batches": len(checks), "fill_s": fill_s,
+            **({"rows_disk": tier_counters(source).disk_rows - disk0} if source is not None else {})}
 
 
-def run_loader(work: Path, fanouts: list[int], batch: int, batches: int) -> dict:
+def run_loader(work: Path, fanouts: list[int], batch: int, batches: int, topology_on_disk: bool) -> dict:
     from graphpipe.loaders import NeighborLoader
+    from graphpipe.store import GraphStore
 
-    loader = NeighborLoader(work / "store", fanouts, batch_size=batch, seed=0, input_nodes="train", shuffle=True, frontier="all")
+    t_fill = time.perf_counter()
+    source = GraphStore.open(work / "store", in_memory=False) if topology_on_disk else work / "store"
+    loader = NeighborLoader(source, fanouts, batch_size=batch, seed=0, input_nodes="train", shuffle=True)
+    fill_s = time.perf_counter() - t_fill
     before, total = read_bytes(), 0
     t0 = time.perf_counter()
     for i, b in enumerate(loader):
@@ -166,31 +195,40 @@ def run_loader(work: Path, fanouts: list[int], batch: int, batches: int) -> dict
             break
     seconds = time.perf_counter() - t0
     s = loader.stats
-    return {"method": "gp_loader", "tier": type(loader.rows).__name__, "rows": total,
+    return {"method": "gp_loader_disktopo" if topology_on_disk else "gp_loader", "fill_s": fill_s,
+            "tier": type(loader.rows).__name__, "rows": total,
             "seconds": seconds, "rows_per_s": total / seconds, "read_bytes": read_bytes() - before,
             "row_bytes": total * loader.rows.dim * 4, "hit_rate": s.hit_rate, "rows_disk": s.rows_disk,
             "rows_cache_hits": s.rows_cache_hits, "disk_read_s": s.disk_read_s, "checksum": None}
 
 
 # -- the device's own random-read rate -----------------------------------------------------------
-def probe_device(path: Path, depth: int, seconds: float) -> float:
-    """Random aligned 4 KiB O_DIRECT reads/s of ``path`` with ``depth`` threads."""
-    size = path.stat().st_size // 4096
-    flags = os.O_RDONLY | getattr(os, "O_DIRECT", 0)
-    fd = os.open(path, flags)
+def probe_device(path: Path, block: int, depth: int, seconds: float) -> float:
+    """Random aligned ``block``-byte O_DIRECT reads/s of ``path`` from ``depth`` threads,
+    each running the disk tier's Numba ``pread`` loop (256 reads per call, no GIL)."""
+    from graphpipe.loaders.rows.read_plan import run_reads
+
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECT", 0))
+    size = os.fstat(fd).st_size
     counts = [0] * depth
     stop = time.perf_counter() + seconds
+    k = 256
+    fds, files, sizes = np.array([fd]), np.zeros(k, dtype=np.int64), np.array([size])
+    lengths, at = np.full(k, block, dtype=np.int64), np.arange(k, dtype=np.int64) * block
 
     def work(i: int) -> None:
-        buf = mmap.mmap(-1, 4096)  # page aligned, as O_DIRECT needs
+        buf = np.frombuffer(mmap.mmap(-1, k * block), dtype=np.uint8)  # page aligned
         rng = np.random.default_rng(i)
-        offs = rng.integers(0, size, 4096) * 4096
         n = 0
         while time.perf_counter() < stop:
-            os.preadv(fd, [buf], int(offs[n % 4096]))
-            n += 1
+            offs = rng.integers(0, size // block, k) * block
+            if run_reads(fds, files, offs, lengths, at, sizes, buf, 0, k) >= 0:
+                raise OSError(f"{path}: O_DIRECT read failed")
+            n += k
         counts[i] = n
 
+    work(0)  # compile
+    stop = time.perf_counter() + seconds
     threads = [threading.Thread(target=work, args=(i,)) for i in range(depth)]
     t0 = time.perf_counter()
     for t in threads:
@@ -204,7 +242,8 @@ def probe_device(path: Path, depth: int, seconds: float) -> float:
 # -- driver ------------------------------------------------------------------------------------
 def child(method: str, args: argparse.Namespace, capped: bool) -> dict:
     cmd = [sys.executable, __file__, "--child", method, "--work", str(args.work),
-           "--fanouts", args.fanouts, "--batch", str(args.batch), "--batches", str(args.batches)]
+           "--fanouts", args.fanouts, "--batch", str(args.batch), "--batches", str(args.batches),
+           "--max-seconds", str(args.max_seconds)]
     if capped:
         cmd = [str(MEMLIMIT)] + (["--keep-caches"] if args.keep_caches else []) + [args.cap] + cmd
     proc = subprocess.run(cmd, check=False, capture_output=True, text=True)
@@ -219,22 +258,33 @@ def child(method: str, args: argparse.Namespace, capped: bool) -> dict:
 def report(results: list[dict], probe: dict[int, float]) -> None:
     ram = next((r for r in results if r["method"] == "gp_ram" and "error" not in r), None)
     base = next((r for r in results if r["method"] == "mmap" and "error" not in r), None)
-    ref = next((r["checksum"] for r in results if r.get("checksum") is not None), None)
-    print(f"{'method':12} {'rows/s':>12} {'read MB':>10} {'ampl':>7} {'vs mmap':>8} {'vs RAM':>7}  same rows")
+    ref = max((r["checksum"] for r in results if r.get("checksum") is not None), key=len, default=None)
+    mr = next((r for r in results if r["method"] == "mmap_random" and "error" not in r), None)
+    print(f"{'method':19} {'rows/s':>10} {'read MB':>9} {'ampl':>6} {'vs mmap':>8} {'vs mr':>7} {'vs RAM':>7} "
+          f"{'fill s':>7}  same rows")
     for r in results:
         if "error" in r:
-            print(f"{r['method']:12} {r['error']}")
+            print(f"{r['method']:19} {r['error']}")
             continue
         ampl = r["read_bytes"] / max(1, r["row_bytes"])
-        same = "-" if r.get("checksum") is None else ("yes" if r["checksum"] == ref else "NO")
+        if r.get("checksum") is None:
+            same = "-"
+        else:  # the batches both did
+            k = min(len(r["checksum"]), len(ref))
+            same = ("yes" if r["checksum"][:k] == ref[:k] else "NO") + (
+                f" ({k} batches)" if k < len(ref) or k < len(r["checksum"]) else "")
         vs_mmap = r["rows_per_s"] / base["rows_per_s"] if base else float("nan")
         vs_ram = r["rows_per_s"] / ram["rows_per_s"] if ram else float("nan")
+        vs_mr = r["rows_per_s"] / mr["rows_per_s"] if mr else float("nan")
         extra = f"  hit {r['hit_rate']:.1%} tier {r['tier']}" if "hit_rate" in r else ""
-        print(f"{r['method']:12} {r['rows_per_s']:12,.0f} {r['read_bytes'] / 1e6:10.1f} {ampl:7.2f} "
-              f"{vs_mmap:8.2f} {vs_ram:7.3f}  {same}{extra}  {r.get('memlimit', '')}")
-    for depth, rate in probe.items():
-        print(f"device: random 4 KiB O_DIRECT reads at QD {depth}: {rate:,.0f}/s "
-              f"({rate * 4096 / 1e6:.0f} MB/s)")
+        if "rows_disk" in r:
+            ampl = r["read_bytes"] / max(1, r["rows_disk"] * r["row_bytes"] // max(1, r["rows"]))
+        fill = f"{r['fill_s']:7.1f}" if "fill_s" in r else f"{'-':>7}"
+        print(f"{r['method']:19} {r['rows_per_s']:10,.0f} {r['read_bytes'] / 1e6:9.1f} {ampl:6.2f} "
+              f"{vs_mmap:8.2f} {vs_mr:7.2f} {vs_ram:7.3f} {fill}  {same}{extra}  {r.get('memlimit', '')}")
+    for (block, depth), rate in probe.items():
+        print(f"device: random {block} B O_DIRECT reads at QD {depth}: {rate:,.0f}/s "
+              f"({rate * block / 1e6:.0f} MB/s)")
 
 
 def main() -> None:
@@ -244,8 +294,10 @@ def main() -> None:
     p.add_argument("--dim", type=int, default=128)
     p.add_argument("--fanouts", default="10,10")
     p.add_argument("--batch", type=int, default=512)
-    p.add_argument("--batches", type=int, default=20)
+    p.add_argument("--batches", type=int, default=200, help="at least 20; 200 so the cache matters")
     p.add_argument("--cap", default="1G")
+    p.add_argument("--max-seconds", type=float, default=120.0,
+                   help=f"a method stops after this long (once {MIN_BATCHES} batches are done)")
     p.add_argument("--methods", default=",".join(METHODS))
     p.add_argument("--keep-caches", action="store_true", help="pass --keep-caches to memlimit.sh")
     p.add_argument("--probe-seconds", type=float, default=5.0)
@@ -253,7 +305,8 @@ def main() -> None:
     args = p.parse_args()
     fanouts = [int(v) for v in args.fanouts.split(",")]
     if args.child:
-        print(json.dumps(run_method(args.child, args.work, fanouts, args.batch, args.batches)))
+        print(json.dumps(run_method(args.child, args.work, fanouts, args.batch, args.batches,
+                                    args.max_seconds)))
         return
     args.work.mkdir(parents=True, exist_ok=True)
     if not (args.work / "store" / "manifest.json").exists():
@@ -261,7 +314,8 @@ def main() -> None:
         generate(args.work, args.rows, args.dim)
     sample_ids(args.work, fanouts, args.batch, args.batches)
     results = [child(m, args, m in CAPPED) for m in args.methods.split(",")]
-    probe = {d: probe_device(args.work / "feat.npy", d, args.probe_seconds) for d in (32, 64)}
+    probe = {(b, d): probe_device(args.work / "feat.npy", b, d, args.probe_seconds)
+             for b in (512, 4096) for d in (32, 64)}
     report(results, probe)
 
 

@@ -33,16 +33,19 @@ POLICIES = ("clock",)
 
 @numba.njit(cache=True, nogil=True)
 def _clock_victims(ref: np.ndarray, hand: int, count: int) -> tuple[np.ndarray, int]:
-    """``count`` slots to replace (``count <= len(ref)``), sweeping from ``hand``: a slot
-    with its reference bit set loses the bit and is passed over once."""
+    """``count`` distinct slots to replace (``count <= len(ref)``), sweeping from ``hand``:
+    a slot with its reference bit set loses the bit and is passed over once; a slot
+    already chosen in this sweep is never chosen again (marked 2; the caller resets the
+    victims' bits)."""
     n = ref.shape[0]
     out = np.empty(count, dtype=np.int64)
     got = 0
     while got < count:
-        if ref[hand]:
+        if ref[hand] == 1:
             ref[hand] = 0
-        else:
+        elif ref[hand] == 0:
             out[got] = hand
+            ref[hand] = 2
             got += 1
         hand += 1
         if hand == n:

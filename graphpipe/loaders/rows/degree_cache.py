@@ -26,13 +26,18 @@ class DegreeCachedRows(RowSource):
     Args:
         source: the row source wrapped (read for the rows not held).
         ids: int64 ``(C,)`` distinct row IDs to hold (their rows are read from ``source``
-            once, here).
+            once, here, unless ``rows`` are given).
+        rows: ``(C, dim)`` the rows of ``ids`` when the caller read them already (the
+            disk tier fills its hot set with one near-sequential scan,
+            :meth:`graphpipe.loaders.rows.DiskRows.read_bulk`); they must be ``X[ids]``.
     """
 
-    def __init__(self, source: RowSource, ids: np.ndarray):
+    def __init__(self, source: RowSource, ids: np.ndarray, rows: np.ndarray | None = None):
         self.source = source
         self.ids = np.ascontiguousarray(ids, dtype=np.int64)
-        self.rows = np.ascontiguousarray(source.gather(self.ids))
+        if rows is not None and rows.shape != (self.ids.shape[0], source.dim):
+            raise ValueError(f"'rows' must have shape {(self.ids.shape[0], source.dim)} (got {rows.shape})")
+        self.rows = np.ascontiguousarray(source.gather(self.ids) if rows is None else rows)
         self.table = PositionTable(self.ids)
 
     @classmethod
