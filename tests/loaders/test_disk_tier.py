@@ -131,7 +131,7 @@ def test_default_tier_is_a_hot_set_by_degree_then_clock(tmp_path: Path) -> None:
     deg = np.diff(data.indptr)
     assert deg[rows.ids].min() >= np.sort(deg)[::-1][len(rows) - 1]  # the highest in-degrees
     assert np.array_equal(rows.held_rows.view(np.uint32), x[rows.ids].view(np.uint32))
-    loader = NeighborLoader(store, [4, 3], 200, features="disk", seed=3, window=4)
+    loader = NeighborLoader(store, [4, 3], batch_size=200, features="disk", seed=3, window=4)
     for batch in loader:
         assert np.array_equal(batch.x.numpy().view(np.uint32), x[batch.n_id.numpy()].view(np.uint32))
     s = loader.stats
@@ -174,8 +174,8 @@ def test_topology_left_on_disk_gives_the_same_batches(tmp_path: Path) -> None:
     on_disk = GraphStore.open(tmp_path / "s", in_memory=False)
     in_ram = GraphStore.open(tmp_path / "s", in_memory=True)
     assert "csc/indices" not in on_disk.in_memory_arrays and "csc/indices" in in_ram.in_memory_arrays
-    a = NeighborLoader(on_disk, [4, 3], 150, features="disk", seed=5, window=4)
-    b = NeighborLoader(in_ram, [4, 3], 150, features="memory", seed=5, window=4)
+    a = NeighborLoader(on_disk, [4, 3], batch_size=150, features="disk", seed=5, window=4)
+    b = NeighborLoader(in_ram, [4, 3], batch_size=150, features="memory", seed=5, window=4)
     for got, want in zip(a, b, strict=True):
         assert np.array_equal(got.n_id.numpy(), want.n_id.numpy())
         assert np.array_equal(got.x.numpy().view(np.uint32), x[got.n_id.numpy()].view(np.uint32))
