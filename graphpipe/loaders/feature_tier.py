@@ -23,7 +23,7 @@ from typing import Any
 
 from graphpipe.loaders.rows import CachedRows, DiskRows, RowSource
 
-__all__ = ["CACHE_MEMORY_FRACTION", "FEATURE_TIERS", "choose_tier", "feature_source"]
+__all__ = ["CACHE_MEMORY_FRACTION", "FEATURE_TIERS", "choose_tier", "feature_source", "share_disk_tier"]
 
 FEATURE_TIERS = (True, "auto", "memory", "disk")
 CACHE_MEMORY_FRACTION = 0.25
@@ -76,3 +76,14 @@ def feature_source(data: Any, features: bool | str, *, cache_rows: int | None = 
     if cache_rows is None:
         _SHARED[data.store] = source
     return source
+
+
+def share_disk_tier(store: Any, cache_rows: int) -> RowSource:
+    """Build ``store``'s shared disk tier now, with a CLOCK cache of ``cache_rows`` rows:
+    the loaders later built over the same store object (default ``cache_rows``) use it.
+    For a caller that sizes the cache after its own fixed costs are known (the trainer's
+    :func:`graphpipe.train.memory_plan.plan_training`)."""
+    source = CachedRows(DiskRows.from_store(store), int(cache_rows))
+    _SHARED[store] = source
+    return source
+

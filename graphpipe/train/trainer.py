@@ -61,7 +61,7 @@ from graphpipe.train.loop import (
 __all__ = ["EVALUATIONS", "FEATURE_BITS", "OPTIMIZERS", "TrainResult", "Trainer", "accuracy"]
 
 OPTIMIZERS = ("adam", "adamw", "sgd")
-EVALUATIONS = ("full", "sampled", "none")
+EVALUATIONS = ("full", "sampled", "none", "auto")
 FEATURE_BITS = (None, 8, 4, 2, 1)
 _SPLITS = ("train", "valid", "test")
 
@@ -154,7 +154,9 @@ class Trainer:
         lr, weight_decay: optimizer settings.
         patience: stop after this many evaluated epochs without a better valid accuracy
             (None: never).
-        evaluation: ``"full"``, ``"sampled"`` or ``"none"`` (see the module docstring).
+        evaluation: ``"full"``, ``"sampled"`` or ``"none"`` (see the module docstring);
+            ``"auto"``: full when its ``(N, hidden)`` matrices fit in the memory this
+            process may use, else sampled (:func:`graphpipe.train.memory_plan.plan_training`).
         eval_batch_size: destinations per inference batch.
         eval_every: evaluate every this many epochs (and after the last).
         seed: seeds torch/numpy/random at the start of a fresh run and the loader.
@@ -226,6 +228,10 @@ class Trainer:
             raise ValueError(f"'evaluation' must be one of {', '.join(EVALUATIONS)} (got {evaluation!r})")
         if feature_bits not in FEATURE_BITS:
             raise ValueError(f"'feature_bits' must be None, 8, 4, 2 or 1 (got {feature_bits!r})")
+        if evaluation == "auto":
+            from graphpipe.train.memory_plan import plan_training
+
+            evaluation = plan_training(store, model).evaluation
         if evaluation != "none":
             check_eval_splits(store)
         self.uses_graph = bool(getattr(model, "uses_graph", True))
@@ -261,7 +267,7 @@ class Trainer:
         if labels.ndim != 1:
             raise ValueError(f"store {str(store.path)!r} has labels of shape {labels.shape}; "
                              "multiclass training needs one label per node")
-        self.labels = torch.from_numpy(labels.astype(np.int64))
+        self.labels = labels  # the store's (memory-mapped) array: no (N,) int64 copy
         self.num_classes = int(label_meta.get("num_classes") or int(labels.max()) + 1)
         out_dim = getattr(model, "out_dim", None)
         if out_dim is not None and out_dim != self.num_classes:
@@ -278,7 +284,7 @@ class Trainer:
         if split not in self.store.split_names:
             return split
         ids = np.asarray(self.store.split(split), dtype=np.int64)
-        keep = self.labels.numpy()[ids] >= 0
+        keep = self.labels[ids] >= 0
         if keep.all():
             return split
         if split == "train" and not keep.any():
@@ -398,8 +404,8 @@ class Trainer:
         pred = self.predict()
         out = {}
         for split in _SPLITS:
-            ids = torch.from_numpy(self._split_ids(split))
-            out[split] = accuracy(self.labels[ids], pred[ids])
+            ids = self._split_ids(split)
+            out[split] = accuracy(self.labels[ids].astype(np.int64), pred[torch.from_numpy(ids)])
         return out
 
     def _sampled_loader(self, split: str) -> NeighborLoader:
