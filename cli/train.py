@@ -164,7 +164,7 @@ def command(store: str, model_name: str, hidden: int | None, layers: int | None,
     if model_name != "mlp" and len(fanout_list) != layers:
         fail(f"'--fanouts' must have one entry per layer: --layers {layers} but --fanouts "
              f"{','.join(map(str, fanout_list))} has {len(fanout_list)}")
-    opened = GraphStore.open(store, in_memory="auto")
+    opened = GraphStore.open(store)  # arrays read in once the memory plan says they fit
     if not opened.has_labels:
         fail(f"store {store!r} has no labels ('node/label'): nothing to train on")
     if "train" not in opened.split_names:
@@ -179,12 +179,13 @@ def command(store: str, model_name: str, hidden: int | None, layers: int | None,
         kwargs["heads"] = heads
     torch.manual_seed(seed)
     model = build_model(model_name, opened.feature_dim, hidden, num_classes, layers, **kwargs)
-    opened.topology()  # checked (and its pages mapped) before the memory left is measured
-    plan = plan_training(opened, model, evaluation=evaluation)
+    plan = plan_training(opened, model, evaluation=evaluation, batch_size=batch_size,
+                         eval_batch_size=eval_batch_size)
+    opened = GraphStore.open(store, in_memory=plan.in_memory)
     plan.apply(opened)
     trainer = Trainer(model, opened, fanouts=fanout_list, batch_size=batch_size, epochs=epochs,
                       optimizer=optimizer, lr=lr, weight_decay=weight_decay, patience=patience,
-                      evaluation=plan.evaluation, eval_batch_size=eval_batch_size, seed=seed,
+                      evaluation=plan.evaluation, eval_batch_size=plan.eval_batch_size, seed=seed,
                       max_steps=max_steps, feature_bits=feature_bits, device=device,
                       checkpoint=checkpoint, metrics_log=metrics_log, quiet=quiet,
                       loader_options=plan.loader_options())
