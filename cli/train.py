@@ -14,7 +14,7 @@ _DEFAULT_FANOUTS = {1: [10], 2: [15, 10], 3: [15, 10, 5]}
 
 #: defaults of the shared options, per model family (None in the click options below)
 _GNN_DEFAULTS = {"hidden": 256, "layers": 3, "heads": 4, "dropout": 0.5, "lr": 0.003,
-                 "weight_decay": 0.0, "optimizer": "adam", "batch_size": 1024, "evaluation": "full"}
+                 "weight_decay": 0.0, "optimizer": "adam", "batch_size": 1024, "evaluation": "auto"}
 _TRANSFORMER_DEFAULTS = {
     "graphormer": {"hidden": 64, "layers": 4, "heads": 8, "dropout": 0.1},
     "gt": {"hidden": 128, "layers": 4, "heads": 8, "dropout": 0.1},
@@ -72,8 +72,10 @@ def _parse_fanouts(text: str | None, layers: int) -> list[int]:
 @click.option("--feature-bits", type=int, default=None,
               help="Low-bit feature transfer in the loader (8, 4, 2 or 1).")
 @click.option("--eval", "evaluation", default=None,
-              help="GNNs: full (layer-wise, all neighbours; default), sampled (training fanouts) "
-                   "or none. Transformers: sequences (valid/test sequences; default) or none.")
+              help="GNNs: full (layer-wise, all neighbours), sampled (training fanouts), none, or "
+                   "auto (default: full when its (N, hidden) matrices fit in the memory this process "
+                   "may use, else sampled). Transformers: sequences (valid/test sequences; "
+                   "default) or none.")
 @click.option("--eval-batch-size", type=click.IntRange(1), default=4096, show_default=True)
 @click.option("--patience", type=click.IntRange(1), default=None,
               help="Early stopping: epochs without a better valid accuracy.")
@@ -134,6 +136,7 @@ def command(store: str, model_name: str, hidden: int | None, layers: int | None,
 
     from graphpipe.store import GraphStore
     from graphpipe.train import MODELS, SEQUENCE_MODELS, Trainer, build_model
+    from graphpipe.train.memory_plan import plan_training
 
     if model_name not in MODELS:
         fail(f"unknown model {model_name!r}; known models: {', '.join(sorted(MODELS))}")
@@ -161,7 +164,7 @@ def command(store: str, model_name: str, hidden: int | None, layers: int | None,
     if model_name != "mlp" and len(fanout_list) != layers:
         fail(f"'--fanouts' must have one entry per layer: --layers {layers} but --fanouts "
              f"{','.join(map(str, fanout_list))} has {len(fanout_list)}")
-    opened = GraphStore.open(store, in_memory="auto")
+    opened = GraphStore.open(store)  # arrays read in once the memory plan says they fit
     if not opened.has_labels:
         fail(f"store {store!r} has no labels ('node/label'): nothing to train on")
     if "train" not in opened.split_names:
@@ -176,11 +179,16 @@ def command(store: str, model_name: str, hidden: int | None, layers: int | None,
         kwargs["heads"] = heads
     torch.manual_seed(seed)
     model = build_model(model_name, opened.feature_dim, hidden, num_classes, layers, **kwargs)
+    plan = plan_training(opened, model, evaluation=evaluation, batch_size=batch_size,
+                         eval_batch_size=eval_batch_size)
+    opened = GraphStore.open(store, in_memory=plan.in_memory)
+    plan.apply(opened)
     trainer = Trainer(model, opened, fanouts=fanout_list, batch_size=batch_size, epochs=epochs,
                       optimizer=optimizer, lr=lr, weight_decay=weight_decay, patience=patience,
-                      evaluation=evaluation, eval_batch_size=eval_batch_size, seed=seed,
+                      evaluation=plan.evaluation, eval_batch_size=plan.eval_batch_size, seed=seed,
                       max_steps=max_steps, feature_bits=feature_bits, device=device,
-                      checkpoint=checkpoint, metrics_log=metrics_log, quiet=quiet)
+                      checkpoint=checkpoint, metrics_log=metrics_log, quiet=quiet,
+                      loader_options=plan.loader_options())
     if resume is not None:
         trainer.check_resume(resume)  # fail before printing anything
     if not quiet:
@@ -188,6 +196,7 @@ def command(store: str, model_name: str, hidden: int | None, layers: int | None,
                    f"{opened.feature_dim} features, {num_classes} classes; model {model_name} "
                    f"({sum(p.numel() for p in model.parameters())} parameters), fanouts {fanout_list}, "
                    f"batch {batch_size}, {len(trainer.loader)} batches/epoch")
+        click.echo(plan.describe())
     result = trainer.fit(resume=resume)
     if not quiet:
         if result.best_epoch >= 0:

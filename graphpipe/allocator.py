@@ -17,7 +17,7 @@ import os
 import sys
 import threading
 
-__all__ = ["release_free_memory", "tune_allocator"]
+__all__ = ["capped_trim_threshold", "release_free_memory", "tune_allocator"]
 
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
@@ -35,7 +35,9 @@ def tune_allocator(trim_threshold: int = 256 << 20, mmap_threshold: int = 32 << 
 
     Process-wide and applied once (later calls return the first result). The cost: up
     to ``trim_threshold`` bytes of freed memory per malloc arena stay mapped (counted in
-    RSS) for reuse. A no-op returning False off glibc, when ``GRAPHPIPE_TUNE_MALLOC=0``,
+    RSS) for reuse; under a memory cgroup limit the threshold is at most 1/64 of the room
+    the cgroup leaves (:func:`graphpipe.memory.cgroup_headroom`), so that a few threads'
+    arenas cannot hold the run's memory. A no-op returning False off glibc, when ``GRAPHPIPE_TUNE_MALLOC=0``,
     or when the process already sets ``MALLOC_TRIM_THRESHOLD_`` / ``MALLOC_MMAP_THRESHOLD_``.
 
     Returns:
@@ -54,9 +56,28 @@ def tune_allocator(trim_threshold: int = 256 << 20, mmap_threshold: int = 32 << 
         except (OSError, AttributeError):
             return False
         mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+        trim_threshold = capped_trim_threshold(trim_threshold)
         _DONE = bool(mallopt(_M_MMAP_THRESHOLD, int(mmap_threshold))) and \
             bool(mallopt(_M_TRIM_THRESHOLD, int(trim_threshold)))
         return _DONE
+
+
+def capped_trim_threshold(trim_threshold: int, headroom: int | None = None) -> int:
+    """``trim_threshold`` bounded by 1/64 of the cgroup's room (``headroom``, default
+    :func:`graphpipe.memory.cgroup_headroom`), at least 1 MiB; unchanged without a limit.
+
+    >>> capped_trim_threshold(256 << 20, headroom=640 << 20) >> 20
+    10
+    >>> capped_trim_threshold(256 << 20, headroom=1 << 40) >> 20
+    256
+    """
+    if headroom is None:
+        from graphpipe.memory import cgroup_headroom
+
+        headroom = cgroup_headroom()
+    if headroom is None:
+        return int(trim_threshold)
+    return int(min(trim_threshold, max(1 << 20, headroom // 64)))
 
 
 def release_free_memory() -> bool:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["cgroup_headroom", "usable_memory"]
+__all__ = ["cgroup_headroom", "cgroup_limit", "usable_memory"]
 
 _UNLIMITED = 1 << 62  # v1 reports "no limit" as a huge page-aligned number
 
@@ -96,6 +96,22 @@ def cgroup_headroom(proc: Path = Path("/proc/self")) -> int | None:
             continue
         room = max(0, limit - max(0, usage - _inactive_file(folder, v2)))
         best = room if best is None else min(best, room)
+    return best
+
+
+def cgroup_limit(proc: Path = Path("/proc/self")) -> int | None:
+    """The smallest memory limit in bytes set on the process's cgroup or an ancestor of
+    it (``memory.max`` / ``memory.limit_in_bytes``), or None when none sets one.
+
+    >>> limit = cgroup_limit()
+    >>> limit is None or limit > 0
+    True
+    """
+    best: int | None = None
+    for folder, v2 in _memory_cgroup_dirs(proc):
+        limit = _read_int(folder / ("memory.max" if v2 else "memory.limit_in_bytes"))
+        if limit is not None and limit < _UNLIMITED:
+            best = limit if best is None else min(best, limit)
     return best
 
 

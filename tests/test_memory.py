@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from graphpipe.memory import cgroup_headroom, usable_memory
+from graphpipe.memory import cgroup_headroom, cgroup_limit, usable_memory
 from graphpipe.store import StoreWriter
 
 MEMLIMIT = Path(os.environ.get("GRAPHPIPE_MEMLIMIT") or
@@ -42,6 +42,7 @@ def test_v1_headroom_is_the_tightest_ancestor(tmp_path: Path) -> None:
     _write(root / "outer", memory_limit_in_bytes="1000000", memory_usage_in_bytes="900000", memory_stat="cache 1\ntotal_inactive_file 300000\n")
     _write(root / "outer" / "inner", memory_limit_in_bytes="9223372036854771712", memory_usage_in_bytes="800000")
     assert cgroup_headroom(proc) == 1000000 - (900000 - 300000)
+    assert cgroup_limit(proc) == 1000000  # the tightest limit, "no limit" ignored
 
 
 def test_v2_headroom_and_no_limit(tmp_path: Path) -> None:
@@ -49,8 +50,8 @@ def test_v2_headroom_and_no_limit(tmp_path: Path) -> None:
     _write(tmp_path / "cg" / "job", memory_max="2000000", memory_current="2500000", memory_stat="anon 5\ninactive_file 100\n")
     assert cgroup_headroom(proc) == 0  # over the limit: nothing left, never negative
     (tmp_path / "cg" / "job" / "memory.max").write_text("max\n")
-    assert cgroup_headroom(proc) is None
-    assert cgroup_headroom(tmp_path / "missing") is None
+    assert cgroup_headroom(proc) is None and cgroup_limit(proc) is None
+    assert cgroup_headroom(tmp_path / "missing") is None and cgroup_limit(tmp_path / "missing") is None
     assert 0 < usable_memory()
 
 

@@ -35,7 +35,8 @@ import numpy as np
 
 from graphpipe.loaders.rows import CachedRows, DegreeCachedRows, DiskRows, RowSource
 
-__all__ = ["CACHE_MEMORY_FRACTION", "FEATURE_TIERS", "STATIC_SHARE", "choose_tier", "feature_source"]
+__all__ = ["CACHE_MEMORY_FRACTION", "FEATURE_TIERS", "STATIC_SHARE", "choose_tier", "feature_source",
+           "share_disk_tier"]
 
 FEATURE_TIERS = (True, "auto", "memory", "disk")
 CACHE_MEMORY_FRACTION = 0.5
@@ -122,3 +123,16 @@ def _mapped_topology_bytes(store: Any) -> int:
 
     keys = [k for k in ("csc/indptr", "csc/indices") if k not in store.in_memory_arrays]
     return sum(array_nbytes(store.path, k) for k in keys if store.has_array(k))
+
+
+def share_disk_tier(store: Any, cache_rows: int) -> RowSource:
+    """Build ``store``'s shared disk tier now, with a row cache of ``cache_rows`` rows
+    (hot set + CLOCK as :func:`feature_source` splits it): the loaders later built over
+    the same store object (default ``cache_rows``) use it. For a caller that sizes the
+    cache after its own fixed costs are known (the trainer's
+    :func:`graphpipe.train.memory_plan.plan_training`)."""
+    from graphpipe.loaders.graph_data import resolve_graph_data
+
+    source = feature_source(resolve_graph_data(store), "disk", cache_rows=int(cache_rows))
+    _SHARED[store] = source
+    return source
