@@ -35,13 +35,15 @@ import numpy as np
 
 from graphpipe.loaders.rows import CachedRows, DegreeCachedRows, DiskRows, RowSource
 
-__all__ = ["CACHE_MEMORY_FRACTION", "FEATURE_TIERS", "STATIC_SHARE", "choose_tier", "feature_source",
-           "share_disk_tier"]
+__all__ = ["CACHE_MEMORY_FRACTION", "FEATURE_TIERS", "ROW_OVERHEAD", "STATIC_SHARE", "choose_tier", "feature_source",
+           "mapped_topology_bytes", "share_disk_tier"]
 
 FEATURE_TIERS = (True, "auto", "memory", "disk")
 CACHE_MEMORY_FRACTION = 0.5
 """Share of the usable memory the disk tier's row cache takes (O_DIRECT reads leave no
 second copy of rows in the page cache)."""
+ROW_OVERHEAD = 32
+"""Bytes per cached row beyond the row itself (the hot set's hash table, CLOCK's slot state)."""
 STATIC_SHARE = 0.9
 """Share of the row cache held by the static hot set (the rest: CLOCK)."""
 _SHARED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # store -> its disk tier
@@ -78,7 +80,7 @@ def cache_capacity(num_rows: int, row_bytes: int, reserve: int = 0) -> int:
     from graphpipe.memory import usable_memory
 
     budget = CACHE_MEMORY_FRACTION * max(0, usable_memory() - reserve) - 4 * num_rows
-    return max(0, min(num_rows, int(budget // (max(1, row_bytes) + 32))))
+    return max(0, min(num_rows, int(budget // (max(1, row_bytes) + ROW_OVERHEAD))))
 
 
 def feature_source(data: Any, features: bool | str, *, cache_rows: int | None = None,
@@ -96,7 +98,7 @@ def feature_source(data: Any, features: bool | str, *, cache_rows: int | None = 
         return _SHARED[data.store]
     disk = DiskRows.from_store(data.store)
     if cache_rows is None:
-        rows = cache_capacity(disk.num_rows, disk.row_bytes, _mapped_topology_bytes(data.store))
+        rows = cache_capacity(disk.num_rows, disk.row_bytes, mapped_topology_bytes(data.store))
     else:
         rows = int(cache_rows)
     hot = int(rows * share)
@@ -114,7 +116,7 @@ def feature_source(data: Any, features: bool | str, *, cache_rows: int | None = 
     return source
 
 
-def _mapped_topology_bytes(store: Any) -> int:
+def mapped_topology_bytes(store: Any) -> int:
     """Bytes of the CSC arrays ``store`` leaves memory-mapped: sampling faults them into
     the page cache, which a memory cap counts, so the row cache must leave them room
     (measured: without this reserve a 1 GB cap thrashes the maps, 29 GB read in 200

@@ -138,11 +138,13 @@ def plan_training(store: Any, model: Any, *, evaluation: str = "auto", batch_siz
     tier, in_memory = _tier(store, left)
     cache_rows = cache_bytes = 0
     if tier == "disk":
-        left = max(0, left - _mapped_topology_bytes(store))
+        from graphpipe.loaders.feature_tier import ROW_OVERHEAD, mapped_topology_bytes
+
+        left = max(0, left - mapped_topology_bytes(store))
         row_bytes, num_rows = _feature_rows(store)
         slot_table = 4 * num_rows  # the cache's slot of every row
-        cache_rows = max(0, min(num_rows, int((CACHE_SHARE * left - slot_table) // row_bytes)))
-        cache_bytes = cache_rows * row_bytes + (slot_table if cache_rows else 0)
+        cache_rows = max(0, min(num_rows, int((CACHE_SHARE * left - slot_table) // (row_bytes + ROW_OVERHEAD))))
+        cache_bytes = cache_rows * (row_bytes + ROW_OVERHEAD) + (slot_table if cache_rows else 0)
         left = max(0, left - cache_bytes)
     full_bytes = _full_inference_bytes(store, model)
     if evaluation == "auto":
@@ -175,14 +177,6 @@ def _feature_rows(store: Any) -> tuple[int, int]:
 
     total = array_nbytes(store.path, "node/feat")
     return max(1, total // max(1, store.num_nodes)), int(store.num_nodes)
-
-
-def _mapped_topology_bytes(store: Any) -> int:
-    """Bytes of the CSC arrays that stay memory-mapped (not read into memory)."""
-    from graphpipe.store.arrays import array_nbytes
-
-    return sum(array_nbytes(store.path, key) for key in ("csc/indptr", "csc/indices")
-               if key not in store.in_memory_arrays)
 
 
 def _full_inference_bytes(store: Any, model: Any) -> int:
