@@ -18,6 +18,10 @@ same batches' node IDs measures rows/s and bytes read from disk (``/proc/self/io
   *including its sampling*, with the loader's per-epoch stats (hit rate, rows from disk);
 * ``gp_loader_disktopo``: the same with the topology left on disk too
   (``GraphStore.open(in_memory=False)``: sampling reads memory-mapped CSC arrays);
+* ``gb_mmap``: GraphBolt's ``TorchBasedFeature`` over the same memory map (what
+  ``OnDiskDataset`` builds for ``in_memory: false``), read with its ``read(ids)`` (its C++
+  ``index_select``), in the DGL peer environment (``$GRAPHPIPE_DGL_PYTHON``, else
+  ``.venv-dgl/bin/python``; ``make peers`` builds it); skipped when absent;
 * ``gp_ram``: graphpipe in RAM, uncapped (``GraphStore.open(in_memory=True)``).
 
 Every method's rows are checked against the others' (a checksum per batch, over the batches
@@ -52,7 +56,8 @@ MEMLIMIT = Path(os.environ.get("GRAPHPIPE_MEMLIMIT") or
                 Path(__file__).resolve().parents[2] / "shared" / "tools" / "memlimit.sh")
 MIN_BATCHES = 20
 """A method stops after ``--max-seconds`` only once it has done this many batches."""
-CAPPED = ("mmap", "mmap_random", "gp_disk", "gp_miss", "gp_loader", "gp_loader_disktopo")
+CAPPED = ("mmap", "mmap_random", "gb_mmap", "gp_disk", "gp_miss", "gp_loader", "gp_loader_disktopo")
+PEER = ("gb_mmap",)  # run by the DGL environment's interpreter
 METHODS = CAPPED + ("gp_ram",)
 
 
@@ -134,6 +139,11 @@ def _gather_fn(method: str, work: Path):
             arr._mmap.madvise(mmap.MADV_RANDOM)
         x = torch.from_numpy(arr)  # read-only map: torch warns, reads only
         return lambda ids: x.index_select(0, torch.from_numpy(ids)).numpy(), None
+    if method == "gb_mmap":
+        import dgl.graphbolt as gb
+
+        feature = gb.TorchBasedFeature(torch.from_numpy(np.load(work / "feat.npy", mmap_mode="r")))
+        return lambda ids: feature.read(torch.from_numpy(ids)).numpy(), None
     from graphpipe.store import GraphStore
 
     if method == "gp_ram":
@@ -161,9 +171,10 @@ def run_method(method: str, work: Path, fanouts: list[int], batch: int, batches:
     fill_s = time.perf_counter() - t_fill
     todo = _batches(work)
     gather(np.arange(8, dtype=np.int64))  # warm-up (threads, compiled kernels): 8 rows, not timed
-    from graphpipe.loaders.rows.tiers import tier_counters
+    if source is not None:
+        from graphpipe.loaders.rows.tiers import tier_counters
 
-    disk0 = tier_counters(source).disk_rows
+        disk0 = tier_counters(source).disk_rows
     before, total, checks = read_bytes(), 0, []
     t0 = time.perf_counter()
     for i, ids in enumerate(todo):
@@ -240,8 +251,18 @@ def probe_device(path: Path, block: int, depth: int, seconds: float) -> float:
 
 
 # -- driver ------------------------------------------------------------------------------------
+def dgl_python() -> Path | None:
+    """The DGL peer environment's interpreter, if there is one."""
+    path = Path(os.environ.get("GRAPHPIPE_DGL_PYTHON") or
+                Path(__file__).resolve().parents[1] / ".venv-dgl" / "bin" / "python")
+    return path if path.is_file() else None
+
+
 def child(method: str, args: argparse.Namespace, capped: bool) -> dict:
-    cmd = [sys.executable, __file__, "--child", method, "--work", str(args.work),
+    python = dgl_python() if method in PEER else Path(sys.executable)
+    if python is None:
+        return {"method": method, "error": "skipped: no DGL environment (make peers)"}
+    cmd = [str(python), __file__, "--child", method, "--work", str(args.work),
            "--fanouts", args.fanouts, "--batch", str(args.batch), "--batches", str(args.batches),
            "--max-seconds", str(args.max_seconds)]
     if capped:

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from graphpipe.cli.main import main
 
-from graphpipe.ingest import IngestError, ingest
+from graphpipe.ingest import IngestError, IngestOptions, ingest
 from graphpipe.ingest.graphbolt import read_graphbolt
 
 SRC = np.array([1, 2, 3, 0, 4, 2])
@@ -50,7 +50,8 @@ def _dataset(folder: Path, *, edges: str = "numpy", meta_patch=None) -> Path:
 
 @pytest.mark.parametrize("edges", ["numpy", "csv"])
 def test_reads_edges_features_labels_and_sets(tmp_path: Path, edges: str) -> None:
-    store = ingest(_dataset(tmp_path / "gb", edges=edges), tmp_path / "store")
+    store = ingest(_dataset(tmp_path / "gb", edges=edges), tmp_path / "store",
+                   IngestOptions(edge_ids="always"))
     assert store.name == "tiny" and store.num_nodes == 5 and store.num_edges == 6
     order = np.asarray(store.edge_id)
     dst = np.repeat(np.arange(5), np.diff(store.indptr))

@@ -22,7 +22,7 @@ def store(tmp_path_factory):
 
 @pytest.mark.parametrize("prefetch", [0, 1, 4])
 def test_batches_counts_consumed_batches(store, prefetch):
-    loader = NeighborLoader(store, [3, 2], 20, prefetch=prefetch, seed=1)
+    loader = NeighborLoader(store, [3, 2], batch_size=20, input_nodes="train", shuffle=True, prefetch=prefetch, seed=1)
     assert len(loader) == 20
     it = iter(loader)
     for _ in range(3):
@@ -35,6 +35,6 @@ def test_batches_counts_consumed_batches(store, prefetch):
 
 
 def test_a_whole_epoch_counts_every_batch(store):
-    loader = NeighborLoader(store, [3, 2], 20, prefetch=2, seed=1)
+    loader = NeighborLoader(store, [3, 2], batch_size=20, input_nodes="train", shuffle=True, prefetch=2, seed=1)
     assert sum(1 for _ in loader) == 20
     assert loader.stats.batches == loader.stats.batches_prepared == 20

@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from graphpipe.loaders.rows import CachedRows, DiskRows
+from graphpipe.loaders.feature_tier import ROW_OVERHEAD
+from graphpipe.loaders.rows import CachedRows, DegreeCachedRows, DiskRows
 from graphpipe.store import GraphStore, StoreWriter
 from graphpipe.train import Trainer, build_model
 from graphpipe.train.memory_plan import STEP_RESERVE, plan_training
@@ -61,7 +62,7 @@ def test_plan_follows_the_usable_memory(tmp_path: Path) -> None:
     assert (tight.tier, tight.evaluation, tight.prefetch, tight.eval_batch_size) == ("disk", "sampled", 1, 256)
     assert tight.in_memory == frozenset() and tight.loader_options() == {"prefetch": 1, "features": "disk"}
     mapped = 8 * (n + 1) + 4 * 4 * n  # indptr + indices stay memory-mapped
-    assert tight.cache_rows == int((0.5 * (4 * MB - mapped) - 4 * n) // (dim * 4)) > 0
+    assert tight.cache_rows == int((0.5 * (4 * MB - mapped) - 4 * n) // (dim * 4 + ROW_OVERHEAD)) > 0
     assert tight.describe() == ("features: disk tier, cache 2 MB; prefetch 1; evaluation: sampled "
                                 "(full inference needs 10 MB), batch 256; usable 452 MB "
                                 "(cgroup limit 1.0 GB)")
@@ -87,8 +88,10 @@ def test_trainer_follows_the_plan(tmp_path: Path) -> None:
                       evaluation=plan.evaluation, eval_batch_size=plan.eval_batch_size,
                       loader_options=plan.loader_options())
     rows = trainer.loader.rows
-    assert isinstance(rows, CachedRows) and isinstance(rows.source, DiskRows)
-    assert rows.capacity == plan.cache_rows and trainer.loader.prefetch == 1
+    # the disk tier: a hot set by in-degree in front of CLOCK in front of DiskRows
+    assert isinstance(rows, DegreeCachedRows) and isinstance(rows.backing, CachedRows)
+    assert isinstance(rows.backing.source, DiskRows)
+    assert len(rows) + rows.backing.capacity == plan.cache_rows and trainer.loader.prefetch == 1
     assert trainer._sampled_loader("valid").rows is rows
     for batch in trainer.loader:
         assert np.array_equal(batch.x.numpy().view(np.uint32), x[batch.n_id.numpy()].view(np.uint32))
