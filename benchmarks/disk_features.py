@@ -54,7 +54,9 @@ import numpy as np
 # ../shared/tools/memlimit.sh beside the repository (GRAPHPIPE_MEMLIMIT to use another)
 MEMLIMIT = Path(os.environ.get("GRAPHPIPE_MEMLIMIT") or
                 Path(__file__).resolve().parents[2] / "shared" / "tools" / "memlimit.sh")
-MIN_BATCHES = 20
+MIN_BATCHES = int(os.environ.get("GRAPHPIPE_BENCH_MIN_BATCHES", "20"))
+"""Batches every method does before ``--max-seconds`` may stop it (the issue's 20; a slow
+peer such as plain mmap under a cap takes ~12 minutes for 20, so a quick run may lower it)."""
 """A method stops after ``--max-seconds`` only once it has done this many batches."""
 CAPPED = ("mmap", "mmap_random", "gb_mmap", "gp_disk", "gp_miss", "gp_loader", "gp_loader_disktopo")
 PEER = ("gb_mmap",)  # run by the DGL environment's interpreter
