@@ -120,9 +120,9 @@ class DatasetFace:
 
     @cached_property
     def y(self: Any) -> Any:
-        """All labels as a torch tensor, as stored: ``(N,)`` or ``(N, tasks)`` (OGB's
-        ``(N, 1)`` for a store ingested from an OGB folder); -1 marks unlabelled nodes
-        (a copy: ``N`` items).
+        """All labels as a torch tensor, as stored and as batches carry them: ``(N,)`` for
+        one task (OGB's ``(N, 1)`` is ``y.view(-1, 1)``, what ``Evaluator`` takes), ``(N, tasks)``
+        for several; -1 marks unlabelled nodes (a copy: ``N`` items).
 
         >>> import os, tempfile
         >>> import numpy as np
