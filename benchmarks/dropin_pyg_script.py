@@ -3,9 +3,9 @@ default) on the products-like store ``benchmarks/dropin_pyg.py`` generates, and 
 epochs from the lines it prints (no change to the script but its schedule: ``--epochs``
 epochs of one run, evaluated after the last).
 
-Epoch ``e``'s time is from the line of epoch ``e-1`` (or, for epoch 1, from the first
-line the script prints... so it includes imports, opening the store and warm-up: reported
-as ``epoch 1``) to its own line; ``test`` is from the last epoch's line to ``Train:``.
+Epoch ``e``'s time is from the line of epoch ``e-1`` to its own line (epoch 1: from the
+start of the process, so it includes imports, opening the store and warm-up); ``test`` is
+from the last epoch's line to the ``Train:`` line (layer-wise inference and evaluation).
 
     .venv/bin/python benchmarks/dropin_pyg_script.py [--nodes 50000] [--epochs 2]
 """
