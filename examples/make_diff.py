@@ -1,6 +1,6 @@
-"""Write ``<name>.diff`` beside every ``<name>.orig.py`` / ``<name>.py`` pair in this
-folder: the unified diff (3 lines of context) of the port against the original, and
-print the changed-line counts. ``tests/examples/test_examples.py`` checks the files
+"""Write ``<port>.diff`` beside every port of a ``<name>.orig.py`` in this folder
+(``<name>.py``, ``<name>_<variant>.py``): the unified diff (3 lines of context) of the
+port against the original, and print the changed-line counts. ``tests/examples/test_examples.py`` checks the files
 are current.
 
     python examples/make_diff.py
@@ -27,11 +27,13 @@ def counts(diff: str) -> tuple[int, int]:
 
 
 def pairs() -> list[tuple[Path, Path, Path]]:
-    """``(original, port, diff file)`` for every ``*.orig.py`` here."""
+    """``(original, port, diff file)`` for every ``<stem>.orig.py`` here and each of its
+    ports, ``<stem>.py`` and ``<stem>_<variant>.py``."""
     out = []
     for orig in sorted(HERE.glob("*.orig.py")):
         stem = orig.name[: -len(".orig.py")]
-        out.append((orig, HERE / f"{stem}.py", HERE / f"{stem}.diff"))
+        for port in [HERE / f"{stem}.py", *sorted(HERE.glob(f"{stem}_*.py"))]:
+            out.append((orig, port, port.with_suffix(".diff")))
     return out
 
 

@@ -12,4 +12,20 @@ __version__ = "0.1.0"
 
 from graphpipe.store import GraphStore, StoreError
 
-__all__ = ["GraphStore", "StoreError", "__version__"]
+__all__ = ["GraphStore", "NeighborLoader", "StoreError", "__version__"]
+
+
+def __getattr__(name: str) -> object:
+    """``graphpipe.NeighborLoader`` (:class:`graphpipe.loaders.NeighborLoader`), imported on
+    first use so that ``import graphpipe`` does not import torch; what a PyG script's
+    ``from torch_geometric.loader import NeighborLoader`` becomes.
+
+    >>> from graphpipe import NeighborLoader
+    >>> NeighborLoader.__module__
+    'graphpipe.loaders.neighbor_loader'
+    """
+    if name == "NeighborLoader":
+        from graphpipe.loaders import NeighborLoader
+
+        return NeighborLoader
+    raise AttributeError(f"module 'graphpipe' has no attribute {name!r}")

@@ -15,6 +15,7 @@ import pyarrow as pa
 from graphpipe.store import arrays as _arrays
 from graphpipe.store import checks as _checks
 from graphpipe.store import tables as _tables
+from graphpipe.store.dataset import DatasetFace
 from graphpipe.store.errors import CorruptStoreError, StoreError
 from graphpipe.store.manifest import read_manifest
 
@@ -22,7 +23,7 @@ _GATHER_THREADS = max(1, min(8, os.cpu_count() or 1))
 _PARALLEL_MIN_ROWS = 4096
 
 
-class GraphStore:
+class GraphStore(DatasetFace):
     """Read access to a graphpipe store directory.
 
     Topology is CSC by destination: the in-neighbours of node ``v`` are
@@ -37,6 +38,9 @@ class GraphStore:
     array checks its ``zarr.json`` and chunk sizes, and :meth:`topology` (what the
     sampling kernels must be given) checks the CSC invariants once
     (:mod:`graphpipe.store.checks`); each failure is a one-line :class:`StoreError`.
+
+    A store is also a one-graph OGB / PyG dataset (:class:`graphpipe.store.dataset.DatasetFace`):
+    ``get_idx_split()``, ``store[0]`` (the store), ``num_features``, ``x``, ``y``.
     """
 
     def __init__(self, path: str | os.PathLike, manifest: dict[str, Any],
