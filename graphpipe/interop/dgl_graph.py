@@ -81,7 +81,7 @@ def write_dgl_store(g: Any, path: str | os.PathLike, *, overwrite: bool = False,
         g.edata["w"] = torch.tensor([0.5, 1.5, 2.5])        # the only edge feature
         store = GraphStore.from_dgl(g, "tri")
         store.split_names, store.edge_id.tolist()           # (['train'], [2, 0, 1])
-        store.edge_features.tolist()                        # [0.5, 1.5, 2.5]
+        store.edge_features[:, 0].tolist()                  # [0.5, 1.5, 2.5]
     """
     return write_parts_store(dgl_parts(g), path, overwrite=overwrite, name=name,
                              source_format="dgl", label="DGLGraph")

@@ -79,7 +79,8 @@ def check_single_edge_feature(folder: str) -> None:
     g = dgl.graph((torch.tensor([0, 1, 2, 2]), torch.tensor([1, 2, 0, 1])))
     g.edata["weight"] = torch.tensor([0.5, 1.5, 2.5, 3.5])
     store = GraphStore.from_dgl(g, os.path.join(folder, "w"))
-    assert store.edge_features.tolist() == [0.5, 1.5, 2.5, 3.5] and not store.has_array("edge/weight")
+    assert store.edge_features.shape == (4, 1)
+    assert store.edge_features[:, 0].tolist() == [0.5, 1.5, 2.5, 3.5] and not store.has_array("edge/weight")
     assert store.split_names == [] and store.edge_id.tolist() == [2, 0, 3, 1]
 
 
