@@ -14,10 +14,15 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["MASK_SPLITS", "add_mask_splits", "memory_source", "write_parts_store"]
+__all__ = ["MASK_SPLITS", "add_mask_splits", "memory_source", "tensor_numpy", "write_parts_store"]
 
 MASK_SPLITS = {"train_mask": "train", "val_mask": "valid", "test_mask": "test"}
 """Boolean node masks that also become splits (mask name -> split name)."""
+
+
+def tensor_numpy(value: Any) -> np.ndarray:
+    """A torch tensor as NumPy (zero-copy for a CPU tensor)."""
+    return value.detach().cpu().numpy()
 
 
 def add_mask_splits(arrays: dict[str, np.ndarray], node_extra: dict[str, np.ndarray]) -> None:

@@ -21,15 +21,11 @@ from typing import Any
 
 import numpy as np
 
-from graphpipe.interop.array_store import add_mask_splits, write_parts_store
+from graphpipe.interop.array_store import add_mask_splits, tensor_numpy, write_parts_store
 
 __all__ = ["dgl_parts", "write_dgl_store"]
 
 _NODE_KEYS = {"feat": "x", "label": "y"}
-
-
-def _numpy(value: Any) -> np.ndarray:
-    return value.detach().cpu().numpy()
 
 
 def _edge_feature_key(edata: dict[str, np.ndarray]) -> str | None:
@@ -53,14 +49,14 @@ def dgl_parts(g: Any) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], dic
         raise ValueError(f"only homogeneous DGL graphs can be written as a store (got node types "
                          f"{g.ntypes}, edge types {g.canonical_etypes})")
     src, dst = g.edges(order="eid")
-    arrays: dict[str, np.ndarray] = {"edge_index": np.stack([_numpy(src), _numpy(dst)]),
+    arrays: dict[str, np.ndarray] = {"edge_index": np.stack([tensor_numpy(src), tensor_numpy(dst)]),
                                      "num_nodes": np.array(int(g.num_nodes()))}
-    node_extra = {key: _numpy(value) for key, value in g.ndata.items()}
+    node_extra = {key: tensor_numpy(value) for key, value in g.ndata.items()}
     for key, target in _NODE_KEYS.items():
         if key in node_extra:
             arrays[target] = node_extra.pop(key)
     add_mask_splits(arrays, node_extra)
-    edge_extra = {key: _numpy(value) for key, value in g.edata.items()}
+    edge_extra = {key: tensor_numpy(value) for key, value in g.edata.items()}
     feat_key = _edge_feature_key(edge_extra)
     if feat_key is not None:
         arrays["edge_attr"] = edge_extra.pop(feat_key)

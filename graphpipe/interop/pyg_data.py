@@ -29,16 +29,13 @@ from graphpipe.interop.array_store import (
     MASK_SPLITS,
     add_mask_splits,
     memory_source,
+    tensor_numpy,
     write_parts_store,
 )
 
 __all__ = ["graph_data_from_pyg", "pyg_parts", "write_pyg_store"]
 
 _RESERVED = {"edge_index", "x", "y", "edge_attr", "num_nodes"}
-
-
-def _numpy(value: Any) -> np.ndarray:
-    return value.detach().cpu().numpy()
 
 
 def pyg_parts(data: Any) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], dict[str, np.ndarray]]:
@@ -59,7 +56,7 @@ def pyg_parts(data: Any) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], 
     if not isinstance(edge_index, torch.Tensor) or edge_index.dim() != 2 or edge_index.size(0) != 2:
         raise ValueError("Data.edge_index must be a (2, E) integer tensor "
                          f"(got {getattr(edge_index, 'shape', type(edge_index).__name__)})")
-    arrays: dict[str, np.ndarray] = {"edge_index": _numpy(edge_index),
+    arrays: dict[str, np.ndarray] = {"edge_index": tensor_numpy(edge_index),
                                      "num_nodes": np.array(int(data.num_nodes))}
     node_extra: dict[str, np.ndarray] = {}
     edge_extra: dict[str, np.ndarray] = {}
@@ -68,11 +65,11 @@ def pyg_parts(data: Any) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], 
         if key == "edge_index" or not isinstance(value, torch.Tensor):
             continue
         if key in _RESERVED:
-            arrays[key] = _numpy(value)
+            arrays[key] = tensor_numpy(value)
         elif data.is_node_attr(key):
-            node_extra[key] = _numpy(value)
+            node_extra[key] = tensor_numpy(value)
         elif data.is_edge_attr(key):
-            edge_extra[key] = _numpy(value)
+            edge_extra[key] = tensor_numpy(value)
     add_mask_splits(arrays, node_extra)
     return arrays, node_extra, edge_extra
 
