@@ -25,14 +25,17 @@ from typing import Any
 
 import numpy as np
 
+from graphpipe.interop.array_store import (
+    MASK_SPLITS,
+    add_mask_splits,
+    memory_source,
+    tensor_numpy,
+    write_parts_store,
+)
+
 __all__ = ["graph_data_from_pyg", "pyg_parts", "write_pyg_store"]
 
-_MASK_SPLITS = {"train_mask": "train", "val_mask": "valid", "test_mask": "test"}
 _RESERVED = {"edge_index", "x", "y", "edge_attr", "num_nodes"}
-
-
-def _numpy(value: Any) -> np.ndarray:
-    return value.detach().cpu().numpy()
 
 
 def pyg_parts(data: Any) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], dict[str, np.ndarray]]:
@@ -53,7 +56,7 @@ def pyg_parts(data: Any) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], 
     if not isinstance(edge_index, torch.Tensor) or edge_index.dim() != 2 or edge_index.size(0) != 2:
         raise ValueError("Data.edge_index must be a (2, E) integer tensor "
                          f"(got {getattr(edge_index, 'shape', type(edge_index).__name__)})")
-    arrays: dict[str, np.ndarray] = {"edge_index": _numpy(edge_index),
+    arrays: dict[str, np.ndarray] = {"edge_index": tensor_numpy(edge_index),
                                      "num_nodes": np.array(int(data.num_nodes))}
     node_extra: dict[str, np.ndarray] = {}
     edge_extra: dict[str, np.ndarray] = {}
@@ -62,27 +65,13 @@ def pyg_parts(data: Any) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], 
         if key == "edge_index" or not isinstance(value, torch.Tensor):
             continue
         if key in _RESERVED:
-            arrays[key] = _numpy(value)
+            arrays[key] = tensor_numpy(value)
         elif data.is_node_attr(key):
-            node_extra[key] = _numpy(value)
+            node_extra[key] = tensor_numpy(value)
         elif data.is_edge_attr(key):
-            edge_extra[key] = _numpy(value)
-    masks = {k: v for k, v in node_extra.items() if k in _MASK_SPLITS and v.dtype == bool and v.ndim == 1}
-    if _disjoint(list(masks.values())):
-        arrays.update(masks)
+            edge_extra[key] = tensor_numpy(value)
+    add_mask_splits(arrays, node_extra)
     return arrays, node_extra, edge_extra
-
-
-def _disjoint(masks: list[np.ndarray]) -> bool:
-    return not masks or int(np.sum(masks, axis=0).max()) <= 1
-
-
-def _source(arrays: dict[str, np.ndarray], name: str) -> Any:
-    from graphpipe.ingest.npz import source_from_arrays
-
-    source = source_from_arrays(arrays, "Data", name=name, source_format="pyg")
-    source.num_nodes_backed = True  # Data.num_nodes is the node count, edges or not
-    return source
 
 
 def write_pyg_store(data: Any, path: str | os.PathLike, *, overwrite: bool = False,
@@ -110,22 +99,8 @@ def write_pyg_store(data: Any, path: str | os.PathLike, *, overwrite: bool = Fal
     [True, True, False]
     >>> tmp.cleanup()
     """
-    from graphpipe.ingest.pipeline import IngestOptions, ingest
-    from graphpipe.store import GraphStore
-
-    arrays, node_extra, edge_extra = pyg_parts(data)
-    source = _source(arrays, name or os.path.basename(os.fspath(path)))
-    store = ingest(source, path, IngestOptions(overwrite=overwrite, allow_isolated_nodes=True,
-                                                edge_ids="always"))
-    if node_extra or edge_extra:
-        with store.edit() as editor:
-            for key, values in node_extra.items():
-                editor.write_array(f"node/{key}", values)
-            for key, values in edge_extra.items():
-                editor.write_array(f"edge/{key}", values)
-            editor.commit()
-        store = GraphStore.open(path)
-    return store
+    return write_parts_store(pyg_parts(data), path, overwrite=overwrite, name=name,
+                             source_format="pyg", label="Data")
 
 
 def graph_data_from_pyg(data: Any) -> Any:
@@ -141,15 +116,15 @@ def graph_data_from_pyg(data: Any) -> Any:
     num_nodes = int(arrays["num_nodes"])
     topology = {"edge_index": arrays["edge_index"], "num_nodes": arrays["num_nodes"]}
     with tempfile.TemporaryDirectory(prefix="graphpipe-pyg-") as tmp:
-        store = ingest(_source(topology, "Data"), os.path.join(tmp, "graph"),
+        store = ingest(memory_source(topology, "Data", "pyg", "Data"), os.path.join(tmp, "graph"),
                        IngestOptions(allow_isolated_nodes=True, edge_ids="always"))
         indptr, indices = (np.array(a) for a in store.topology())
         edge_order = np.array(store.edge_id)
     x = arrays.get("x")
     if x is not None:
         x = np.ascontiguousarray(x.reshape(-1, 1) if x.ndim == 1 else x)
-    splits = {_MASK_SPLITS[k]: np.flatnonzero(v).astype(np.int64) for k, v in arrays.items()
-              if k in _MASK_SPLITS}
+    splits = {MASK_SPLITS[k]: np.flatnonzero(v).astype(np.int64) for k, v in arrays.items()
+              if k in MASK_SPLITS}
     attrs = BatchAttrs(edge_order=edge_order, num_input_edges=int(arrays["edge_index"].shape[1]),
                        edge_attr=arrays.get("edge_attr"), node_attrs=node_extra, edge_attrs=edge_extra)
     return GraphData(indptr=indptr, indices=indices, num_nodes=num_nodes,

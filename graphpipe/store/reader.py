@@ -110,6 +110,17 @@ class GraphStore(DatasetFace):
 
         return write_pyg_store(data, path, overwrite=overwrite)
 
+    @classmethod
+    def from_dgl(cls, g: Any, path: str | os.PathLike, *, overwrite: bool = False) -> GraphStore:
+        """Write a homogeneous ``dgl.DGLGraph`` as a new store at ``path`` and open it: edges
+        in edge-ID order, every ``ndata`` / ``edata`` entry kept (``feat`` -> ``node/feat``,
+        ``label`` -> ``node/label``, edge ``feat`` -> ``edge/feat``, masks -> splits, others
+        -> ``node/<name>`` / ``edge/<name>``); :func:`graphpipe.interop.dgl_graph.write_dgl_store`
+        has the rules and an example."""
+        from graphpipe.interop.dgl_graph import write_dgl_store
+
+        return write_dgl_store(g, path, overwrite=overwrite)
+
     @property
     def in_memory_arrays(self) -> list[str]:
         """Keys of the arrays this store object reads into memory (not memory-mapped)."""
