@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from graphpipe.loaders.disjoint import DisjointSampler
 from graphpipe.loaders.dgl_blocks import import_dgl, seed_first_fanouts, to_dgl_blocks
+from graphpipe.loaders.disjoint import DisjointSampler
 from graphpipe.loaders.feature_tier import feature_source
 from graphpipe.loaders.graph_data import GraphData, resolve_graph_data
 from graphpipe.loaders.minibatch import MiniBatch
@@ -301,11 +301,16 @@ class NeighborLoader:
         the position in a tensor / array / split, the node ID for a mask or None."""
         if self._input_by_node:
             return np.asarray(seeds, dtype=np.int64)
-        if self._input_pos is None:
-            pos = np.full(self.data.num_nodes, -1, dtype=np.int64)
-            pos[self.input_nodes] = np.arange(self.input_nodes.shape[0], dtype=np.int64)
-            self._input_pos = pos
-        return self._input_pos[seeds]
+        if self._input_pos is None:  # no N-length table: a split is sorted, search it in place
+            ids = self.input_nodes
+            if ids.shape[0] < 2 or bool(np.all(ids[1:] > ids[:-1])):
+                self._input_pos = (ids, None)
+            else:  # an unsorted ID tensor: its sort order, O(len(input_nodes))
+                order = np.argsort(ids, kind="stable")
+                self._input_pos = (ids[order], order)
+        sorted_ids, order = self._input_pos
+        pos = np.searchsorted(sorted_ids, seeds)
+        return pos.astype(np.int64, copy=False) if order is None else order[pos]
 
     def _row_source(self, cache: str | None, cache_rows: float) -> RowSource | None:
         """The feature rows the gather stage reads: the store's, wrapped in the degree cache

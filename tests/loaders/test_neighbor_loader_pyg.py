@@ -334,3 +334,18 @@ def test_bad_data_is_refused() -> None:
         NeighborLoader(HeteroData(), [2])
     with pytest.raises(ValueError, match="edge_index"):
         NeighborLoader(Data(x=torch.zeros(3, 2)), [2])
+
+
+@pytest.mark.parametrize("order", ["sorted", "unsorted", "split"])
+def test_input_id_indexes_input_nodes_as_given(data: Data, order: str) -> None:
+    """``input_id`` is each seed's position in ``input_nodes`` (sorted, unsorted or a split
+    name), found without an N-length table; shuffled batches too."""
+    ids = {"sorted": torch.arange(1, N, 2), "unsorted": torch.randperm(N, generator=torch.Generator().manual_seed(4))[:90],
+           "split": "train"}[order]
+    loader = NeighborLoader(data, [2], input_nodes=ids, batch_size=16, shuffle=True, seed=1)
+    given = torch.from_numpy(loader.input_nodes)
+    seen = []
+    for batch in loader:
+        assert torch.equal(given[batch.input_id], batch.n_id[:batch.batch_size])
+        seen.append(batch.input_id)
+    assert sorted(torch.cat(seen).tolist()) == list(range(len(given)))
