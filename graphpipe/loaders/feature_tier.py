@@ -35,8 +35,9 @@ import numpy as np
 
 from graphpipe.loaders.rows import CachedRows, DegreeCachedRows, DiskRows, RowSource
 
-__all__ = ["CACHE_MEMORY_FRACTION", "FEATURE_TIERS", "ROW_OVERHEAD", "STATIC_SHARE", "choose_tier", "feature_source",
-           "mapped_topology_bytes", "share_disk_tier"]
+__all__ = ["CACHE_MEMORY_FRACTION", "FEATURE_TIERS", "MATCH_REORDER_AUTO", "ROW_OVERHEAD", "STATIC_SHARE",
+           "auto_match_reorder", "choose_tier", "feature_source", "mapped_topology_bytes", "row_tier",
+           "share_disk_tier"]
 
 FEATURE_TIERS = (True, "auto", "memory", "disk")
 CACHE_MEMORY_FRACTION = 0.5
@@ -46,6 +47,14 @@ ROW_OVERHEAD = 32
 """Bytes per cached row beyond the row itself (the hot set's hash table, CLOCK's slot state)."""
 STATIC_SHARE = 0.9
 """Share of the row cache held by the static hot set (the rest: CLOCK)."""
+MATCH_REORDER_AUTO: dict[str, bool | str] = {"memory": False, "disk": False, "gpu": True}
+"""What the loader's ``match_reorder="auto"`` (its default) becomes: per row tier on a CPU
+device, and on a GPU device whatever the tier. Measured (benchmarks/results/defaults.md,
+``benchmarks/defaults.py``): in memory a reused row costs the same copy as a gathered
+one, so no reuse is fastest; on the disk tier the hot set (the rows of highest
+in-degree) already holds nearly every row consecutive batches share (Match saved 1-2% of
+the disk reads), so no reuse is fastest there too. GPU: Match-Reorder as before
+(host-to-device copies are the cost it saves; not measured here, no GPU)."""
 _SHARED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # store -> its disk tier
 
 
@@ -71,6 +80,31 @@ def choose_tier(data: Any, features: bool | str) -> str:
         return "memory"  # compressed: already decoded into memory by the store
     fits = array_nbytes(store.path, "node/feat") <= AUTO_MEMORY_FRACTION * usable_memory()
     return "memory" if fits else "disk"
+
+
+def row_tier(rows: RowSource | None) -> str:
+    """``"disk"`` when ``rows``' chain of wrappers (``rows.source`` ...) reads a
+    :class:`graphpipe.loaders.rows.DiskRows`, else ``"memory"`` (also for None)."""
+    seen = 0
+    while rows is not None and seen < 64:
+        if isinstance(rows, DiskRows):
+            return "disk"
+        rows, seen = getattr(rows, "source", None), seen + 1
+    return "memory"
+
+
+def auto_match_reorder(tier: str, device_type: str) -> bool | str:
+    """The ``match_reorder`` setting ``"auto"`` resolves to for a row ``tier``
+    (``"memory"`` / ``"disk"``) and a batch device type (``"cpu"``, ``"cuda"``, ...):
+    :data:`MATCH_REORDER_AUTO`. Every setting delivers the same batches (Reorder only
+    permutes them, and only in shuffled epochs).
+
+    >>> auto_match_reorder("memory", "cpu"), auto_match_reorder("disk", "cpu"), auto_match_reorder("memory", "cuda")
+    (False, False, True)
+    """
+    if tier not in ("memory", "disk"):
+        raise ValueError(f"'tier' must be 'memory' or 'disk' (got {tier!r})")
+    return MATCH_REORDER_AUTO["gpu" if device_type != "cpu" else tier]
 
 
 def cache_capacity(num_rows: int, row_bytes: int, reserve: int = 0) -> int:

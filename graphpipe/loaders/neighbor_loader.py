@@ -17,7 +17,7 @@ import torch
 
 from graphpipe.loaders.dgl_blocks import import_dgl, seed_first_fanouts, to_dgl_blocks
 from graphpipe.loaders.disjoint import DisjointSampler
-from graphpipe.loaders.feature_tier import feature_source
+from graphpipe.loaders.feature_tier import auto_match_reorder, feature_source, row_tier
 from graphpipe.loaders.graph_data import GraphData, resolve_graph_data
 from graphpipe.loaders.minibatch import MiniBatch
 from graphpipe.loaders.prepared import PreparedBatch
@@ -104,9 +104,15 @@ class NeighborLoader:
             :data:`graphpipe.ops.sampling.FRONTIERS`. None (default): ``"new"``, or
             ``"all"`` when ``fanout_order`` or ``output`` is ``"dgl"`` (DGL's sampler).
         fanouts: the same as ``num_neighbors`` (give one of them).
-        match_reorder: True: Match + Reorder (Reorder only with ``shuffle=True``, else
-            as ``"match"``); ``"match"``: Match only (batches in sample order); False:
-            neither (every uncached row read from the store).
+        match_reorder: ``"auto"`` (default): the fastest of the settings below measured
+            for the loader's row tier and device
+            (:func:`graphpipe.loaders.feature_tier.auto_match_reorder`): False on a CPU
+            device (rows in memory or on the disk tier), True on a GPU device;
+            :attr:`match_reorder` holds the result. True: Match + Reorder (Reorder only with
+            ``shuffle=True``, else as ``"match"``); ``"match"``: Match only (batches in
+            sample order); False: neither (every uncached row read from the store). No
+            setting changes what a batch holds: Match copies the same rows, Reorder only
+            permutes the batches of a shuffled epoch.
         window: batches sampled (and reordered) together.
         cache: None, or ``"degree"``: a static cache of the rows of highest in-degree.
         cache_rows: the cache's budget in rows (int) or as a fraction of the nodes (float
@@ -142,6 +148,7 @@ class NeighborLoader:
             ``blocks[-1].dstdata["label"]`` (:meth:`MiniBatch.to_dgl`; needs ``dgl``).
 
     Attributes:
+        match_reorder: the setting in use (``"auto"`` resolved: True, ``"match"`` or False).
         stats: :class:`LoaderStats` of the current (or last) epoch.
         rows: the :class:`graphpipe.loaders.rows.RowSource` the gather stage reads (the
             store's rows, wrapped in the degree cache and in quantization when asked),
@@ -190,7 +197,7 @@ class NeighborLoader:
                  shuffle: bool = False, drop_last: bool = False, seed: int | None = None,
                  replace: bool = False, subgraph_type: str = "directional", disjoint: bool = False,
                  directed: bool = True, frontier: str | None = None, fanouts: Sequence[int] | None = None,
-                 match_reorder: bool | str = True, window: int = 8, cache: str | None = None,
+                 match_reorder: bool | str = "auto", window: int = 8, cache: str | None = None,
                  cache_rows: float = 0.1, prefetch: int = 2, device: str | torch.device = "cpu",
                  progress: bool = False, sampler: BaseSampler | None = None,
                  features: bool | str = True, num_threads: int | None = None,
@@ -227,9 +234,9 @@ class NeighborLoader:
             from graphpipe.omp import warn_if_too_late
 
             warn_if_too_late()
-        if match_reorder not in (True, False, "match"):
-            raise ValueError(f"'match_reorder' must be True, False or 'match' (got {match_reorder!r})")
-        if match_reorder != "match":
+        if match_reorder not in (True, False, "match", "auto"):
+            raise ValueError(f"'match_reorder' must be 'auto', True, False or 'match' (got {match_reorder!r})")
+        if match_reorder not in ("match", "auto"):
             match_reorder = bool(match_reorder)
         if cache not in (None, "degree"):
             raise ValueError(f"'cache' must be None or 'degree' (got {cache!r})")
@@ -245,7 +252,6 @@ class NeighborLoader:
         self.shuffle = bool(shuffle)
         self.drop_last = bool(drop_last)
         self.progress = bool(progress)
-        self.match_reorder = match_reorder
         self.fixed_seed = seed is not None
         self.seed = int(seed) if seed is not None else self._draw_seed()
 
@@ -263,6 +269,9 @@ class NeighborLoader:
                          and store.has_array("csc/edge_id") else None)
         self.cache: DegreeCachedRows | None = None
         self.rows = self._row_source(cache, cache_rows)
+        if match_reorder == "auto":  # the fastest setting measured for this tier and device
+            match_reorder = auto_match_reorder(row_tier(self.rows), self.device.type)
+        self.match_reorder = match_reorder
 
         self.sampler = sampler if sampler is not None else LocalSampler(
             self.data.indptr, self.data.indices, self.fanouts, replace=replace, num_threads=num_threads,

@@ -157,7 +157,8 @@ def test_disk_tier_on_the_device_assembly_path(tmp_path: Path, cache) -> None:
     transfer stage) run on the CPU over the disk tier: the same rows, bit for bit."""
     x = _write_store(tmp_path / "s", 3000, 8)
     loader = NeighborLoader(tmp_path / "s", [4, 3], batch_size=150, window=4, seed=21, cache=cache,
-                            cache_rows=0.05, prefetch=2, features="disk", input_nodes="train", shuffle=True)
+                            cache_rows=0.05, prefetch=2, features="disk", input_nodes="train", shuffle=True,
+                            match_reorder=True)  # what "auto" gives on a CUDA device
     loader.gather.on_device = True  # what device="cuda" selects
     for _ in range(2):
         for batch in loader:

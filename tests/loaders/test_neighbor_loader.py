@@ -129,7 +129,8 @@ def test_every_seed_once(store: GraphStore, shuffle: bool, drop_last: bool) -> N
 
 
 def test_batches_follow_greedy_order(store: GraphStore) -> None:
-    loader = NeighborLoader(store, FANOUTS, batch_size=100, window=5, seed=11, shuffle=True, input_nodes="train")
+    loader = NeighborLoader(store, FANOUTS, batch_size=100, window=5, seed=11, shuffle=True, input_nodes="train",
+                            match_reorder=True)
     batches = _epoch(loader)
     planned = loader.epoch_batches(0)
     keys = loader.batch_keys(0, len(planned))
@@ -265,7 +266,8 @@ def test_abandoned_iterator_leaks_no_thread(store: GraphStore) -> None:
 
 
 def test_reorder_by_overlap(store: GraphStore) -> None:
-    loader = NeighborLoader(store, FANOUTS, batch_size=100, window=6, seed=12, reorder_by="overlap", input_nodes="train", shuffle=True)
+    loader = NeighborLoader(store, FANOUTS, batch_size=100, window=6, seed=12, reorder_by="overlap", input_nodes="train", shuffle=True,
+                            match_reorder=True)
     batches = _epoch(loader)
     planned = loader.epoch_batches(0)
     keys = loader.batch_keys(0, len(planned))
@@ -352,7 +354,8 @@ def test_device_assembly_path_on_cpu(store: GraphStore, cache) -> None:
     buffer by the transfer stage) run on the CPU: same rows, bit for bit, also when an
     abandoned epoch leaves the plan pointing at a batch that never reached the device."""
     loader = NeighborLoader(store, FANOUTS, batch_size=150, window=4, seed=21, cache=cache, cache_rows=0.05,
-                            prefetch=2, input_nodes="train", shuffle=True)
+                            prefetch=2, input_nodes="train", shuffle=True,
+                            match_reorder=True)  # what "auto" gives on a CUDA device
     loader.gather.on_device = True  # what device="cuda" selects
     it = iter(loader)
     next(it)
@@ -404,7 +407,8 @@ def test_cuda_without_cuda_is_an_error(store: GraphStore) -> None:
 
 @pytest.mark.parametrize("prefetch", [0, 2])
 def test_in_place_change_of_x_is_caught(store: GraphStore, prefetch: int) -> None:
-    loader = NeighborLoader(store, FANOUTS, batch_size=100, seed=3, prefetch=prefetch, input_nodes="train", shuffle=True)
+    loader = NeighborLoader(store, FANOUTS, batch_size=100, seed=3, prefetch=prefetch, input_nodes="train", shuffle=True,
+                            match_reorder=True)
     it = iter(loader)
     batch = next(it)
     batch.x.mul_(2.0)  # rows the next batch reuses are no longer the store's
@@ -417,7 +421,8 @@ def test_in_place_change_of_x_is_caught(store: GraphStore, prefetch: int) -> Non
         batch.x.mul_(2.0)
         assert np.array_equal(batch.x.numpy(), 2.0 * store.features(batch.n_id.numpy()))
     # cloning first is the documented way
-    for batch in NeighborLoader(store, FANOUTS, batch_size=100, seed=3, prefetch=prefetch, input_nodes="train", shuffle=True):
+    for batch in NeighborLoader(store, FANOUTS, batch_size=100, seed=3, prefetch=prefetch, input_nodes="train", shuffle=True,
+                                match_reorder=True):
         x = batch.x.clone()
         x.mul_(2.0)
         assert np.array_equal(batch.x.numpy(), store.features(batch.n_id.numpy()))

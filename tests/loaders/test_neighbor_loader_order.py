@@ -72,7 +72,8 @@ def test_unshuffled_batches_in_input_order(store: GraphStore, match_reorder, cac
 
 def test_shuffled_epochs_still_reorder(store: GraphStore) -> None:
     """Reorder is kept where it is allowed: with shuffle=True some window leaves sample order."""
-    loader = NeighborLoader(store, [5, 5], batch_size=64, input_nodes=None, shuffle=True, window=8, seed=3)
+    loader = NeighborLoader(store, [5, 5], batch_size=64, input_nodes=None, shuffle=True, window=8, seed=3,
+                            match_reorder=True)
     planned = [int(b[0]) for b in loader.epoch_batches(0)]
     produced = [int(b.n_id[0]) for b in loader]
     assert sorted(produced) == sorted(planned) and produced != planned

@@ -92,7 +92,8 @@ def test_low_bits_within_row_scale(store: GraphStore, bits: int) -> None:
 
 
 def test_reused_rows_equal_previous_delivery(store: GraphStore) -> None:
-    loader = NeighborLoader(store, FANOUTS, batch_size=100, seed=5, feature_bits=4, window=4, prefetch=0, input_nodes="train", shuffle=True)
+    loader = NeighborLoader(store, FANOUTS, batch_size=100, seed=5, feature_bits=4, window=4, prefetch=0, input_nodes="train", shuffle=True,
+                            match_reorder=True)
     prev = None
     checked = 0
     for b in loader:
