@@ -37,7 +37,7 @@ from graphpipe.ops.features.gather import (
     assemble_rows,
 )
 
-__all__ = ["RowSource", "RowSplit", "check_ids"]
+__all__ = ["RowSource", "RowSplit", "WrappedRows", "check_ids"]
 
 
 def check_ids(ids: np.ndarray, num_rows: int) -> np.ndarray:
@@ -177,3 +177,23 @@ class RowSource(abc.ABC):
         if split.store_idx.shape[0]:
             out[split.store_idx] = self.backing.gather(ids[split.store_idx])
         return out, source
+
+
+class WrappedRows(RowSource):
+    """A row source around another (``self.source``): the rows, their count, width and
+    dtype are the wrapped source's unless a subclass says otherwise (a cache, a
+    quantization); subclasses implement :meth:`gather_into`."""
+
+    source: RowSource
+
+    @property
+    def num_rows(self) -> int:
+        return self.source.num_rows
+
+    @property
+    def dim(self) -> int:
+        return self.source.dim
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.source.dtype

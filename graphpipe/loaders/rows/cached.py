@@ -24,7 +24,7 @@ import threading
 import numba
 import numpy as np
 
-from graphpipe.loaders.rows.base import RowSource
+from graphpipe.loaders.rows.base import RowSource, WrappedRows
 
 __all__ = ["POLICIES", "CachedRows"]
 
@@ -53,7 +53,7 @@ def _clock_victims(ref: np.ndarray, hand: int, count: int) -> tuple[np.ndarray, 
     return out, hand
 
 
-class CachedRows(RowSource):
+class CachedRows(WrappedRows):
     """``source`` behind a CLOCK cache of ``capacity_rows`` rows.
 
     Args:
@@ -77,18 +77,6 @@ class CachedRows(RowSource):
         self.hand = 0
         self.hits = self.misses = 0
         self._lock = threading.Lock()
-
-    @property
-    def num_rows(self) -> int:
-        return self.source.num_rows
-
-    @property
-    def dim(self) -> int:
-        return self.source.dim
-
-    @property
-    def dtype(self) -> np.dtype:
-        return self.source.dtype
 
     def __len__(self) -> int:
         return int(np.count_nonzero(self.slot_id >= 0))

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from graphpipe.loaders.rows.base import RowSource
+from graphpipe.loaders.rows.base import RowSource, WrappedRows
 from graphpipe.ops.features.degree import degree_order
 from graphpipe.ops.features.gather import PositionTable
 from graphpipe.store.derived import read_degree_order
@@ -20,7 +20,7 @@ from graphpipe.store.derived import read_degree_order
 __all__ = ["DegreeCachedRows"]
 
 
-class DegreeCachedRows(RowSource):
+class DegreeCachedRows(WrappedRows):
     """``source`` with the rows of ``ids`` held in memory: ``rows[i]`` is row ``ids[i]``.
 
     Args:
@@ -49,18 +49,6 @@ class DegreeCachedRows(RowSource):
         if order is None:
             order = degree_order(np.diff(indptr))
         return cls(source, np.asarray(order[:budget], dtype=np.int64))
-
-    @property
-    def num_rows(self) -> int:
-        return self.source.num_rows
-
-    @property
-    def dim(self) -> int:
-        return self.source.dim
-
-    @property
-    def dtype(self) -> np.dtype:
-        return self.source.dtype
 
     def __len__(self) -> int:
         return int(self.ids.shape[0])

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from graphpipe.loaders.rows.base import RowSource, RowSplit
+from graphpipe.loaders.rows.base import RowSource, RowSplit, WrappedRows
 from graphpipe.ops.features.quantize import SUPPORTED_BITS, QuantizedRows, dequantize, quantize
 
 __all__ = ["PackedRows", "QuantizedRowSource"]
@@ -28,7 +28,7 @@ PackedRows = tuple[np.ndarray, np.ndarray, np.ndarray]
 float32 ``(k,)`` scales (the layout of :class:`graphpipe.ops.features.quantize.QuantizedRows`)."""
 
 
-class QuantizedRowSource(RowSource):
+class QuantizedRowSource(WrappedRows):
     """The rows of ``source`` in ``bits``-bit codes.
 
     Args:
@@ -48,14 +48,6 @@ class QuantizedRowSource(RowSource):
         self.held_packed: QuantizedRows | None = None
         if held is not None:
             self.held_packed = quantize(torch.from_numpy(held), self.bits, seed=self.seed)
-
-    @property
-    def num_rows(self) -> int:
-        return self.source.num_rows
-
-    @property
-    def dim(self) -> int:
-        return self.source.dim
 
     @property
     def dtype(self) -> np.dtype:
