@@ -345,16 +345,12 @@ class GraphStore(DatasetFace):
     def split_names(self) -> list[str]:
         return list(self.manifest.get("splits", {}))
 
-    @cached_property
-    def _splits_table(self) -> pa.Table:
-        return _tables.read_table(self.path, _tables.SPLITS_TABLE)
-
     def split(self, name: str) -> np.ndarray:
         """Sorted dense node IDs (int64) of split ``name`` (``"train"``, ``"valid"``, ``"test"``)."""
         if name not in self.manifest.get("splits", {}):
             raise KeyError(f"unknown split {name!r}; this store has {self.split_names}")
         try:
-            return _tables.split_ids(self._splits_table, name)
+            return _tables.read_split_ids(self.path, _tables.SPLITS_TABLE, name)
         except (pa.ArrowException, IndexError, KeyError, ValueError) as exc:  # a damaged table
             detail = str(exc).strip().splitlines()[0][:120] if str(exc).strip() else type(exc).__name__
             raise CorruptStoreError(f"{self.path / _tables.SPLITS_TABLE}: split {name!r} cannot be "

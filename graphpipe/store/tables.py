@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -60,12 +61,37 @@ def splits_table(splits: dict[str, np.ndarray]) -> pa.Table:
 
 def split_ids(table: pa.Table, name: str) -> np.ndarray:
     """Sorted dense node IDs of split ``name`` from a splits table."""
-    column = table.column("split")
-    if pa.types.is_dictionary(column.type):
-        column = column.cast(pa.string())
-    mask = pc.equal(column, name)
-    # a writable copy: Arrow's zero-copy views are read-only, and torch.from_numpy warns on them
-    return np.array(table.column("node_id").filter(mask).to_numpy(), dtype=np.int64)
+    return _ids_of(table.to_batches(), name)
+
+
+def read_split_ids(root: str | os.PathLike, key: str, name: str) -> np.ndarray:
+    """Sorted dense node IDs of split ``name`` from the Parquet splits table ``root/key``,
+    read a batch of rows at a time: memory ~ the result, not the table (a whole-table
+    read of an 8.4M-row table took ~470 MB of Arrow memory, the result 67 MB)."""
+    path = Path(root) / key
+    if not path.is_file():
+        raise CorruptStoreError(f"{path}: table missing")
+    try:
+        batches = pq.ParquetFile(path, memory_map=True).iter_batches(
+            batch_size=1 << 20, columns=["split", "node_id"], use_threads=False)
+        return _ids_of(batches, name)
+    except (pa.ArrowException, OSError) as exc:  # a damaged file: name it, one line
+        detail = str(exc).strip().splitlines()[0][:120] if str(exc).strip() else type(exc).__name__
+        raise CorruptStoreError(f"{path}: table cannot be read ({detail})") from None
+    finally:
+        pa.default_memory_pool().release_unused()
+
+
+def _ids_of(batches: Iterable[pa.RecordBatch], name: str) -> np.ndarray:
+    """The ``node_id`` values of the rows whose ``split`` is ``name``, as one writable
+    int64 array (Arrow's zero-copy views are read-only; torch.from_numpy warns on them)."""
+    parts = [np.zeros(0, dtype=np.int64)]
+    for batch in batches:
+        column = batch.column("split")
+        if pa.types.is_dictionary(column.type):
+            column = column.cast(pa.string())
+        parts.append(batch.column("node_id").filter(pc.equal(column, name)).to_numpy())
+    return np.concatenate(parts).astype(np.int64, copy=False)
 
 
 class IdMap:
