@@ -70,9 +70,9 @@ def test_loader_with_a_background_thread_warns(monkeypatch, tmp_path):
     monkeypatch.setitem(omp._state, "too_late", True)
     monkeypatch.setitem(omp._state, "warned", False)
     with pytest.warns(omp.OpenMPWaitPolicyWarning, match="Import graphpipe before torch"):
-        NeighborLoader(store, [2], 2, prefetch=2)
+        NeighborLoader(store, [2], batch_size=2, prefetch=2)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        NeighborLoader(store, [2], 2, prefetch=2)  # once only
+        NeighborLoader(store, [2], batch_size=2, prefetch=2)  # once only
         monkeypatch.setitem(omp._state, "warned", False)
-        NeighborLoader(store, [2], 2, prefetch=0)  # no background thread: no warning
+        NeighborLoader(store, [2], batch_size=2, prefetch=0)  # no background thread: no warning
