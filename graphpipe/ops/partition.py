@@ -169,7 +169,9 @@ def metis_partition(indptr: np.ndarray, indices: np.ndarray, num_parts: int, *,
     result = pymetis.part_graph(k, pymetis.CSRAdjacency(xadj, adjncy), options=options,
                                 recursive=bool(recursive))
     parts = np.asarray(result.vertex_part, dtype=np.int32)
-    return PartitionResult(parts, int(result.edge_cuts), k)
+    # the cut of the parts returned, counted here: METIS's own figure (result.edge_cuts)
+    # was seen to disagree with its partition after other METIS calls in the same process
+    return PartitionResult(parts, edge_cut(indptr, indices, parts), k)
 
 
 @numba.njit(cache=True, nogil=True)
