@@ -226,13 +226,17 @@ class HeteroGraphData:
     @classmethod
     def from_store(cls, store: Any) -> HeteroGraphData:
         """From a typed :class:`graphpipe.store.GraphStore` (``store.is_typed``): its
-        relations (checked here once), feature memory maps, labels and splits."""
+        relations (:meth:`GraphStore.typed_csc` checks each once), feature memory maps,
+        labels, splits and edge order (``csc/edge_id``: a batch's ``e_id`` is the position
+        in the ingested edge list)."""
         if not getattr(store, "is_typed", False):
             raise ValueError(f"{getattr(store, 'path', 'the store')}: not a typed store "
                              "(no node_types in its manifest); use NeighborLoader")
-        csc = {et: store.typed_csc(et) for et in store.edge_types}
-        graph = HeteroCSC.from_arrays(store.num_nodes_dict, csc)
-        data = cls(graph=graph, store=store, target_type=store.target_type)
+        csc = {et: store.typed_csc(et) for et in store.edge_types}  # checked by the store, once
+        graph = HeteroCSC(num_nodes=store.num_nodes_dict, edge_types=list(csc), csc=csc)
+        order = {et: store.typed_edge_ids(et) for et in csc}
+        data = cls(graph=graph, store=store, target_type=store.target_type,
+                   edge_order={et: o for et, o in order.items() if o is not None})
         for t in store.node_types:
             feat = store.typed_features(t)
             if feat is not None:

@@ -238,3 +238,49 @@ def test_blocks_follow_edge_index():
             assert np.array_equal(batch.n_id[et[2]][blk.dst_of_edges()].numpy(), dst[e])
             assert blk.indices.numel() == 0 or blk.indices.max() < blk.num_src
     assert batch.to("cpu").n_id["paper"].tolist() == batch.n_id["paper"].tolist()
+
+
+def write_typed_store(path, raw: dict) -> None:
+    from graphpipe.store.typed_writer import TypedStoreWriter
+
+    with TypedStoreWriter(path, COUNTS, target_type="paper") as w:
+        for et, (s, d) in raw["edges"].items():
+            w.add_relation(et, s, d)
+        for t, x in raw["x"].items():
+            w.write_node_array(t, "feat", x)
+        w.write_node_array("paper", "label", raw["y"]["paper"])
+        w.write_split("paper", "train", np.arange(0, 300, 3))
+        w.commit()
+
+
+def test_typed_store_path_equals_in_memory(tmp_path):
+    """A typed store (memory-mapped, checked by the store) gives the batches the same graph
+    in memory gives, whatever its CSC order: equal edges per relation through e_id."""
+    data, raw = make_data(7)
+    write_typed_store(tmp_path / "typed", raw)
+    loader = HeteroNeighborLoader(str(tmp_path / "typed"), [4, 2], input_nodes=("paper", "train"),
+                                  batch_size=25, seed=4, cache="degree")
+    assert loader.target_type == "paper" and len(loader) == 4
+    assert loader.data.store is not None and set(loader.rows) == {"paper", "author"}
+    seeds = []
+    for batch in loader:
+        check_batch(batch, raw, batch.seeds.numpy())
+        seeds.append(batch.seeds)
+    assert torch.cat(seeds).tolist() == list(range(0, 300, 3))
+    memory = HeteroNeighborLoader(data, [4, 2], input_nodes=("paper", np.arange(0, 300, 3)),
+                                  batch_size=25, seed=4)
+    loader.set_epoch(0)
+    for a, b in zip(loader, memory):  # same CSC order (sources ascending per row): same batches
+        assert all(torch.equal(a.n_id[t], b.n_id[t]) for t in COUNTS)
+        assert all(torch.equal(a.e_id[et], b.e_id[et]) for et in RELS)
+
+
+def test_homogeneous_store_is_refused(tmp_path):
+    from torch_geometric.data import Data
+
+    from graphpipe.store import GraphStore
+
+    store = GraphStore.from_pyg(Data(edge_index=torch.tensor([[1, 0], [0, 1]]), num_nodes=3),
+                                tmp_path / "homo")
+    with pytest.raises(ValueError, match="not a typed store"):
+        HeteroNeighborLoader(store, [2], input_nodes="x")
