@@ -290,6 +290,10 @@ def ingest(source: DatasetSource | str | os.PathLike, dest: str | os.PathLike,
     graphpipe.store.errors.StoreError: ...
     >>> tmp.cleanup()
     """
+    if isinstance(dest, str) and dest.startswith("s3://"):  # build here, upload, manifest last
+        from graphpipe.ingest.remote import ingest_remote
+
+        return ingest_remote(source, dest, options, progress=progress, reader_options=reader_options)
     options = options or IngestOptions()
     given = [source] if not isinstance(source, DatasetSource) else input_paths(source)
     check_destination(dest, overwrite=options.overwrite, sources=given)

@@ -58,8 +58,14 @@ class GraphStore(TypedFace, DatasetFace):
 
     @classmethod
     def open(cls, path: str | os.PathLike,
-             in_memory: bool | str | Iterable[str] = False) -> GraphStore:
+             in_memory: bool | str | Iterable[str] = False, *,
+             cache_dir: str | os.PathLike | None = None) -> GraphStore:
         """Open the store at ``path``; refuses unknown manifest versions.
+
+        ``path`` may be ``s3://bucket/prefix``: the store is read through zarr's
+        object-storage layer into a local chunk cache under ``cache_dir``
+        (:mod:`graphpipe.store.remote`; credentials and endpoint from ``AWS_*``
+        environment variables only).
 
         Args:
             in_memory: where array bytes live once read.
@@ -100,6 +106,10 @@ class GraphStore(TypedFace, DatasetFace):
                [ 0.,  1.]], dtype=float32)
         >>> tmp.cleanup()
         """
+        if isinstance(path, str) and path.startswith("s3://"):
+            from graphpipe.store.remote import open_remote
+
+            return open_remote(path, cache_dir=cache_dir, in_memory=in_memory)
         manifest = read_manifest(path)
         if _checks.checks_enabled():
             _checks.check_manifest(manifest, path)
@@ -125,6 +135,11 @@ class GraphStore(TypedFace, DatasetFace):
         from graphpipe.interop.dgl_graph import write_dgl_store
 
         return write_dgl_store(g, path, overwrite=overwrite)
+
+    @property
+    def location(self) -> str:
+        """Where the store lives, as the user named it: its path (or ``s3://`` URL)."""
+        return str(self.path)
 
     @property
     def in_memory_arrays(self) -> list[str]:

@@ -18,6 +18,18 @@ def _dir_size(path: Path) -> int:
     return total
 
 
+def _sizes(store: GraphStore) -> tuple[dict[str, int], int]:
+    """Bytes of each array and table, and of the whole store (on object storage: one listing)."""
+    from graphpipe.store.remote import RemoteGraphStore
+
+    if isinstance(store, RemoteGraphStore):
+        return store.remote_sizes()
+    m = store.manifest
+    sizes = {key: _dir_size(store.path / key) for key in m["arrays"]}
+    sizes.update({key: os.path.getsize(store.path / key) for key in m["tables"]})
+    return sizes, _dir_size(store.path)
+
+
 def summarize(store: GraphStore) -> dict[str, Any]:
     """A JSON-ready description of ``store`` (what `graphpipe info` prints)."""
     m = store.manifest
@@ -33,13 +45,9 @@ def summarize(store: GraphStore) -> dict[str, Any]:
             "max": int(deg.max()), "isolated": int((deg == 0).sum()),
             "quantiles": {f"p{int(q * 100)}": float(v) for q, v in zip(quantiles, qs)},
         }
-    sizes = {}
-    for key in m["arrays"]:
-        sizes[key] = _dir_size(store.path / key)
-    for key in m["tables"]:
-        sizes[key] = os.path.getsize(store.path / key)
+    sizes, total = _sizes(store)
     return {
-        "path": str(store.path),
+        "path": store.location,
         "name": store.name,
         "format_version": m["format_version"],
         "num_nodes": store.num_nodes,
@@ -52,7 +60,7 @@ def summarize(store: GraphStore) -> dict[str, Any]:
         "splits": m.get("splits", {}),
         "id_map": m.get("id_map"),
         "sizes_bytes": sizes,
-        "total_bytes": _dir_size(store.path),
+        "total_bytes": total,
         "provenance": m.get("provenance", {}),
         "derived": m.get("derived", {}),
     }

@@ -6,6 +6,7 @@ import os
 
 import numpy as np
 
+from graphpipe.store import _fetch
 from graphpipe.store import arrays as _arrays
 from graphpipe.store import checks as _checks
 from graphpipe.store.errors import StoreError
@@ -68,6 +69,11 @@ def _checksum_problems(store: GraphStore) -> list[str]:
         if actual != meta.get("checksum"):
             problems.append(f"{key}: checksum {actual} does not match the manifest's {meta.get('checksum')}")
     for key, meta in store.manifest["tables"].items():
+        try:
+            _fetch.ensure_file(root, key)  # a store on object storage: into its cache
+        except StoreError as exc:
+            problems.append(str(exc))
+            continue
         if not (root / key).is_file():
             problems.append(f"{key}: table missing")
             continue
