@@ -1,11 +1,13 @@
 """Loaders that feed training from a store: :class:`NeighborLoader` (sampled
 neighbourhoods with Match-Reorder, feature reuse, a degree cache and prefetch) and
 the :class:`MiniBatch` it yields; :class:`ClusterLoader` (node sequences for graph
-transformers). The neighbour loader is a chain of stages (:mod:`graphpipe.loaders.stages`)
+transformers); :class:`LinkNeighborLoader` (edges with their endpoints' neighbourhoods,
+negatives, seed-edge exclusion). The neighbour loader is a chain of stages (:mod:`graphpipe.loaders.stages`)
 reading feature rows from row sources (:mod:`graphpipe.loaders.rows`); a seed shard
 (:mod:`graphpipe.loaders.shard`) gives each data-parallel rank its part of an epoch."""
 
 from graphpipe.loaders.cluster import ClusterLoader, SequenceBatch
+from graphpipe.loaders.link_loader import LinkMiniBatch, LinkNeighborLoader
 from graphpipe.loaders.minibatch import Block, MiniBatch
 from graphpipe.loaders.neighbor_loader import NeighborLoader
 from graphpipe.loaders.rows import (
@@ -29,6 +31,8 @@ __all__ = [
     "ClusterLoader",
     "DegreeCachedRows",
     "GatherStage",
+    "LinkMiniBatch",
+    "LinkNeighborLoader",
     "LoaderStats",
     "LocalSampler",
     "MiniBatch",
