@@ -165,12 +165,12 @@ class HaloExchange:
 
 class _Exchange(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, h, exchange: HaloExchange, tag: int, on_grad):  # noqa: ANN001
+    def forward(ctx, h, exchange: HaloExchange, tag: int, on_grad):
         ctx.exchange, ctx.tag, ctx.on_grad = exchange, tag, on_grad
         return exchange.forward_rows(h, "forward", tag)
 
     @staticmethod
-    def backward(ctx, grad_halo):  # noqa: ANN001
+    def backward(ctx, grad_halo):
         grad = ctx.exchange.backward_rows(grad_halo.contiguous(), ctx.tag + 1)
         if ctx.on_grad is not None:
             ctx.on_grad(grad.detach())

@@ -49,7 +49,8 @@ class PartitionModel(nn.Module):
     def __init__(self, base: BlockModel, part: LocalPartition):
         super().__init__()
         if not isinstance(base, (GCN, GraphSAGE)):
-            raise ValueError(f"partition-parallel training runs gcn or sage (got {type(base).__name__})")
+            raise ValueError(f"partition-parallel training runs gcn or sage "  # noqa: TRY004
+                             f"(got {type(base).__name__})")
         self.base = base
         n_in, n_local = part.num_inner, part.num_inner + part.num_halo
         self.graph = LocalGraph(torch.from_numpy(part.indptr), torch.from_numpy(part.indices),

@@ -61,6 +61,13 @@ def row_bits(bits: int | str, degree: np.ndarray) -> np.ndarray:
     return np.full(np.asarray(degree).shape[0], int(bits), dtype=np.int64)
 
 
+def _floats(raw: torch.Tensor) -> torch.Tensor:
+    """float32 view of bytes that may sit at any offset (copied when misaligned)."""
+    if raw.storage_offset() % 4:
+        raw = raw.clone()
+    return raw.view(torch.float32)
+
+
 class RowCodec:
     """Encode / decode the rows of one pool (``n`` rows of ``dim`` values) to bytes.
 
@@ -119,14 +126,14 @@ class RowCodec:
             n = idx.shape[0]
             if b == 32:
                 size = 4 * n * self.dim
-                out[idx] = buffer[at:at + size].view(torch.float32).reshape(n, self.dim)
+                out[idx] = _floats(buffer[at:at + size]).reshape(n, self.dim)
                 at += size
                 continue
             width = (self.dim * b + 7) // 8
             packed = buffer[at:at + n * width].reshape(n, width)
             at += n * width
-            mins = buffer[at:at + 4 * n].view(torch.float32)
-            scales = buffer[at + 4 * n:at + 8 * n].view(torch.float32)
+            mins = _floats(buffer[at:at + 4 * n])
+            scales = _floats(buffer[at + 4 * n:at + 8 * n])
             at += 8 * n
             out[idx] = dequantize(QuantizedRows(packed, mins, scales, b, self.dim))
         return out

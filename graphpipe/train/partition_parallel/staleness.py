@@ -86,11 +86,11 @@ class StaleHalo:
 
 class _Stale(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, h, rows, grad):  # noqa: ANN001
+    def forward(ctx, h, rows, grad):
         ctx.grad, ctx.shape, ctx.dtype = grad, h.shape, h.dtype
         return rows.clone()
 
     @staticmethod
-    def backward(ctx, grad_rows):  # noqa: ANN001
+    def backward(ctx, grad_rows):
         grad = ctx.grad if ctx.grad is not None else torch.zeros(ctx.shape, dtype=ctx.dtype)
         return grad, None, None
