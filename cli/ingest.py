@@ -41,6 +41,9 @@ from graphpipe.cli._common import friendly_errors, human_bytes
 @click.option("--weight", default=None,
               help="Edge list: weight column (stored as an edge feature in its own type: "
                    "int64 for integers, so large integer weights stay exact).")
+@click.option("--time-column", default=None,
+              help="Edge list: integer timestamp column of each edge (stored as csc/time, for "
+                   "temporal sampling).")
 @click.option("--nodes", default=None, type=click.Path(), help="Edge list: node table (CSV/Parquet).")
 @click.option("--node-id", default="id", show_default=True, help="Node table: external ID column.")
 @click.option("--features", "feature_columns", default=None,
@@ -58,7 +61,7 @@ def command(source: str, dest: str, overwrite: bool, name: str | None, add_rever
             remove_self_loops: bool, deduplicate: bool, no_sort: bool, build_csr: bool, edge_ids: str,
             feature_dtype: str, compression: str, memory_limit: str | None, allow_nonfinite: bool,
             clamp_float16: bool, allow_isolated_nodes: bool, split_name: str | None, from_raw: bool,
-            src: str, dst: str, weight: str | None, nodes: str | None,
+            src: str, dst: str, weight: str | None, time_column: str | None, nodes: str | None,
             node_id: str, feature_columns: str | None, label: str | None, split_dir: str | None,
             node_features_npy: str | None, quiet: bool) -> None:
     """Ingest SOURCE (an OGB folder, a GraphBolt on-disk dataset, a DGL chunked
@@ -89,6 +92,10 @@ def command(source: str, dest: str, overwrite: bool, name: str | None, add_rever
                                   or source.endswith(".npz")):
         raise click.UsageError("--split-dir applies to edge-list sources (this source has its "
                                "own splits)")
+    if time_column is not None and (is_generated_folder(source) or is_ogb_folder(source)
+                                    or source.endswith(".npz")):
+        raise click.UsageError("--time-column applies to edge-list sources (an .npz has its "
+                               "edge_time key, an OGB folder its raw/node_year.csv.gz)")
     if is_generated_folder(source):
         reader_options = {}
     elif is_ogb_folder(source):
@@ -100,7 +107,7 @@ def command(source: str, dest: str, overwrite: bool, name: str | None, add_rever
         if feature_columns:
             cols = feature_columns.split(",") if "," in feature_columns else feature_columns
         reader_options = {"src": src, "dst": dst, "weight": weight, "nodes": nodes, "node_id": node_id,
-                          "feature_columns": cols, "label": label}
+                          "feature_columns": cols, "label": label, "time_column": time_column}
         if split_dir is not None:
             from graphpipe.ingest.splitfiles import find_split_files
 

@@ -1,0 +1,208 @@
+"""Message passing over typed graphs, on :func:`graphpipe.ops.aggregate.aggregate`.
+
+A typed layer takes ``x_dict`` (node type -> float ``(N_t, F_t)``) and a
+:class:`TypedGraph` (relation ``(src, rel, dst)`` -> local CSC by destination) and returns
+``out_dict`` (node type -> ``(N_t, out_dim)``) for every type that receives at least one
+relation. This is the layout PyG's heterogeneous ``NeighborLoader`` gives (one subgraph,
+``edge_index_dict`` over all sampled nodes of each type; the seeds are the first
+``batch_size`` nodes of the target type), and the one
+:class:`graphpipe.loaders.HeteroNeighborLoader` yields.
+
+Definitions (tests/train/test_hetero_layers.py checks them against PyG with copied
+weights):
+
+- :class:`RelGraphConv` (R-GCN, Schlichtkrull et al.; PyG ``RGCNConv(aggr="mean")``
+  without bases): ``out_u = W_root[t] x_u + b + sum_r mean_{v -r-> u} W_r x_v``; the root
+  weight is per destination type (PyG shares one because its input is homogeneous;
+  they agree when every type has the same root weight).
+- :class:`HeteroSAGEConv`: one :class:`graphpipe.train.layers.SAGEConv`-style pair
+  ``(lin_l, lin_r)`` per relation, summed over the relations into a type: PyG
+  ``HeteroConv({r: SAGEConv((F_src, F_dst), out)}, aggr="sum")``.
+
+Destinations with no in-edge of a relation get zero from it (the mean over nothing).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from graphpipe.ops.aggregate import aggregate
+from graphpipe.train.layers import LocalGraph, csc_from_edge_index
+
+__all__ = ["EdgeType", "HeteroSAGEConv", "RelGraphConv", "TypedGraph", "etype_key"]
+
+EdgeType = tuple[str, str, str]
+
+
+def etype_key(etype: EdgeType) -> str:
+    """The module-dict key of a relation: ``"src___rel___dst"`` (OGB's folder name)."""
+    return "___".join(etype)
+
+
+@dataclass
+class TypedGraph:
+    """A sampled typed subgraph in the form the typed layers use.
+
+    Attributes:
+        num_nodes: node type -> number of nodes of that type (rows of ``x_dict[t]``).
+        graphs: relation -> :class:`LocalGraph` whose destinations are all
+            ``num_nodes[dst]`` nodes of the destination type and whose ``indices`` are
+            local IDs of the source type.
+    """
+
+    num_nodes: dict[str, int]
+    graphs: dict[EdgeType, LocalGraph]
+
+    @classmethod
+    def from_edge_index(cls, edge_index_dict: dict[EdgeType, torch.Tensor],
+                        num_nodes: dict[str, int]) -> TypedGraph:
+        """From PyG's ``edge_index_dict`` (relation -> int64 ``(2, E)``, row 0 local source
+        IDs, row 1 local destination IDs) and the node count of every type.
+
+        >>> import torch
+        >>> g = TypedGraph.from_edge_index(
+        ...     {("author", "writes", "paper"): torch.tensor([[0, 1, 1], [0, 0, 1]])},
+        ...     {"author": 2, "paper": 2})
+        >>> g.graphs[("author", "writes", "paper")].indptr
+        tensor([0, 2, 3])
+        """
+        graphs = {}
+        for etype, edge_index in edge_index_dict.items():
+            src, _, dst = etype
+            for t in (src, dst):
+                if t not in num_nodes:
+                    raise ValueError(f"relation {etype}: no node count for type {t!r}")
+            # a CSC over (num_src rows, num_dst destinations): csc_from_edge_index wants
+            # num_dst <= num_src, so check against the larger of the two and keep num_src
+            big = max(num_nodes[src], num_nodes[dst])
+            g = csc_from_edge_index(edge_index, big, num_nodes[dst])
+            if edge_index.shape[1] and int(edge_index[0].max()) >= num_nodes[src]:
+                raise ValueError(f"relation {etype}: source IDs must lie in "
+                                 f"[0, {num_nodes[src]})")
+            graphs[tuple(etype)] = LocalGraph(g.indptr, g.indices, g.num_dst, num_nodes[src])
+        return cls(dict(num_nodes), graphs)
+
+
+def _mean_from(x_src: torch.Tensor, g: LocalGraph) -> torch.Tensor:
+    """``(num_dst, F)``: the mean of each destination's in-neighbours' rows of ``x_src``."""
+    if x_src.shape[0] != g.num_src:
+        raise ValueError(f"source features have {x_src.shape[0]} rows, the relation "
+                         f"{g.num_src} sources")
+    if g.num_dst > x_src.shape[0]:  # the kernel's destinations are a prefix of its sources
+        x_src = F.pad(x_src, (0, 0, 0, g.num_dst - x_src.shape[0]))
+    return aggregate(g.indptr, g.indices, x_src, num_dst=g.num_dst, reduce="mean")
+
+
+def _check_inputs(layer: str, x_dict: dict[str, torch.Tensor], in_dims: dict[str, int],
+                  graph: TypedGraph) -> None:
+    for t, dim in in_dims.items():
+        x = x_dict.get(t)
+        if x is None:
+            continue
+        if x.dim() != 2 or x.shape[1] != dim:
+            raise ValueError(f"{layer}: x_dict[{t!r}] must be (N, {dim}) (got "
+                             f"{tuple(x.shape)})")
+        if t in graph.num_nodes and x.shape[0] != graph.num_nodes[t]:
+            raise ValueError(f"{layer}: x_dict[{t!r}] has {x.shape[0]} rows, the graph "
+                             f"{graph.num_nodes[t]} nodes of that type")
+
+
+class RelGraphConv(nn.Module):
+    """R-GCN layer: one weight per relation, mean over each relation's in-neighbours,
+    plus a root weight per destination type and one bias.
+
+    Args:
+        in_dims: node type -> input width (types may differ).
+        out_dim: output width (the same for every type).
+        edge_types: the relations ``(src, rel, dst)``.
+
+    Shapes: ``x_dict[t]`` ``(N_t, in_dims[t])`` -> ``out[t]`` ``(N_t, out_dim)`` for every
+    destination type of ``edge_types``.
+
+    >>> import torch
+    >>> conv = RelGraphConv({"author": 3, "paper": 2}, 4,
+    ...                     [("author", "writes", "paper"), ("paper", "cites", "paper")])
+    >>> g = TypedGraph.from_edge_index(
+    ...     {("author", "writes", "paper"): torch.tensor([[0, 1], [0, 1]]),
+    ...      ("paper", "cites", "paper"): torch.tensor([[1], [0]])}, {"author": 2, "paper": 2})
+    >>> conv({"author": torch.ones(2, 3), "paper": torch.ones(2, 2)}, g)["paper"].shape
+    torch.Size([2, 4])
+    """
+
+    def __init__(self, in_dims: dict[str, int], out_dim: int, edge_types: list[EdgeType], *,
+                 bias: bool = True):
+        super().__init__()
+        self.in_dims, self.out_dim = dict(in_dims), int(out_dim)
+        self.edge_types = [tuple(e) for e in edge_types]
+        self.dst_types = sorted({e[2] for e in self.edge_types})
+        self.rel = nn.ModuleDict({etype_key(e): nn.Linear(self.in_dims[e[0]], out_dim, bias=False)
+                                  for e in self.edge_types})
+        self.root = nn.ModuleDict({t: nn.Linear(self.in_dims[t], out_dim, bias=False)
+                                   for t in self.dst_types})
+        self.bias = nn.Parameter(torch.zeros(out_dim)) if bias else None
+        for lin in [*self.rel.values(), *self.root.values()]:
+            bound = math.sqrt(6.0 / (lin.in_features + lin.out_features))
+            nn.init.uniform_(lin.weight, -bound, bound)
+
+    def forward(self, x_dict: dict[str, torch.Tensor], graph: TypedGraph) -> dict[str, torch.Tensor]:
+        _check_inputs("RelGraphConv", x_dict, self.in_dims, graph)
+        out = {t: self.root[t](x_dict[t]) for t in self.dst_types if t in x_dict}
+        for etype in self.edge_types:
+            g = graph.graphs.get(etype)
+            if g is None or etype[0] not in x_dict or etype[2] not in out:
+                continue
+            lin = self.rel[etype_key(etype)]
+            if lin.out_features < lin.in_features:  # transform first: the mean is linear
+                msg = _mean_from(lin(x_dict[etype[0]]), g)
+            else:
+                msg = lin(_mean_from(x_dict[etype[0]], g))
+            out[etype[2]] = out[etype[2]] + msg
+        if self.bias is not None:
+            out = {t: h + self.bias for t, h in out.items()}
+        return out
+
+
+class HeteroSAGEConv(nn.Module):
+    """Heterogeneous GraphSAGE: per relation ``lin_l(mean_{v -r-> u} x_v) + lin_r(x_u)``
+    (``lin_l`` with the bias), summed over the relations into each type.
+
+    Args:
+        in_dims: node type -> input width.
+        out_dim: output width.
+        edge_types: the relations ``(src, rel, dst)``.
+
+    >>> import torch
+    >>> conv = HeteroSAGEConv({"author": 3, "paper": 2}, 4, [("author", "writes", "paper")])
+    >>> g = TypedGraph.from_edge_index(
+    ...     {("author", "writes", "paper"): torch.tensor([[0, 1], [0, 0]])},
+    ...     {"author": 2, "paper": 1})
+    >>> conv({"author": torch.ones(2, 3), "paper": torch.ones(1, 2)}, g)["paper"].shape
+    torch.Size([1, 4])
+    """
+
+    def __init__(self, in_dims: dict[str, int], out_dim: int, edge_types: list[EdgeType]):
+        super().__init__()
+        self.in_dims, self.out_dim = dict(in_dims), int(out_dim)
+        self.edge_types = [tuple(e) for e in edge_types]
+        self.lin_l = nn.ModuleDict({etype_key(e): nn.Linear(self.in_dims[e[0]], out_dim)
+                                    for e in self.edge_types})
+        self.lin_r = nn.ModuleDict({etype_key(e): nn.Linear(self.in_dims[e[2]], out_dim, bias=False)
+                                    for e in self.edge_types})
+
+    def forward(self, x_dict: dict[str, torch.Tensor], graph: TypedGraph) -> dict[str, torch.Tensor]:
+        _check_inputs("HeteroSAGEConv", x_dict, self.in_dims, graph)
+        out: dict[str, torch.Tensor] = {}
+        for etype in self.edge_types:
+            g = graph.graphs.get(etype)
+            src, _, dst = etype
+            if g is None or src not in x_dict or dst not in x_dict:
+                continue
+            key = etype_key(etype)
+            h = self.lin_l[key](_mean_from(x_dict[src], g)) + self.lin_r[key](x_dict[dst])
+            out[dst] = h if dst not in out else out[dst] + h
+        return out
