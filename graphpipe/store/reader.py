@@ -360,6 +360,30 @@ class GraphStore(TypedFace, DatasetFace):
         of CSC slot ``s`` are ``edge_features[edge_id[s] % num_input_edges]``."""
         return self.array("edge/feat")
 
+    # -- timestamps (temporal sampling) ---------------------------------------------------------
+    def node_time(self) -> np.ndarray | None:
+        """Timestamp of every node (``nodes/time``), int64 ``(num_nodes,)``, or None when the
+        store has none (e.g. OGB's ``node_year``).
+
+        >>> import os, tempfile
+        >>> import numpy as np
+        >>> from graphpipe.ingest import ingest
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> npz = os.path.join(tmp.name, "g.npz")
+        >>> np.savez(npz, edge_index=np.array([[0, 1, 2], [1, 2, 0]]),
+        ...          node_year=np.array([2001, 2005, 2003]), edge_time=np.array([7, 8, 9]))
+        >>> store = ingest(npz, os.path.join(tmp.name, "g"))
+        >>> store.node_time().tolist(), store.edge_time().tolist()  # edge times in CSC order
+        ([2001, 2005, 2003], [9, 7, 8])
+        >>> tmp.cleanup()
+        """
+        return self.array("nodes/time") if self.has_array("nodes/time") else None
+
+    def edge_time(self) -> np.ndarray | None:
+        """Timestamp of every CSC slot (``csc/time``, CSC order like ``indices``), int64
+        ``(num_edges,)``, or None when the store has none (see :meth:`node_time`)."""
+        return self.array("csc/time") if self.has_array("csc/time") else None
+
     # -- tables --------------------------------------------------------------------------------
     @property
     def split_names(self) -> list[str]:

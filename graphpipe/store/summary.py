@@ -57,6 +57,7 @@ def summarize(store: GraphStore) -> dict[str, Any]:
         "node_features": m.get("node_features"),
         "edge_features": m.get("edge_features"),
         "labels": m.get("labels"),
+        "time": _time_summary(store),
         "splits": m.get("splits", {}),
         "id_map": m.get("id_map"),
         "sizes_bytes": sizes,
@@ -64,6 +65,15 @@ def summarize(store: GraphStore) -> dict[str, Any]:
         "provenance": m.get("provenance", {}),
         "derived": m.get("derived", {}),
     }
+
+
+def _time_summary(store: GraphStore) -> dict[str, Any] | None:
+    """Which timestamps the store has and their range (``nodes/time``, ``csc/time``)."""
+    out: dict[str, Any] = {}
+    for key, times in (("nodes/time", store.node_time()), ("csc/time", store.edge_time())):
+        if times is not None:
+            out[key] = {"min": int(times.min()), "max": int(times.max())} if times.size else {}
+    return out or None
 
 
 def _typed_summary(store: GraphStore) -> dict[str, Any]:
