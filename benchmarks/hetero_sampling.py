@@ -35,8 +35,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from graphpipe.loaders import HeteroGraphData, HeteroNeighborLoader  # noqa: E402
-from graphpipe.ops.sampling import sample_hetero_neighbors_batches  # noqa: E402
+from graphpipe.loaders import HeteroGraphData, HeteroNeighborLoader
+from graphpipe.ops.sampling import sample_hetero_neighbors_batches
 
 FANOUTS = [15, 10]
 BATCH = 1024
