@@ -55,6 +55,8 @@ from graphpipe.cli._common import friendly_errors, human_bytes
                    "(one node ID column: --node-id or the only column).")
 @click.option("--node-features", "node_features_npy", default=None, type=click.Path(),
               help="A .npy (N, F) matrix to use as node features.")
+@click.option("--target-type", default=None,
+              help="Typed datasets: the node type with labels and splits (default: the labelled type).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars.")
 @friendly_errors
 def command(source: str, dest: str, overwrite: bool, name: str | None, add_reverse_edges: bool,
@@ -63,7 +65,7 @@ def command(source: str, dest: str, overwrite: bool, name: str | None, add_rever
             clamp_float16: bool, allow_isolated_nodes: bool, split_name: str | None, from_raw: bool,
             src: str, dst: str, weight: str | None, time_column: str | None, nodes: str | None,
             node_id: str, feature_columns: str | None, label: str | None, split_dir: str | None,
-            node_features_npy: str | None, quiet: bool) -> None:
+            node_features_npy: str | None, target_type: str | None, quiet: bool) -> None:
     """Ingest SOURCE (an OGB folder, a GraphBolt on-disk dataset, a DGL chunked
     graph (metadata.json), a .npz, a CSV/TSV/Parquet edge list, or a folder written
     by `graphpipe generate`) into the store DEST."""
@@ -86,6 +88,17 @@ def command(source: str, dest: str, overwrite: bool, name: str | None, add_rever
         memory_limit=memory_limit, allow_nonfinite=allow_nonfinite, name=name,
         clamp_float16=clamp_float16, allow_isolated_nodes=allow_isolated_nodes, edge_ids=edge_ids,
     )
+    from graphpipe.ingest.typed import is_typed_source
+
+    if is_typed_source(source):  # a heterogeneous dataset: a typed store (cli/ingest_typed.py)
+        from graphpipe.cli.ingest_typed import ingest_typed_command
+
+        ingest_typed_command(source, dest, options, split_name=split_name, target_type=target_type,
+                             quiet=quiet, extra={"--nodes": nodes, "--split-dir": split_dir,
+                                                 "--node-features": node_features_npy})
+        return
+    if target_type is not None:
+        raise click.UsageError("--target-type applies to typed (heterogeneous) datasets")
     from graphpipe.ingest.generated import is_generated_folder
 
     if split_dir is not None and (is_generated_folder(source) or is_ogb_folder(source)

@@ -167,6 +167,11 @@ def open_source(path: str | os.PathLike, **reader_options) -> DatasetSource:
     if path.is_dir() and is_store_dir(path.resolve()):
         raise IngestError(f"{path}: is a graphpipe store, not a dataset (ingest reads an OGB folder, "
                           f"a .npz file, or CSV/TSV/Parquet edge-list files or a folder of them)")
+    from graphpipe.ingest.typed import is_typed_source
+
+    if is_typed_source(path):
+        raise IngestError(f"{path}: is a typed (heterogeneous) dataset; ingest it with "
+                          f"graphpipe.ingest.ingest (or graphpipe ingest), which writes a typed store")
     from graphpipe.ingest.generated import is_generated_folder, read_generated
 
     if path.is_dir() and is_generated_folder(path):
@@ -297,6 +302,12 @@ def ingest(source: DatasetSource | str | os.PathLike, dest: str | os.PathLike,
 
         return ingest_remote(source, dest, options, progress=progress, reader_options=reader_options)
     options = options or IngestOptions()
+    if not isinstance(source, DatasetSource):
+        from graphpipe.ingest.typed import ingest_typed, is_typed_source
+
+        if is_typed_source(source):  # a heterogeneous folder: a typed store (ingest/typed.py)
+            return ingest_typed(source, dest, options, reader_options=reader_options,
+                                progress=progress)
     given = [source] if not isinstance(source, DatasetSource) else input_paths(source)
     check_destination(dest, overwrite=options.overwrite, sources=given)
     memory_limit = parse_size(options.memory_limit)

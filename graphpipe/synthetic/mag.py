@@ -186,9 +186,10 @@ def mag_dataset(papers: int = 20000, authors: int = 30000, institutions: int = 5
     counts = {"paper": papers, "author": authors, "institution": institutions, "field_of_study": fields}
     edges = {AFFILIATED: affiliations, WRITES: (w_author, w_paper), CITES: (c_src, c_dst),
              HAS_TOPIC: (t_paper, t_field)}
-    params = dict(generator="mag", papers=papers, authors=authors, institutions=institutions,
-                  fields=fields, num_classes=num_classes, feature_dim=feature_dim,
-                  homophily=homophily, feature_signal=feature_signal, seed=seed)
+    params = {"generator": "mag", "papers": papers, "authors": authors,
+              "institutions": institutions, "fields": fields, "num_classes": num_classes,
+              "feature_dim": feature_dim, "homophily": homophily,
+              "feature_signal": feature_signal, "seed": seed}
     return HeteroDataset(counts, edges, x, y, year, {k: v.astype(np.int64) for k, v in splits.items()},
                          num_classes, params=params)
 

@@ -13,7 +13,8 @@ from graphpipe.cli.main import cli
 
 from graphpipe.synthetic.mag import mag_dataset, mag_meta_dict, write_ogb_mag
 
-SMALL = dict(papers=3000, authors=2500, institutions=60, fields=200, num_classes=8, feature_dim=16)
+SMALL = {"papers": 3000, "authors": 2500, "institutions": 60, "fields": 200, "num_classes": 8,
+         "feature_dim": 16}
 
 
 @pytest.fixture(scope="module")
