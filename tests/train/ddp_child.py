@@ -9,7 +9,6 @@ import json
 import sys
 from pathlib import Path
 
-import graphpipe  # noqa: F401 - OpenMP's wait policy before torch loads
 import numpy as np
 import torch
 import torch.distributed as dist

@@ -51,7 +51,7 @@ def run(store: GraphStore, tmp_path_factory: pytest.TempPathFactory) -> Path:
             evaluation="full", seed=SEED, quiet=True, checkpoint=out / "single1.pt").fit()
     env = {**os.environ, "OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1"}
     proc = subprocess.run([sys.executable, str(CHILD), str(store.path), str(out), "2", *SCENARIOS],
-                          capture_output=True, text=True, timeout=600, env=env)
+                          check=False, capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return out
 
@@ -74,8 +74,8 @@ def _loss(model: torch.nn.Module, batch) -> torch.Tensor:
 
 def _assert_close(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:
     assert a.keys() == b.keys()
-    for k in a:
-        torch.testing.assert_close(a[k], b[k], rtol=1e-5, atol=1e-6, msg=k)
+    for k, value in a.items():
+        torch.testing.assert_close(value, b[k], rtol=1e-5, atol=1e-6, msg=k)
 
 
 def _differs(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
