@@ -3,9 +3,14 @@ neighbourhoods with Match-Reorder, feature reuse, a degree cache and prefetch) a
 the :class:`MiniBatch` it yields; :class:`ClusterLoader` (node sequences for graph
 transformers). The neighbour loader is a chain of stages (:mod:`graphpipe.loaders.stages`)
 reading feature rows from row sources (:mod:`graphpipe.loaders.rows`); a seed shard
-(:mod:`graphpipe.loaders.shard`) gives each data-parallel rank its part of an epoch."""
+(:mod:`graphpipe.loaders.shard`) gives each data-parallel rank its part of an epoch.
+Typed graphs: :class:`HeteroNeighborLoader` over a :class:`HeteroGraphData` yields
+:class:`HeteroMiniBatch` es."""
 
 from graphpipe.loaders.cluster import ClusterLoader, SequenceBatch
+from graphpipe.loaders.hetero_graph_data import HeteroGraphData
+from graphpipe.loaders.hetero_minibatch import HeteroMiniBatch
+from graphpipe.loaders.hetero_neighbor_loader import HeteroNeighborLoader
 from graphpipe.loaders.minibatch import Block, MiniBatch
 from graphpipe.loaders.neighbor_loader import NeighborLoader
 from graphpipe.loaders.rows import (
@@ -29,6 +34,9 @@ __all__ = [
     "ClusterLoader",
     "DegreeCachedRows",
     "GatherStage",
+    "HeteroGraphData",
+    "HeteroMiniBatch",
+    "HeteroNeighborLoader",
     "LoaderStats",
     "LocalSampler",
     "MiniBatch",
