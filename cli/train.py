@@ -124,6 +124,14 @@ def _parse_fanouts(text: str | None, layers: int) -> list[int]:
 @click.option("--shard-parts", is_flag=True,
               help="Data parallel: each rank trains on the seeds of its METIS parts (needs "
                    "'graphpipe partition STORE --parts K', K >= ranks).")
+@click.option("--partition-parallel", type=click.IntRange(1), default=None,
+              help="Full-graph training on P METIS partitions, one gloo rank each (Sylvie; "
+                   "sage or gcn; cli/train_sylvie.py).")
+@click.option("--halo-bits", type=click.Choice(["1", "2", "4", "8", "32", "auto"]), default="32",
+              show_default=True, help="--partition-parallel: bits per exchanged halo value "
+                                      "(32 = float32; auto = per row by degree rank).")
+@click.option("--staleness", type=click.IntRange(0), default=0, show_default=True,
+              help="--partition-parallel: epochs a halo may be reused (0 = exchange every epoch).")
 @friendly_errors
 def command(store: str, model_name: str, hidden: int | None, layers: int | None, fanouts: str | None,
             batch_size: int | None, epochs: int, lr: float | None, weight_decay: float | None,
@@ -145,6 +153,14 @@ def command(store: str, model_name: str, hidden: int | None, layers: int | None,
     from graphpipe.train import MODELS, SEQUENCE_MODELS, Trainer, build_model
     from graphpipe.train.memory_plan import plan_training
 
+    if transformer.get("partition_parallel") is not None:  # Sylvie: cli/train_sylvie.py
+        from graphpipe.cli.train_sylvie import train_partition_parallel
+        return train_partition_parallel(store, model_name=model_name, epochs=epochs, seed=seed,
+                                        quiet=quiet, device=device, hidden=hidden, layers=layers,
+                                        lr=lr, weight_decay=weight_decay, dropout=dropout,
+                                        **transformer)
+    if _given("halo_bits") or _given("staleness"):
+        fail("--halo-bits and --staleness apply to --partition-parallel only")
     if train_ddp.wanted(click.get_current_context().params):  # --nproc N, or under torchrun
         train_ddp.run(click.get_current_context().params)
         return
