@@ -109,12 +109,12 @@ def report(args, data, runs: dict[str, list[float]]) -> None:
     from _measure import machine_note
 
     pyg = statistics.median(runs["PyG LinkNeighborLoader + torch-sparse"])
-    lines = [f"# LinkNeighborLoader: graphpipe vs PyG\n",
-             f"Command: `python benchmarks/link_loader.py --scale {args.scale} --edge-factor "
-             f"{args.edge_factor} --dim {args.dim} --edges {args.edges} --fanouts {args.fanouts} "
-             f"--batch-size {args.batch_size} --batches {args.batches} --rounds {args.rounds}`\n",
-             f"Graph: {data.num_nodes:,} nodes, {data.edge_index.shape[1]:,} edges (both directions), "
-             f"{args.dim} features; binary negatives (1 per positive), shuffled.\n",
+    lines = ["# LinkNeighborLoader: graphpipe vs PyG\n",
+             (f"Command: `python benchmarks/link_loader.py --scale {args.scale} --edge-factor "
+              f"{args.edge_factor} --dim {args.dim} --edges {args.edges} --fanouts {args.fanouts} "
+              f"--batch-size {args.batch_size} --batches {args.batches} --rounds {args.rounds}`\n"),
+             (f"Graph: {data.num_nodes:,} nodes, {data.edge_index.shape[1]:,} edges (both "
+              f"directions), {args.dim} features; binary negatives (1 per positive), shuffled.\n"),
              machine_note() + "\n",
              "| loader | positive edges/s (median) | rounds | vs PyG |",
              "| --- | --- | --- | --- |"]
