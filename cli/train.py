@@ -27,7 +27,7 @@ _TRANSFORMER_ONLY = ("seq_len", "attention", "parts", "block", "switch_freq", "r
 _GNN_ONLY = ("fanouts", "feature_bits", "eval_batch_size")
 _LINK_UNUSED = ("feature_bits", "patience", "checkpoint", "resume", "metrics_log", "optimizer",
                 "weight_decay", "heads", "evaluation", "seq_parallel", "partition_parallel",
-                "halo_bits", "staleness")
+                "halo_bits", "staleness", "nproc", "shard_parts")
 
 
 def _given(name: str) -> bool:
