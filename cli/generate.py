@@ -6,6 +6,8 @@
         --feature-dim 64 [--homophily 0.8] [--binary] [--seed 0]
     graphpipe generate papers100m-bin DEST --nodes 8400000 --edges-per-node 5 --dim 128
         [--num-classes 172] [--label-frac 0.014] [--seed 0]
+    graphpipe generate link DEST [--style collab|citation2] --nodes 4000 --avg-degree 8
+        [--feature-dim 32] [--num-neg 3000] [--seed 0]
 
 ``papers100m-bin`` writes OGB's ``papers100M-bin`` layout (``raw/data.npz`` deflated as
 ``ogb.io.DatasetSaver`` writes it, ``raw/node-label.npz`` with NaN for unlabelled nodes,
@@ -353,3 +355,41 @@ def papers100m_bin(dest, nodes, edges_per_node, dim, num_classes, label_frac, se
     if not quiet:
         click.echo(f"wrote {dest}: {spec.num_nodes} nodes, {spec.num_edges} edges, "
                    f"{spec.dim} features, {spec.num_classes} classes, papers100M-bin")
+
+
+@command.command(name="link")
+@click.argument("dest", type=click.Path(file_okay=True, dir_okay=True))
+@click.option("--style", type=click.Choice(("collab", "citation2")), default="collab",
+              show_default=True, help="ogbl-collab layout (undirected, weight + year, edge_neg "
+                                      "pairs) or ogbl-citation2 (directed, target_node_neg).")
+@click.option("--nodes", type=click.IntRange(4), default=4000, show_default=True)
+@click.option("--avg-degree", type=click.FloatRange(1), default=8.0, show_default=True)
+@click.option("--feature-dim", type=click.IntRange(1), default=32, show_default=True)
+@click.option("--pool", type=click.IntRange(1), default=100, show_default=True,
+              help="Partners are drawn from each node's POOL nearest nodes in latent space.")
+@click.option("--num-neg", type=click.IntRange(1), default=3000, show_default=True,
+              help="collab: negative pairs in valid and test.")
+@click.option("--neg-per-source", type=click.IntRange(1), default=100, show_default=True,
+              help="citation2: negatives per valid/test edge.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--overwrite", is_flag=True, help="Replace DEST if it exists.")
+@click.option("--quiet", "-q", is_flag=True, help="No summary.")
+def link(dest, style, nodes, avg_degree, feature_dim, pool, num_neg, neg_per_source, seed,
+         overwrite, quiet) -> None:
+    """A link-prediction folder in OGB's link-property layout (ogbl-collab-like or
+    ogbl-citation2-like): raw/ and split/time/{train,valid,test}.pt
+    (:mod:`graphpipe.synthetic.link`)."""
+    from graphpipe.synthetic.link import link_dataset, write_ogb_link
+
+    if pool >= nodes:
+        _fail(f"'--pool' must be below '--nodes' (got {pool} >= {nodes})", 2)
+    data = link_dataset(nodes, avg_degree=avg_degree, feature_dim=feature_dim, pool=pool, seed=seed)
+
+    def write(folder: Path, progress: _Progress) -> None:
+        write_ogb_link(folder, data, style=style, num_neg=num_neg, neg_per_source=neg_per_source,
+                       seed=seed)
+
+    _commit(dest, write, overwrite=overwrite, quiet=quiet)
+    if not quiet:
+        click.echo(f"wrote {dest}: {data.num_nodes} nodes, {data.num_edges} edges, "
+                   f"{feature_dim} features, ogbl-{style} layout")

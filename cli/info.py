@@ -21,6 +21,11 @@ def command(store: str, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(info, indent=2))
         return
+    if "node_types" in info:  # a typed store: one row per node type and relation
+        from graphpipe.cli.info_typed import print_typed
+
+        print_typed(info)
+        return
     from rich.console import Console
     from rich.table import Table
 

@@ -128,6 +128,8 @@ def wants_edge_ids(choice: str, source: DatasetSource) -> bool:
     if choice not in EDGE_ID_CHOICES:
         raise ValueError(f"'edge_ids' must be one of {', '.join(EDGE_ID_CHOICES)} (got {choice!r})")
     per_edge_data = source.edge_features is not None
+    if source.needs_edge_ids:
+        return True
     if choice == "never" and per_edge_data:
         raise ValueError(f"{source.extra.get('edge_file', source.source_path)}: --edge-ids never, but "
                          f"the dataset has edge features, which are stored in edge-list order and "
@@ -180,6 +182,12 @@ def open_source(path: str | os.PathLike, **reader_options) -> DatasetSource:
         from graphpipe.ingest.dgl_chunked import read_dgl_chunked
 
         return read_dgl_chunked(path, **reader_options)
+    from graphpipe.ingest.ogb_link import is_ogb_link_folder
+
+    if path.is_dir() and is_ogb_link_folder(path):
+        from graphpipe.ingest.ogb_link import read_ogb_link
+
+        return read_ogb_link(path, **reader_options)
     if is_ogb_folder(path):
         from graphpipe.ingest.ogb import read_ogb
 
@@ -354,6 +362,8 @@ def _build_store(source: DatasetSource, dest: str | os.PathLike, options: Ingest
                            **{k: v for k, v in source.extra.items() if isinstance(v, (str, int, float))}}
         m["build"] = {"memory_limit": memory_limit, "out_of_core": bool(stats.out_of_core),
                       "compression": options.compression}
+        if source.finish is not None:  # what only the reader knows (e.g. link splits)
+            source.finish(writer)
         report("writing", 0, 1)
         writer.commit()
         report("writing", 1, 1)

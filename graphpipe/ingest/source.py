@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -66,6 +67,11 @@ class DatasetSource:
             largest ID + 1), which the pipeline bounds by the number of edges.
         extra: anything else worth recording in the manifest's provenance (``label_file``
             names the labels' file in error messages).
+        needs_edge_ids: store ``csc/edge_id`` whatever ``--edge-ids auto`` decides (the
+            reader's ``finish`` maps per-edge data through it).
+        finish: called with the :class:`~graphpipe.store.StoreWriter` after every stage and
+            before the commit, to write what only this reader knows (link splits:
+            :mod:`graphpipe.ingest.ogb_link`); None: nothing more.
     """
 
     name: str
@@ -88,3 +94,5 @@ class DatasetSource:
     node_table: pa.Table | None = None
     num_nodes_backed: bool = False
     extra: dict = field(default_factory=dict)
+    needs_edge_ids: bool = False
+    finish: Callable[[Any], None] | None = None

@@ -2,7 +2,8 @@
 neighbourhoods with Match-Reorder, feature reuse, a degree cache and prefetch) and
 the :class:`MiniBatch` it yields; :class:`ClusterLoader` (node sequences for graph
 transformers). The neighbour loader is a chain of stages (:mod:`graphpipe.loaders.stages`)
-reading feature rows from row sources (:mod:`graphpipe.loaders.rows`)."""
+reading feature rows from row sources (:mod:`graphpipe.loaders.rows`); a seed shard
+(:mod:`graphpipe.loaders.shard`) gives each data-parallel rank its part of an epoch."""
 
 from graphpipe.loaders.cluster import ClusterLoader, SequenceBatch
 from graphpipe.loaders.minibatch import Block, MiniBatch
@@ -15,12 +16,14 @@ from graphpipe.loaders.rows import (
     RowSource,
 )
 from graphpipe.loaders.sampler import BaseSampler, LocalSampler, SamplerInput
+from graphpipe.loaders.shard import BaseShard, PartitionShard, SeedShard
 from graphpipe.loaders.stages import GatherStage, ReorderStage, SampleStage, TransferStage
 from graphpipe.loaders.stats import LoaderStats
 
 __all__ = [
     "ArrayRows",
     "BaseSampler",
+    "BaseShard",
     "Block",
     "ChunkedRows",
     "ClusterLoader",
@@ -30,11 +33,13 @@ __all__ = [
     "LocalSampler",
     "MiniBatch",
     "NeighborLoader",
+    "PartitionShard",
     "QuantizedRowSource",
     "ReorderStage",
     "RowSource",
     "SampleStage",
     "SamplerInput",
+    "SeedShard",
     "SequenceBatch",
     "TransferStage",
 ]

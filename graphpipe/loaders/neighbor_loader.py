@@ -23,6 +23,7 @@ from graphpipe.loaders.minibatch import MiniBatch
 from graphpipe.loaders.prepared import PreparedBatch
 from graphpipe.loaders.rows import DegreeCachedRows, QuantizedRowSource, RowSource
 from graphpipe.loaders.sampler import BaseSampler, LocalSampler, SamplerInput
+from graphpipe.loaders.shard import BaseShard
 from graphpipe.loaders.stages import GatherStage, ReorderStage, SampleStage, TransferStage
 from graphpipe.loaders.stats import LoaderStats, StatsRef
 from graphpipe.ops._core.checks import check_fanouts as _check_fanouts
@@ -146,6 +147,15 @@ class NeighborLoader:
             DGL's ``(input_nodes, output_nodes, blocks)`` with ``DGLBlock``s, ``dgl.NID`` /
             ``dgl.EID`` (original edge IDs for a store), ``blocks[0].srcdata["feat"]`` and
             ``blocks[-1].dstdata["label"]`` (:meth:`MiniBatch.to_dgl`; needs ``dgl``).
+        shard: None (all input nodes), or this rank's share of every epoch for
+            data-parallel training (:mod:`graphpipe.loaders.shard`):
+            :class:`~graphpipe.loaders.shard.SeedShard` (``DistributedSampler``'s split of
+            the epoch's permutation, padded by wrapping or dropped so that every rank
+            gets the same number of batches) or
+            :class:`~graphpipe.loaders.shard.PartitionShard` (the seeds of the rank's
+            METIS parts). Give every rank the same ``seed``: the permutation is drawn from
+            it. Rank ``r`` of ``W`` samples its batch ``i`` with the key an unsharded
+            loader gives batch ``i * W + r``.
 
     Attributes:
         match_reorder: the setting in use (``"auto"`` resolved: True, ``"match"`` or False).
@@ -203,7 +213,7 @@ class NeighborLoader:
                  features: bool | str = True, num_threads: int | None = None,
                  reorder_by: str = "match", feature_bits: int | None = None,
                  sampler_backend: str = "auto", fanout_order: str = "seed",
-                 output: str = "minibatch", **loader_kwargs: Any):
+                 output: str = "minibatch", shard: BaseShard | None = None, **loader_kwargs: Any):
         fanouts = _resolve_fanouts(num_neighbors, fanouts)
         _check_pyg_options(subgraph_type, disjoint, directed)
         prefetch, generator = _data_loader_kwargs(loader_kwargs, prefetch)
@@ -249,6 +259,10 @@ class NeighborLoader:
             raise ValueError(f"'device' is not a torch device (got {device!r})") from None
         if self.device.type == "cuda" and not torch.cuda.is_available():
             raise ValueError(f"'device' is {device!r} but CUDA is not available")
+        if shard is not None and not isinstance(shard, BaseShard):
+            raise ValueError(f"'shard' must be a graphpipe.loaders.shard.BaseShard "
+                             f"(got {type(shard).__name__})")
+        self.shard = shard
         self.shuffle = bool(shuffle)
         self.drop_last = bool(drop_last)
         self.progress = bool(progress)
@@ -337,7 +351,7 @@ class NeighborLoader:
 
     # -- sizes --------------------------------------------------------------------------------
     def __len__(self) -> int:
-        n = int(self.input_nodes.shape[0])
+        n = int(self.input_nodes.shape[0]) if self.shard is None else self.shard.count(self.input_nodes)
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
 
     @property
@@ -363,15 +377,20 @@ class NeighborLoader:
         ids = self.input_nodes
         if self.shuffle:
             ids = np.random.default_rng([self.seed, epoch, 0]).permutation(ids)
+        if self.shard is not None:  # this rank's share of the epoch (same permutation on every rank)
+            ids = self.shard.select(ids)
         batches = [ids[i:i + self.batch_size] for i in range(0, len(ids), self.batch_size)]
         if self.drop_last and batches and len(batches[-1]) < self.batch_size:
             batches.pop()
         return batches
 
     def batch_keys(self, epoch: int, count: int) -> list[int]:
-        """The sampler's random key of each batch of ``epoch`` (sample order)."""
-        state = np.random.SeedSequence([self.seed, epoch, 1]).generate_state(max(1, count), np.uint64)
-        return [int(v >> np.uint64(1)) for v in state[:count]]
+        """The sampler's random key of each batch of ``epoch`` (sample order); with a
+        ``shard``, rank ``r`` of ``W`` takes keys ``r, r + W, ...`` of the unsharded sequence."""
+        rank, step = (0, 1) if self.shard is None else (self.shard.rank, self.shard.world_size)
+        total = max(1, count * step)
+        state = np.random.SeedSequence([self.seed, epoch, 1]).generate_state(total, np.uint64)
+        return [int(v >> np.uint64(1)) for v in state[rank:count * step:step]]
 
     def _produce(self, epoch: int, sample_ahead: bool = False) -> Iterator[PreparedBatch]:
         """Steps 1–3 of one epoch: sample each window, reorder it, gather each batch.

@@ -18,12 +18,13 @@ from graphpipe.store import tables as _tables
 from graphpipe.store.dataset import DatasetFace
 from graphpipe.store.errors import CorruptStoreError, StoreError
 from graphpipe.store.manifest import read_manifest
+from graphpipe.store.typed_reader import TypedFace
 
 _GATHER_THREADS = max(1, min(8, os.cpu_count() or 1))
 _PARALLEL_MIN_ROWS = 4096
 
 
-class GraphStore(DatasetFace):
+class GraphStore(TypedFace, DatasetFace):
     """Read access to a graphpipe store directory.
 
     Topology is CSC by destination: the in-neighbours of node ``v`` are
@@ -38,6 +39,10 @@ class GraphStore(DatasetFace):
     array checks its ``zarr.json`` and chunk sizes, and :meth:`topology` (what the
     sampling kernels must be given) checks the CSC invariants once
     (:mod:`graphpipe.store.checks`); each failure is a one-line :class:`StoreError`.
+
+    A typed (heterogeneous) store has node types and one CSC per relation; its face
+    (:class:`graphpipe.store.typed_reader.TypedFace`: ``is_typed``, ``node_types``,
+    ``edge_types``, ``typed_csc(etype)``, ``typed_features(ntype)``, ...) is memory-mapped too.
 
     A store is also a one-graph OGB / PyG dataset (:class:`graphpipe.store.dataset.DatasetFace`):
     ``get_idx_split()``, ``store[0]`` (the store), ``num_features``, ``x``, ``y``.

@@ -21,6 +21,8 @@ def _dir_size(path: Path) -> int:
 def summarize(store: GraphStore) -> dict[str, Any]:
     """A JSON-ready description of ``store`` (what `graphpipe info` prints)."""
     m = store.manifest
+    if store.is_typed:
+        return _typed_summary(store)
     deg = store.in_degrees
     quantiles = [0.25, 0.5, 0.75, 0.9, 0.99]
     degree: dict[str, Any] = {"min": 0, "median": 0, "mean": 0.0, "max": 0, "quantiles": {}}
@@ -53,4 +55,18 @@ def summarize(store: GraphStore) -> dict[str, Any]:
         "total_bytes": _dir_size(store.path),
         "provenance": m.get("provenance", {}),
         "derived": m.get("derived", {}),
+    }
+
+
+def _typed_summary(store: GraphStore) -> dict[str, Any]:
+    """A typed store: totals, then one entry per node type and relation (typed_summary.py)."""
+    from graphpipe.store.typed_summary import summarize_typed
+
+    m = store.manifest
+    sizes = {key: _dir_size(store.path / key) for key in m["arrays"]}
+    return {
+        "path": str(store.path), "name": store.name, "format_version": m["format_version"],
+        "num_nodes": store.num_nodes, "num_edges": store.num_edges, **summarize_typed(store),
+        "sizes_bytes": sizes, "total_bytes": _dir_size(store.path),
+        "provenance": m.get("provenance", {}), "derived": m.get("derived", {}),
     }

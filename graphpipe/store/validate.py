@@ -22,8 +22,9 @@ def validate(path: str | os.PathLike, *, checksums: bool = True) -> list[str]:
     listed array and table present with its recorded checksum; ``indptr`` starts at 0,
     is non-decreasing and ends at ``len(indices)``; every index in ``[0, N)``;
     ``edge_id`` length (and present when ``edge/feat`` is); feature/label row counts; split
-    IDs in range and pairwise disjoint. A missing, truncated or unreadable file is a finding
-    like any other.
+    IDs in range and pairwise disjoint; for a typed store the same for every node type and
+    relation (:mod:`graphpipe.store.typed_validate`). A missing, truncated or unreadable file
+    is a finding like any other.
     """
     try:
         store = GraphStore.open(path)
@@ -32,6 +33,10 @@ def validate(path: str | os.PathLike, *, checksums: bool = True) -> list[str]:
     problems = _metadata_problems(store)
     if checksums:
         problems += _checksum_problems(store)
+    if store.is_typed:  # every node type and relation (typed_validate.py)
+        from graphpipe.store.typed_validate import typed_problems
+
+        problems += typed_problems(store)
     for section in (_topology_problems, _row_problems, _split_problems):
         try:
             problems += section(store)

@@ -118,8 +118,10 @@ class StoreWriter:
     def _finalise_manifest(self) -> None:
         m = self.manifest
         m["arrays"] = {key: _arrays.describe_array(self.path, key) for key in _list_arrays(self.path)}
-        for key in _checks.INDEX_ARRAYS:  # readers check the node IDs against it (checks.py)
-            if key in m["arrays"]:
+        from graphpipe.store.typed_schema import is_index_array
+
+        for key in list(_checks.INDEX_ARRAYS) + [k for k in m["arrays"] if is_index_array(k)]:
+            if key in m["arrays"]:  # readers check the node IDs against it (checks.py)
                 m["arrays"][key]["range"] = _checks.index_range(_arrays.read_array(self.path, key))
         m["tables"] = {key: _describe_table(self.path, key) for key in _list_tables(self.path)}
         prov = m.setdefault("provenance", {})

@@ -1,0 +1,249 @@
+"""Heterogeneous Fused-Map sampling: the Numba path equals the plain-Python oracle exactly,
+exact properties of every sample (edges exist, fanouts, unique typed IDs, frontiers), and
+PyG's own heterogeneous NeighborLoader where sampling is deterministic (fanout -1)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from graphpipe.ops.sampling.hetero import (
+    sample_hetero_neighbors,
+    sample_hetero_neighbors_batches,
+)
+from graphpipe.ops.sampling.hetero_types import HeteroCSC, HeteroSampleOutput, etype_str
+
+TYPES = {"paper": 120, "author": 80, "inst": 6}
+RELS = [("author", "writes", "paper"), ("paper", "rev_writes", "author"),
+        ("paper", "cites", "paper"), ("inst", "employs", "author"), ("author", "in", "inst")]
+
+
+def relation_csc(num_src: int, num_dst: int, num_edges: int, rng: np.random.Generator,
+                 dtype=np.int64) -> tuple[np.ndarray, np.ndarray]:
+    """A CSC by destination with skewed in-degrees, each row's sources sorted (PyG's order)."""
+    dst = np.minimum((rng.pareto(1.2, num_edges) * num_dst / 8).astype(np.int64), num_dst - 1)
+    src = rng.integers(0, num_src, num_edges)
+    order = np.lexsort((src, dst))
+    indptr = np.zeros(num_dst + 1, dtype=np.int64)
+    np.cumsum(np.bincount(dst, minlength=num_dst), out=indptr[1:])
+    return indptr, src[order].astype(dtype)
+
+
+def typed_graph(seed: int = 0, dtype=np.int64, edges: int = 700) -> HeteroCSC:
+    rng = np.random.default_rng(seed)
+    csc = {et: relation_csc(TYPES[et[0]], TYPES[et[2]], edges, rng, dtype) for et in RELS}
+    return HeteroCSC.from_arrays(TYPES, csc)
+
+
+def assert_same(got: HeteroSampleOutput, want: HeteroSampleOutput) -> None:
+    assert got.num_seeds == want.num_seeds
+    assert got.num_sampled_nodes == want.num_sampled_nodes
+    assert got.num_sampled_edges == want.num_sampled_edges
+    assert list(got.n_id) == list(want.n_id)
+    for t in want.n_id:
+        assert np.array_equal(got.n_id[t], want.n_id[t]), t
+    for name in ("row", "col", "edge_ids"):
+        for et in want.row:
+            assert np.array_equal(getattr(got, name)[et], getattr(want, name)[et]), (name, et)
+
+
+CASES = [
+    # seeds, fanouts, replace, seed, frontier, index dtype
+    ({"paper": [0, 5, 17, 3]}, [4, 3], False, 7, "new", np.int64),
+    ({"paper": [1, 2], "author": [9, 0]}, [2, 2, 2], True, 1, "new", np.int32),
+    ({"author": [4]}, [-1, 2], False, 0, "new", np.int64),
+    ({"paper": [0, 1, 2]}, {"author___writes___paper": [40, 3], ("paper", "rev_writes", "author"): [0, 2],
+                           ("paper", "cites", "paper"): [-1, 1], ("inst", "employs", "author"): [3, 3],
+                           ("author", "in", "inst"): [1, 0]}, False, 5, "new", np.int64),
+    ({"paper": [0, 7]}, [3, 2], False, 11, "all", np.int32),
+    ({"inst": []}, [2], False, 3, "new", np.int64),  # no seeds at all
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=range(len(CASES)))
+def test_cpu_equals_reference(case):
+    seeds, fanouts, replace, seed, frontier, dtype = case
+    g = typed_graph(seed, dtype)
+    seeds = {t: np.asarray(v, dtype=np.int64) for t, v in seeds.items()}
+    kw = {"replace": replace, "seed": seed, "frontier": frontier}
+    got = sample_hetero_neighbors(g, seeds, fanouts, **kw)
+    assert_same(got, sample_hetero_neighbors(g, seeds, fanouts, backend="reference", **kw))
+    check_properties(g, seeds, got, fanouts, replace)
+
+
+def _per_rel(fanouts, et):
+    if isinstance(fanouts, dict):
+        return fanouts.get(et, fanouts.get(etype_str(et)))
+    return fanouts
+
+
+def check_properties(g: HeteroCSC, seeds, out: HeteroSampleOutput, fanouts, replace) -> None:
+    """Exact properties: seeds first, typed IDs unique, every edge a relation edge into a
+    frontier node, fanouts respected, the frontier the previous hop's new nodes."""
+    for t, ids in out.n_id.items():
+        given = np.asarray(seeds.get(t, []), dtype=np.int64)
+        assert np.array_equal(ids[:given.shape[0]], given)
+        assert np.unique(ids).shape[0] == ids.shape[0], f"duplicate {t}"
+        assert ids.shape[0] == sum(out.num_sampled_nodes[t])
+        assert ids.size == 0 or (ids.min() >= 0 and ids.max() < g.num_nodes[t])
+    for et in g.edge_types:
+        indptr, indices = g.csc[et]
+        row, col, eid = out.row[et], out.col[et], out.edge_ids[et]
+        src_g, dst_g = out.n_id[et[0]][row], out.n_id[et[2]][col]
+        assert np.array_equal(indices[eid], src_g)                 # the edge exists ...
+        assert np.all(indptr[dst_g] <= eid) and np.all(eid < indptr[dst_g + 1])  # ... into dst
+        fan = _per_rel(fanouts, et)
+        start = 0
+        for h, count in enumerate(out.num_sampled_edges[et]):
+            c, e = col[start:start + count], eid[start:start + count]
+            start += count
+            lo = sum(out.num_sampled_nodes[et[2]][:h]) if out.frontier == "new" else 0
+            hi = sum(out.num_sampled_nodes[et[2]][:h + 1])
+            assert np.all((c >= lo) & (c < hi))                     # only the frontier
+            per_dst = np.bincount(c - lo, minlength=hi - lo)
+            deg = np.diff(indptr)[out.n_id[et[2]][lo:hi]]
+            f = fan[h]
+            want = deg if f < 0 else (np.where(deg > 0, f, 0) if replace else np.minimum(deg, f))
+            assert np.array_equal(per_dst, want)                    # fanout respected exactly
+            if not replace:
+                pairs = c * (indptr[-1] + 1) + e
+                assert np.unique(pairs).shape[0] == pairs.shape[0]  # no edge twice in a hop
+
+
+def test_properties_many_seeds():
+    g = typed_graph(3, edges=3000)
+    for s in range(5):
+        seeds = {"paper": np.random.default_rng(s).choice(120, 30, replace=False)}
+        out = sample_hetero_neighbors(g, seeds, [5, 4, 3], seed=s)
+        check_properties(g, seeds, out, [5, 4, 3], False)
+        assert_same(out, sample_hetero_neighbors(g, seeds, [5, 4, 3], seed=s, backend="reference"))
+
+
+def test_deterministic_and_thread_independent():
+    g = typed_graph(1)
+    batches = [{"paper": np.arange(i, i + 10)} for i in range(0, 60, 10)]
+    one = sample_hetero_neighbors_batches(g, batches, [3, 2], seeds=range(6), num_threads=1)
+    two = sample_hetero_neighbors_batches(g, batches, [3, 2], seeds=range(6), num_threads=2)
+    for a, b, i in zip(one, two, range(6)):
+        assert_same(a, b)
+        assert_same(a, sample_hetero_neighbors(g, batches[i], [3, 2], seed=i))
+    other = sample_hetero_neighbors(g, batches[0], [3, 2], seed=99)
+    assert any(not np.array_equal(other.row[e], one[0].row[e]) for e in g.edge_types)
+
+
+def test_relation_draws_do_not_depend_on_relation_order():
+    g = typed_graph(2)
+    flipped = HeteroCSC.from_arrays(TYPES, {et: g.csc[et] for et in reversed(g.edge_types)})
+    seeds = {"paper": np.arange(8)}
+    a = sample_hetero_neighbors(g, seeds, [3], seed=4)
+    b = sample_hetero_neighbors(flipped, seeds, [3], seed=4)
+    for et in g.edge_types:  # one hop: each relation draws the same edges whatever the order
+        assert np.array_equal(a.edge_ids[et], b.edge_ids[et])
+
+
+def test_blocks_are_dgl_layers():
+    g = typed_graph(4)
+    out = sample_hetero_neighbors(g, {"paper": np.array([3, 4, 5])}, [3, 2], seed=1)
+    blocks = out.blocks()
+    assert len(blocks) == 2
+    for et, blk in blocks[-1].items():  # seed layer: destinations are the seeds of dst type
+        assert blk.num_dst == out.num_seeds[et[2]]
+        assert blk.num_src == sum(out.num_sampled_nodes[et[0]][:2])
+    for et, blk in blocks[0].items():
+        assert blk.num_src == out.n_id[et[0]].shape[0]
+        assert np.array_equal(out.n_id[et[0]][blk.indices],
+                              g.csc[et][1][blk.edge_ids])           # edges exist
+        dst = out.n_id[et[2]][blk.dst_of_edges()]
+        assert np.all(g.csc[et][0][dst] <= blk.edge_ids)
+    assert sum(b.num_edges for layer in blocks for b in layer.values()) == \
+        sum(sum(v) for v in out.num_sampled_edges.values())
+
+
+def test_bad_arguments():
+    g = typed_graph(0)
+    seeds = {"paper": np.array([0])}
+    with pytest.raises(ValueError, match="unknown node types"):
+        sample_hetero_neighbors(g, {"venue": [0]}, [2])
+    with pytest.raises(ValueError, match=r"seeds\['paper'\]"):
+        sample_hetero_neighbors(g, {"paper": [120]}, [2])
+    with pytest.raises(ValueError, match="unique"):
+        sample_hetero_neighbors(g, {"paper": [1, 1]}, [2])
+    with pytest.raises(ValueError, match="misses relations"):
+        sample_hetero_neighbors(g, seeds, {("paper", "cites", "paper"): [2]})
+    with pytest.raises(ValueError, match="lacks"):
+        sample_hetero_neighbors(g, seeds, {("a", "b", "c"): [2]})
+    with pytest.raises(ValueError, match="same number of hops"):
+        sample_hetero_neighbors(g, seeds, {et: [2] * (1 + (i == 0)) for i, et in enumerate(RELS)})
+    with pytest.raises(ValueError, match="backend"):
+        sample_hetero_neighbors(g, seeds, [2], backend="cuda")
+    with pytest.raises(ValueError, match="fanouts"):
+        sample_hetero_neighbors(g, seeds, [-2])
+
+
+def test_relations_are_checked_once():
+    ip, ind = np.array([0, 1, 2]), np.array([0, 3])
+    with pytest.raises(ValueError, match=r"'a___r___b'.*\[0, 3\)"):
+        HeteroCSC.from_arrays({"a": 3, "b": 2}, {("a", "r", "b"): (ip, ind)})
+    with pytest.raises(ValueError, match="indptr must be"):
+        HeteroCSC.from_arrays({"a": 3, "b": 3}, {("a", "r", "b"): (ip, ind)})
+    with pytest.raises(ValueError, match="decreases"):
+        HeteroCSC.from_arrays({"a": 3, "b": 3}, {("a", "r", "b"): (np.array([0, 2, 1, 2]), ind)})
+    with pytest.raises(ValueError, match="unknown node type"):
+        HeteroCSC.from_arrays({"a": 3}, {("a", "r", "b"): (ip, ind)})
+
+
+def _pyg_hetero(g: HeteroCSC, x_dim: int = 2):
+    """The same graph as a PyG HeteroData (edge_index in CSC order, sources sorted per row)."""
+    from torch_geometric.data import HeteroData
+
+    data = HeteroData()
+    for t, n in g.num_nodes.items():
+        data[t].x = torch.arange(n * x_dim, dtype=torch.float32).view(n, x_dim)
+    for et in g.edge_types:
+        indptr, indices = g.csc[et]
+        dst = np.repeat(np.arange(indptr.shape[0] - 1), np.diff(indptr))
+        data[et].edge_index = torch.from_numpy(np.stack([indices.astype(np.int64), dst]))
+    return data
+
+
+def _pyg_batch(g: HeteroCSC, seeds: list[int], hops: int):
+    from torch_geometric.loader import NeighborLoader as PyGLoader
+
+    loader = PyGLoader(_pyg_hetero(g), num_neighbors=[-1] * hops, batch_size=len(seeds),
+                       input_nodes=("paper", torch.tensor(seeds)), is_sorted=True)  # our CSC order
+    return next(iter(loader))
+
+
+def _global_edges(n_id_src, n_id_dst, row, col, e_id) -> set:
+    return set(zip(np.asarray(n_id_src)[row].tolist(), np.asarray(n_id_dst)[col].tolist(),
+                   np.asarray(e_id).tolist()))
+
+
+@pytest.mark.parametrize("seeds", [[0, 5, 17], [3]])
+def test_equals_pyg_hetero_loader_with_all_neighbours(seeds):
+    """Fanout -1 draws nothing, so PyG's heterogeneous NeighborLoader (torch-sparse or pyg-lib)
+    must reach what we reach. One hop: the same typed n_id and edge_index, entry for entry.
+    Two hops: the same nodes per type and the same edges per relation; the numbering of a
+    hop's new nodes follows the order relations are expanded in, which is
+    ``graph.edge_types`` here and in pyg-lib, and torch-sparse's own dictionary order there."""
+    g = typed_graph(6, edges=250)
+    pyg = _pyg_batch(g, seeds, 1)
+    ours = sample_hetero_neighbors(g, {"paper": np.array(seeds)}, [-1])
+    for t in g.num_nodes:
+        assert pyg[t].n_id.tolist() == ours.n_id[t].tolist(), t
+    for et in g.edge_types:
+        assert pyg[et].edge_index.tolist() == [ours.row[et].tolist(), ours.col[et].tolist()], et
+        assert pyg[et].e_id.tolist() == ours.edge_ids[et].tolist(), et  # CSC order = input order
+    pyg = _pyg_batch(g, seeds, 2)
+    ours = sample_hetero_neighbors(g, {"paper": np.array(seeds)}, [-1, -1])
+    for t in g.num_nodes:
+        assert sorted(pyg[t].n_id.tolist()) == sorted(ours.n_id[t].tolist()), t
+        assert pyg[t].n_id.shape[0] == ours.n_id[t].shape[0]
+    assert pyg["paper"].n_id[:len(seeds)].tolist() == seeds
+    for et in g.edge_types:
+        s, _, d = et
+        want = _global_edges(pyg[s].n_id, pyg[d].n_id, *pyg[et].edge_index, pyg[et].e_id)
+        got = _global_edges(ours.n_id[s], ours.n_id[d], ours.row[et], ours.col[et], ours.edge_ids[et])
+        assert got == want, et
+        assert pyg[et].edge_index.shape[1] == ours.row[et].shape[0]
