@@ -8,6 +8,8 @@
         [--num-classes 172] [--label-frac 0.014] [--seed 0]
     graphpipe generate link DEST [--style collab|citation2] --nodes 4000 --avg-degree 8
         [--feature-dim 32] [--num-neg 3000] [--seed 0]
+    graphpipe generate mag DEST [--papers 20000 --authors 30000 --institutions 500
+        --fields 2000 --num-classes 20 --feature-dim 64] [--seed 0]
 
 ``papers100m-bin`` writes OGB's ``papers100M-bin`` layout (``raw/data.npz`` deflated as
 ``ogb.io.DatasetSaver`` writes it, ``raw/node-label.npz`` with NaN for unlabelled nodes,
@@ -393,3 +395,56 @@ def link(dest, style, nodes, avg_degree, feature_dim, pool, num_neg, neg_per_sou
     if not quiet:
         click.echo(f"wrote {dest}: {data.num_nodes} nodes, {data.num_edges} edges, "
                    f"{feature_dim} features, ogbl-{style} layout")
+
+
+def _mag_options(fn):
+    options = [
+        click.argument("dest", type=click.Path(file_okay=True, dir_okay=True)),
+        click.option("--papers", type=click.IntRange(1), default=20000, show_default=True),
+        click.option("--authors", type=click.IntRange(1), default=30000, show_default=True),
+        click.option("--institutions", type=click.IntRange(1), default=500, show_default=True),
+        click.option("--fields", type=click.IntRange(1), default=2000, show_default=True,
+                     help="Number of field_of_study nodes."),
+        click.option("--num-classes", "--classes", "num_classes", type=click.IntRange(1),
+                     default=20, show_default=True),
+        click.option("--feature-dim", type=click.IntRange(1), default=64, show_default=True),
+        click.option("--homophily", type=click.FloatRange(0, 1), default=0.75, show_default=True,
+                     help="Share of a paper's authors, fields and citations drawn from its class."),
+        click.option("--feature-signal", type=click.FloatRange(0), default=0.12, show_default=True,
+                     help="Weight of the class prototype in the paper features (noise is 1)."),
+        click.option("--seed", type=int, default=0, show_default=True),
+        click.option("--overwrite", is_flag=True, help="Replace DEST if it exists."),
+        click.option("--quiet", "-q", is_flag=True, help="No summary."),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def _mag_data(papers, authors, institutions, fields, num_classes, feature_dim, homophily,
+              feature_signal, seed):
+    from graphpipe.synthetic.mag import mag_dataset
+
+    return mag_dataset(papers, authors, institutions, fields, num_classes, feature_dim,
+                       homophily=homophily, feature_signal=feature_signal, seed=seed)
+
+
+@command.command(name="mag")
+@_mag_options
+def mag(dest, overwrite, quiet, **params) -> None:
+    """An ogbn-mag-like typed graph (paper, author, institution, field_of_study) in OGB's
+    heterogeneous raw layout: raw/num-node-dict.csv.gz, raw/relations/<src>___<rel>___<dst>/,
+    raw/node-feat/paper/, raw/node-label/paper/, split/time/paper/
+    (:mod:`graphpipe.synthetic.mag`)."""
+    from graphpipe.synthetic.mag import write_ogb_mag
+
+    data = _mag_data(**params)
+
+    def write(folder: Path, progress: _Progress) -> None:
+        write_ogb_mag(folder, data)
+
+    _commit(dest, write, overwrite=overwrite, quiet=quiet)
+    if not quiet:
+        click.echo(f"wrote {dest}: {sum(data.num_nodes_dict.values())} nodes of "
+                   f"{len(data.num_nodes_dict)} types, {data.num_edges} edges of {len(data.edges)} "
+                   f"relations, {data.num_classes} classes, ogbn-mag layout")

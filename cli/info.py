@@ -43,6 +43,8 @@ def command(store: str, as_json: bool) -> None:
         ("node features", _describe(info["node_features"])),
         ("edge features", _describe(info["edge_features"])),
         ("labels", _describe(info["labels"])),
+        ("timestamps", ", ".join(f"{k} {v.get('min')}..{v.get('max')}" for k, v in
+                                 (info.get("time") or {}).items()) or "none"),
         ("splits", ", ".join(f"{k} {v:,}" for k, v in info["splits"].items()) or "none"),
         ("id map", _describe(info["id_map"])),
         ("size on disk", human_bytes(info["total_bytes"])),

@@ -41,6 +41,9 @@ from graphpipe.cli._common import friendly_errors, human_bytes
 @click.option("--weight", default=None,
               help="Edge list: weight column (stored as an edge feature in its own type: "
                    "int64 for integers, so large integer weights stay exact).")
+@click.option("--time-column", default=None,
+              help="Edge list: integer timestamp column of each edge (stored as csc/time, for "
+                   "temporal sampling).")
 @click.option("--nodes", default=None, type=click.Path(), help="Edge list: node table (CSV/Parquet).")
 @click.option("--node-id", default="id", show_default=True, help="Node table: external ID column.")
 @click.option("--features", "feature_columns", default=None,
@@ -52,15 +55,17 @@ from graphpipe.cli._common import friendly_errors, human_bytes
                    "(one node ID column: --node-id or the only column).")
 @click.option("--node-features", "node_features_npy", default=None, type=click.Path(),
               help="A .npy (N, F) matrix to use as node features.")
+@click.option("--target-type", default=None,
+              help="Typed datasets: the node type with labels and splits (default: the labelled type).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars.")
 @friendly_errors
 def command(source: str, dest: str, overwrite: bool, name: str | None, add_reverse_edges: bool,
             remove_self_loops: bool, deduplicate: bool, no_sort: bool, build_csr: bool, edge_ids: str,
             feature_dtype: str, compression: str, memory_limit: str | None, allow_nonfinite: bool,
             clamp_float16: bool, allow_isolated_nodes: bool, split_name: str | None, from_raw: bool,
-            src: str, dst: str, weight: str | None, nodes: str | None,
+            src: str, dst: str, weight: str | None, time_column: str | None, nodes: str | None,
             node_id: str, feature_columns: str | None, label: str | None, split_dir: str | None,
-            node_features_npy: str | None, quiet: bool) -> None:
+            node_features_npy: str | None, target_type: str | None, quiet: bool) -> None:
     """Ingest SOURCE (an OGB folder, a GraphBolt on-disk dataset, a DGL chunked
     graph (metadata.json), a .npz, a CSV/TSV/Parquet edge list, or a folder written
     by `graphpipe generate`) into the store DEST."""
@@ -83,12 +88,27 @@ def command(source: str, dest: str, overwrite: bool, name: str | None, add_rever
         memory_limit=memory_limit, allow_nonfinite=allow_nonfinite, name=name,
         clamp_float16=clamp_float16, allow_isolated_nodes=allow_isolated_nodes, edge_ids=edge_ids,
     )
+    from graphpipe.ingest.typed import is_typed_source
+
+    if is_typed_source(source):  # a heterogeneous dataset: a typed store (cli/ingest_typed.py)
+        from graphpipe.cli.ingest_typed import ingest_typed_command
+
+        ingest_typed_command(source, dest, options, split_name=split_name, target_type=target_type,
+                             quiet=quiet, extra={"--nodes": nodes, "--split-dir": split_dir,
+                                                 "--node-features": node_features_npy})
+        return
+    if target_type is not None:
+        raise click.UsageError("--target-type applies to typed (heterogeneous) datasets")
     from graphpipe.ingest.generated import is_generated_folder
 
     if split_dir is not None and (is_generated_folder(source) or is_ogb_folder(source)
                                   or source.endswith(".npz")):
         raise click.UsageError("--split-dir applies to edge-list sources (this source has its "
                                "own splits)")
+    if time_column is not None and (is_generated_folder(source) or is_ogb_folder(source)
+                                    or source.endswith(".npz")):
+        raise click.UsageError("--time-column applies to edge-list sources (an .npz has its "
+                               "edge_time key, an OGB folder its raw/node_year.csv.gz)")
     if is_generated_folder(source):
         reader_options = {}
     elif is_ogb_folder(source):
@@ -100,7 +120,7 @@ def command(source: str, dest: str, overwrite: bool, name: str | None, add_rever
         if feature_columns:
             cols = feature_columns.split(",") if "," in feature_columns else feature_columns
         reader_options = {"src": src, "dst": dst, "weight": weight, "nodes": nodes, "node_id": node_id,
-                          "feature_columns": cols, "label": label}
+                          "feature_columns": cols, "label": label, "time_column": time_column}
         if split_dir is not None:
             from graphpipe.ingest.splitfiles import find_split_files
 

@@ -23,7 +23,7 @@ _TRANSFORMER_COMMON = {"lr": 0.001, "weight_decay": 0.01, "optimizer": "adamw", 
                        "evaluation": "sequences"}
 _TRANSFORMER_ONLY = ("seq_len", "attention", "parts", "block", "switch_freq", "reorder",
                      "global_token", "placement", "threshold", "hamiltonian_test",
-                     "enforce", "dense_budget_mb")
+                     "enforce", "dense_budget_mb", "seq_parallel")
 _GNN_ONLY = ("fanouts", "feature_bits", "eval_batch_size")
 
 
@@ -121,6 +121,17 @@ def _parse_fanouts(text: str | None, layers: int) -> list[int]:
               help="Transformers: cluster reordering of each sequence.")
 @click.option("--global-token/--no-global-token", default=None,
               help="Transformers: a global token per sequence [graphormer yes, gt no].")
+@click.option("--seq-parallel", type=click.IntRange(1), default=None,
+              help="Transformers: split every sequence over P ranks (sequence parallelism, "
+                   "gloo on the CPU): spawns P local ranks, or is one rank under torchrun.")
+@click.option("--partition-parallel", type=click.IntRange(1), default=None,
+              help="Full-graph training on P METIS partitions, one gloo rank each (Sylvie; "
+                   "sage or gcn; cli/train_sylvie.py).")
+@click.option("--halo-bits", type=click.Choice(["1", "2", "4", "8", "32", "auto"]), default="32",
+              show_default=True, help="--partition-parallel: bits per exchanged halo value "
+                                      "(32 = float32; auto = per row by degree rank).")
+@click.option("--staleness", type=click.IntRange(0), default=0, show_default=True,
+              help="--partition-parallel: epochs a halo may be reused (0 = exchange every epoch).")
 @friendly_errors
 def command(store: str, model_name: str, hidden: int | None, layers: int | None, fanouts: str | None,
             batch_size: int | None, epochs: int, lr: float | None, weight_decay: float | None,
@@ -142,6 +153,14 @@ def command(store: str, model_name: str, hidden: int | None, layers: int | None,
     from graphpipe.train import MODELS, SEQUENCE_MODELS, Trainer, build_model
     from graphpipe.train.memory_plan import plan_training
 
+    if transformer.get("partition_parallel") is not None:  # Sylvie: cli/train_sylvie.py
+        from graphpipe.cli.train_sylvie import train_partition_parallel
+        return train_partition_parallel(store, model_name=model_name, epochs=epochs, seed=seed,
+                                        quiet=quiet, device=device, hidden=hidden, layers=layers,
+                                        lr=lr, weight_decay=weight_decay, dropout=dropout,
+                                        **transformer)
+    if _given("halo_bits") or _given("staleness"):
+        fail("--halo-bits and --staleness apply to --partition-parallel only")
     shared = {"hidden": hidden, "layers": layers, "heads": heads, "dropout": dropout, "lr": lr,
               "weight_decay": weight_decay, "optimizer": optimizer, "batch_size": batch_size,
               "evaluation": evaluation}
@@ -163,6 +182,14 @@ def command(store: str, model_name: str, hidden: int | None, layers: int | None,
             fail(f"{', '.join(given)}: GNN option(s), not used by --model {model_name}")
         defaults = {**_TRANSFORMER_COMMON, **_TRANSFORMER_DEFAULTS[model_name]}
         options = {k: defaults[k] if v is None else v for k, v in shared.items()}
+        if transformer["seq_parallel"] is not None:
+            from graphpipe.cli.train_seqpar import train_seq_parallel
+
+            train_seq_parallel(store, model_name, options, transformer, epochs=epochs,
+                               patience=patience, checkpoint=checkpoint, resume=resume,
+                               metrics_log=metrics_log, seed=seed, max_steps=max_steps,
+                               device=device, quiet=quiet)
+            return
         _train_transformer(store, model_name, options, transformer, epochs=epochs,
                            patience=patience, checkpoint=checkpoint, resume=resume,
                            metrics_log=metrics_log, seed=seed, max_steps=max_steps, device=device,

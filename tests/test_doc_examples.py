@@ -15,10 +15,11 @@ from graphpipe.interop.pyg_data import write_pyg_store
 from graphpipe.ingest.generated import read_generated
 from graphpipe.ingest.splitfiles import read_split_files
 from graphpipe.loaders import ClusterLoader, MiniBatch, NeighborLoader
+from graphpipe.loaders import HeteroGraphData, HeteroMiniBatch, HeteroNeighborLoader
 from graphpipe.loaders.disjoint import DisjointSampler
 from graphpipe.ops.aggregate import aggregate
 from graphpipe.ops.attention import sparse_attention
-from graphpipe.ops.sampling import sample_neighbors
+from graphpipe.ops.sampling import HeteroCSC, sample_hetero_neighbors, sample_neighbors
 from graphpipe.service import Client
 from graphpipe.store import GraphStore
 from graphpipe.synthetic.npz_stream import NpzStreamWriter
@@ -28,7 +29,9 @@ from graphpipe.train import Trainer
 ENTRY_POINTS = [GraphStore.open, ingest, NeighborLoader, MiniBatch.to_pyg, ClusterLoader,
                 sample_neighbors, aggregate, sparse_attention, Client, Trainer, write_pyg_store,
                 DisjointSampler, GraphStore.labels_for_evaluator, write_papers100m_bin,
-                NpzStreamWriter, read_generated, read_split_files]
+                NpzStreamWriter, read_generated, read_split_files,
+                HeteroNeighborLoader, HeteroMiniBatch.to_pyg, HeteroGraphData, HeteroCSC,
+                sample_hetero_neighbors]
 
 
 @pytest.mark.parametrize("obj", ENTRY_POINTS, ids=lambda obj: obj.__qualname__)

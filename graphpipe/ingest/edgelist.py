@@ -770,6 +770,7 @@ class _EdgeListReader:
         self.value_columns, self.kind, self.nodes = value_columns, kind, nodes
         self.value_types = value_types or {name: pa.float64() for name in value_columns}
         self.map_ids, self.block_rows = map_ids, block_rows
+        self.time_column: str | None = None
         self.index: IntIdIndex | StringIdIndex | None = nodes.index if nodes is not None else None
         self.external: np.ndarray | pa.Array | None = None
         self.num_nodes = nodes.num_nodes if nodes is not None else 0
@@ -873,7 +874,8 @@ class _EdgeListReader:
         of the columns)."""
         dtypes = [np.dtype(np.int64) if pa.types.is_integer(kind) else
                   np.dtype(np.float64) if kind == pa.float64() and self._parquet_float64(name)
-                  else np.dtype(np.float32) for name, kind in self.value_types.items()]
+                  else np.dtype(np.float32) for name, kind in self.value_types.items()
+                  if name != self.time_column]
         return np.result_type(*dtypes) if dtypes else np.dtype(np.float32)
 
     def _parquet_float64(self, name: str) -> bool:
@@ -884,10 +886,19 @@ class _EdgeListReader:
     def edge_features(self) -> Iterator[RowBlock]:
         position = 0
         dtype = self.value_dtype
+        columns = [c for c in self.value_columns if c != self.time_column]
         for spec, part, line in self._segments(with_values=True, with_ids=False):
-            values = np.empty((part.num_rows, len(self.value_columns)), dtype=dtype)
-            for j, name in enumerate(self.value_columns):
+            values = np.empty((part.num_rows, len(columns)), dtype=dtype)
+            for j, name in enumerate(columns):
                 values[:, j] = part.column(name).to_numpy(zero_copy_only=False)
+            yield RowBlock(first_row=position, values=values, source=spec.path, first_line=line)
+            position += part.num_rows
+
+    def edge_times(self) -> Iterator[RowBlock]:
+        """The time column (int64) in edge-list order."""
+        position = 0
+        for spec, part, line in self._segments(with_values=True, with_ids=False):
+            values = part.column(self.time_column).to_numpy(zero_copy_only=False).astype(np.int64)
             yield RowBlock(first_row=position, values=values, source=spec.path, first_line=line)
             position += part.num_rows
 
@@ -938,7 +949,7 @@ def read_edge_list(paths: str | os.PathLike | Sequence[str | os.PathLike], *,
                    label: str | list[str] | None = None, split_column: str | None = None,
                    split_files: Mapping[str, str | os.PathLike] | None = None,
                    id_type: IdType = "auto", map_ids: bool | None = None, name: str | None = None,
-                   block_rows: int = 1 << 20) -> DatasetSource:
+                   block_rows: int = 1 << 20, time_column: str | None = None) -> DatasetSource:
     """Read an edge list (one or more CSV/TSV/Parquet files) and an optional node table.
 
     Args:
@@ -975,6 +986,8 @@ def read_edge_list(paths: str | os.PathLike | Sequence[str | os.PathLike], *,
             (then an error). String IDs are always mapped.
         name: dataset name (default: the first file's stem).
         block_rows: the most rows per edge chunk / row block.
+        time_column: an integer edge column holding each edge's timestamp (stored as
+            ``csc/time``, CSC order, for temporal sampling; not an edge feature).
 
     Returns:
         A :class:`DatasetSource` (``source_format="edge-list"``); pass 1 over the edge files has
@@ -998,13 +1011,15 @@ def read_edge_list(paths: str | os.PathLike | Sequence[str | os.PathLike], *,
         else:
             names.append(ref)
     src_name, dst_name = names
-    value_columns = ([weight] if weight else []) + list(edge_feature_columns or [])
+    feature_columns_e = ([weight] if weight else []) + list(edge_feature_columns or [])
+    value_columns = feature_columns_e + ([time_column] if time_column else [])
     if len(set(value_columns)) != len(value_columns):
-        raise IngestError(f"edge feature columns repeat a name: {value_columns}")
+        raise IngestError(f"edge feature / time columns repeat a name: {value_columns}")
     for spec in files:
         spec.require([src_name], "source column")
         spec.require([dst_name], "destination column")
-        spec.require(value_columns, "edge feature column")
+        spec.require(feature_columns_e, "edge feature column")
+        spec.require([time_column] if time_column else [], "time column")
 
     node_data = None
     if nodes is not None:
@@ -1022,10 +1037,14 @@ def read_edge_list(paths: str | os.PathLike | Sequence[str | os.PathLike], *,
         while True:
             reader = _EdgeListReader(files, src_name, dst_name, value_columns, kind_now, node_data,
                                      map_ids, block_rows, value_types)
+            reader.time_column = time_column
             try:
                 reader.scan()
                 return reader
             except _ConversionError as exc:  # a CSV value column that is not all integers
+                if exc.column is not None and exc.column == time_column:
+                    raise IngestError(f"{exc}; timestamps must be integers (years, seconds since "
+                                      f"the epoch, ...)") from None
                 if value_types.get(exc.column) != pa.int64() or \
                         any(spec.format == "parquet" for spec in files):
                     raise
@@ -1064,11 +1083,17 @@ def read_edge_list(paths: str | os.PathLike | Sequence[str | os.PathLike], *,
         external_ids=external_ids,
         extra=extra,
     )
-    if value_columns:
+    if feature_columns_e:
         source.edge_features = reader.edge_features
-        source.edge_feature_dim = len(value_columns)
+        source.edge_feature_dim = len(feature_columns_e)
         source.edge_feature_dtype = reader.value_dtype
-        extra["edge_feature_columns"] = ",".join(value_columns)
+        extra["edge_feature_columns"] = ",".join(feature_columns_e)
+    if time_column:
+        if value_types.get(time_column) != pa.int64():
+            raise IngestError(f"{edge_paths[0]}: time column {time_column!r} must hold integers "
+                              f"(got {value_types.get(time_column)})")
+        source.edge_time = reader.edge_times
+        extra["edge_time_file"] = f"{extra['edge_file']}: column {time_column!r}"
     if node_data is not None:
         extra["node_table"] = node_data.spec.path
         source.num_nodes_backed = True

@@ -12,6 +12,8 @@ Recognised keys (every other key is ignored and listed in ``extra["ignored_keys"
 - ``train_idx`` / ``valid_idx`` (or ``val_idx``) / ``test_idx``: int node IDs, or boolean
   ``(N,)`` masks ``train_mask`` / ``valid_mask`` (or ``val_mask``) / ``test_mask``.
 - ``edge_attr``: ``(E,)`` or ``(E, D)`` numeric edge features (float32 row blocks).
+- ``node_time`` (or OGB's ``node_year``): ``(N,)`` integer node timestamps -> ``nodes/time``;
+  ``edge_time``: ``(E,)`` integer edge timestamps -> ``csc/time`` (CSC order).
 
 Node IDs are dense already: there is no ID map. Every check names the key and
 the offending position; split IDs are checked for range and overlap here too
@@ -35,7 +37,8 @@ _SPLIT_KEYS = {
     "valid": ("valid_idx", "val_idx", "valid_mask", "val_mask"),
     "test": ("test_idx", "test_mask"),
 }
-_KNOWN = {"edge_index", "src", "dst", "num_nodes", "x", "y", "edge_attr",
+_TIME_KEYS = ("node_time", "node_year")
+_KNOWN = {"edge_index", "src", "dst", "num_nodes", "x", "y", "edge_attr", "edge_time", *_TIME_KEYS,
           *(k for keys in _SPLIT_KEYS.values() for k in keys)}
 
 
@@ -250,11 +253,35 @@ def source_from_arrays(arrays: dict[str, np.ndarray], path: str, *, name: str,
             raise IngestError(f"{path}: edge_attr: dtype {attr.dtype}, expected numbers")
         source.edge_features = lambda: _row_blocks(attr, f"{path}:edge_attr", block_rows, np.float32)
         source.edge_feature_dim = int(attr.shape[1]) if attr.ndim == 2 else 1
-    ignored = sorted(set(arrays) - _KNOWN)
     source.extra = {"edge_file": edge_source, "num_nodes_from": origin}
+    _attach_times(source, arrays, path, num_nodes, num_edges, block_rows)
+    ignored = sorted(set(arrays) - _KNOWN)
     if "y" in arrays:
         source.extra["label_file"] = f"{path}: y"
     source.num_nodes_backed = "x" in arrays or "y" in arrays
     if ignored:
         source.extra["ignored_keys"] = ",".join(ignored)
     return source
+
+
+def _attach_times(source: DatasetSource, arrays: dict[str, np.ndarray], path: str, num_nodes: int,
+                  num_edges: int, block_rows: int) -> None:
+    """``node_time`` / ``node_year`` and ``edge_time`` as the source's timestamps."""
+    from graphpipe.ingest.timestamps import as_time_values
+
+    keys = [k for k in _TIME_KEYS if k in arrays]
+    if len(keys) > 1:
+        raise IngestError(f"{path}: both {keys[0]} and {keys[1]} given; keep one node timestamp key")
+    if keys:
+        where = f"{path}: {keys[0]}"
+        source.node_time = as_time_values(arrays[keys[0]], where)
+        if source.node_time.shape[0] != num_nodes:
+            raise IngestError(f"{where}: {source.node_time.shape[0]} values, but there are {num_nodes} nodes")
+        source.extra["node_time_file"] = where
+    if "edge_time" in arrays:
+        where = f"{path}: edge_time"
+        times = as_time_values(arrays["edge_time"], where)
+        if times.shape[0] != num_edges:
+            raise IngestError(f"{where}: {times.shape[0]} values, but there are {num_edges} edges")
+        source.edge_time = lambda: _row_blocks(times, where, block_rows, np.int64)
+        source.extra["edge_time_file"] = where

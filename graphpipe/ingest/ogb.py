@@ -8,15 +8,17 @@ Accepted layouts of ``folder``:
 - raw binary: ``raw/data.npz`` (``edge_index``, ``num_nodes_list``,
   ``num_edges_list``, ``node_feat``, ``edge_feat``) and ``raw/node-label.npz``;
 - processed: ``processed/data_processed`` written by ``NodePropPredDataset``;
-- splits: ``split/<name>/{train,valid,test}.csv.gz`` or ``split/<name>/split_dict.pt``.
+- splits: ``split/<name>/{train,valid,test}.csv.gz`` or ``split/<name>/split_dict.pt``;
+- node timestamps (ogbn-arxiv's publication years): ``raw/node_year.csv.gz``, the
+  ``node_year`` member of ``raw/data.npz`` or of the processed graph -> ``nodes/time``.
 
 Everything large is streamed: the edge list as :class:`EdgeChunk` runs and the
 features as :class:`RowBlock` runs, parsed by :mod:`graphpipe.ingest.csvparse`
 while the next block is inflated in another thread (CSV), or read member by member
 from ``raw/data.npz`` by :mod:`graphpipe.ingest.npz_stream` (binary: the layout
 ``ogb.io.DatasetSaver`` writes, e.g. ogbn-papers100M's ``papers100M-bin``; members
-other than ``edge_index``, ``node_feat``, ``edge_feat`` and the count lists, such as
-``node_year``, are listed in the provenance's ``ignored_keys``).
+other than ``edge_index``, ``node_feat``, ``edge_feat``, ``node_year`` and the count
+lists are listed in the provenance's ``ignored_keys``).
 """
 
 from __future__ import annotations
@@ -268,16 +270,21 @@ def _read_raw_csv(ogb: OgbRawFolder, kind: str, split: str | None, name: str) ->
         labels = _labels_from_float(read_csv_table(label_path, np.float64, display=ogb.rel(label_path)))
         _check_label_rows(labels, num_nodes, ogb.rel(label_path))
     splits, split_sources = _read_splits(ogb, split, num_nodes)
+    year_path = ogb.raw / "node_year.csv.gz"
+    node_time = None
+    if year_path.is_file():
+        node_time = read_csv_table(year_path, np.int64, display=ogb.rel(year_path), ncols=1)[:, 0]
     return DatasetSource(
         name=name, source_format=kind, source_path=str(ogb.folder), num_nodes=num_nodes,
-        num_input_edges=num_edges, edge_chunks=edge_chunks,
+        num_input_edges=num_edges, edge_chunks=edge_chunks, node_time=node_time,
         node_features=node_features, feature_dim=feature_dim,
         edge_features=edge_features, edge_feature_dim=edge_feature_dim,
         labels=labels, task_type=_task_type(labels), num_classes=_num_classes(labels),
         splits=splits, split_sources=split_sources,
         extra={"edge_file": edge_display, "num_nodes_file": ogb.rel(ogb.raw / "num-node-list.csv.gz"),
                "num_edges_file": ogb.rel(ogb.raw / "num-edge-list.csv.gz"),
-               **({"label_file": ogb.rel(label_path)} if labels is not None else {})},
+               **({"label_file": ogb.rel(label_path)} if labels is not None else {}),
+               **({"node_time_file": ogb.rel(year_path)} if node_time is not None else {})},
     )
 
 
@@ -386,11 +393,13 @@ def _read_raw_npz(ogb: OgbRawFolder, kind: str, split: str | None, name: str) ->
                               f"(found {sorted(label_members)})")
         labels = stream_labels(label_members["node_label"], num_nodes)
     splits, split_sources = _read_splits(ogb, split, num_nodes)
+    year = members.get("node_year")
+    node_time = read_whole(year, max_bytes=max(1 << 10, 16 * num_nodes)) if year is not None else None
     ignored = sorted(set(members) - {"edge_index", "num_nodes_list", "num_edges_list", "node_feat",
-                                     "edge_feat"})
+                                     "edge_feat", "node_year"})
     return DatasetSource(
         name=name, source_format=kind, source_path=str(ogb.folder), num_nodes=num_nodes,
-        num_input_edges=num_edges, edge_chunks=edge_chunks,
+        num_input_edges=num_edges, edge_chunks=edge_chunks, node_time=node_time,
         node_features=_member_blocks(node_feat) if node_feat is not None else None,
         feature_dim=node_feat.row_elements if node_feat is not None else None,
         edge_features=_member_blocks(edge_feat) if edge_feat is not None else None,
@@ -400,6 +409,7 @@ def _read_raw_npz(ogb: OgbRawFolder, kind: str, split: str | None, name: str) ->
         extra={"edge_file": edges.where, "num_nodes_file": f"{display}['num_nodes_list']",
                "num_edges_file": f"{display}['num_edges_list']",
                **({"label_file": ogb.rel(label_path)} if labels is not None else {}),
+               **({"node_time_file": year.where} if year is not None else {}),
                **({"ignored_keys": ",".join(ignored)} if ignored else {})},
     )
 
@@ -443,5 +453,9 @@ def _read_processed(ogb: OgbRawFolder, kind: str, split: str | None, name: str) 
         edge_index, num_nodes = graph["edge_index"], int(graph["num_nodes"])
     except (KeyError, TypeError, ValueError) as exc:
         raise IngestError(f"{display}: not OGB processed data (missing or bad {exc})") from None
-    return _arrays_source(ogb, kind, split, name, edge_index, num_nodes,
-                          graph.get("node_feat"), graph.get("edge_feat"), labels, display)
+    source = _arrays_source(ogb, kind, split, name, edge_index, num_nodes,
+                            graph.get("node_feat"), graph.get("edge_feat"), labels, display)
+    if graph.get("node_year") is not None:
+        source.node_time = np.asarray(graph["node_year"]).reshape(-1)
+        source.extra["node_time_file"] = f"{display}[node_year]"
+    return source

@@ -39,6 +39,7 @@ from graphpipe.ingest.csc_builder import CscOptions, build_csc
 from graphpipe.ingest.errors import IngestError
 from graphpipe.ingest.labels import normalize_labels
 from graphpipe.ingest.source import DatasetSource, RowBlock
+from graphpipe.ingest.timestamps import write_times
 from graphpipe.store import GraphStore, StoreWriter
 from graphpipe.store.arrays import RowWriter
 from graphpipe.store.atomic import check_destination
@@ -89,8 +90,8 @@ class IngestOptions:
         name: dataset name for the manifest (default: the source's).
         edge_ids: whether to store ``csc/edge_id`` (and ``csr/edge_id``), each slot's position
             in the input edge list: ``"auto"`` (default) stores it when the dataset has
-            per-edge data in edge-list order (edge features or weights, ``edge/feat``), the
-            only thing it is needed for; ``"always"``; ``"never"`` (refused when the dataset
+            per-edge data in edge-list order (edge features or weights, ``edge/feat``, or
+            edge timestamps), the only thing it is needed for; ``"always"``; ``"never"`` (refused when the dataset
             has edge features). The topology itself is the same either way.
     """
 
@@ -127,12 +128,13 @@ def wants_edge_ids(choice: str, source: DatasetSource) -> bool:
     """
     if choice not in EDGE_ID_CHOICES:
         raise ValueError(f"'edge_ids' must be one of {', '.join(EDGE_ID_CHOICES)} (got {choice!r})")
-    per_edge_data = source.edge_features is not None
+    per_edge_data = source.edge_features is not None or source.edge_time is not None
     if source.needs_edge_ids:
         return True
     if choice == "never" and per_edge_data:
+        what = "edge features" if source.edge_features is not None else "edge timestamps"
         raise ValueError(f"{source.extra.get('edge_file', source.source_path)}: --edge-ids never, but "
-                         f"the dataset has edge features, which are stored in edge-list order and "
+                         f"the dataset has {what}, which are read in edge-list order and "
                          f"need csc/edge_id to be matched to edges; use --edge-ids auto")
     return choice == "always" or per_edge_data
 
@@ -165,6 +167,11 @@ def open_source(path: str | os.PathLike, **reader_options) -> DatasetSource:
     if path.is_dir() and is_store_dir(path.resolve()):
         raise IngestError(f"{path}: is a graphpipe store, not a dataset (ingest reads an OGB folder, "
                           f"a .npz file, or CSV/TSV/Parquet edge-list files or a folder of them)")
+    from graphpipe.ingest.typed import is_typed_source
+
+    if is_typed_source(path):
+        raise IngestError(f"{path}: is a typed (heterogeneous) dataset; ingest it with "
+                          f"graphpipe.ingest.ingest (or graphpipe ingest), which writes a typed store")
     from graphpipe.ingest.generated import is_generated_folder, read_generated
 
     if path.is_dir() and is_generated_folder(path):
@@ -290,7 +297,17 @@ def ingest(source: DatasetSource | str | os.PathLike, dest: str | os.PathLike,
     graphpipe.store.errors.StoreError: ...
     >>> tmp.cleanup()
     """
+    if isinstance(dest, str) and dest.startswith("s3://"):  # build here, upload, manifest last
+        from graphpipe.ingest.remote import ingest_remote
+
+        return ingest_remote(source, dest, options, progress=progress, reader_options=reader_options)
     options = options or IngestOptions()
+    if not isinstance(source, DatasetSource):
+        from graphpipe.ingest.typed import ingest_typed, is_typed_source
+
+        if is_typed_source(source):  # a heterogeneous folder: a typed store (ingest/typed.py)
+            return ingest_typed(source, dest, options, reader_options=reader_options,
+                                progress=progress)
     given = [source] if not isinstance(source, DatasetSource) else input_paths(source)
     check_destination(dest, overwrite=options.overwrite, sources=given)
     memory_limit = parse_size(options.memory_limit)
@@ -347,6 +364,9 @@ def _build_store(source: DatasetSource, dest: str | os.PathLike, options: Ingest
             m["edge_features"] = {"dim": dim, "dtype": str(edge_dtype),
                                   "rows": "edge-list order; csc/edge_id >= num_input_edges is the "
                                           "reverse of edge (edge_id - num_input_edges)"}
+        times = write_times(writer, source, int(stats.num_input_edges))
+        if times is not None:
+            m["time"] = times
         if labels is not None:
             writer.write_array("node/label", labels.values)
             m["labels"] = labels.manifest_entry()

@@ -62,6 +62,11 @@ class DatasetSource:
         external_ids: external ID of every dense node (int64 or string Arrow array) when
             the source had non-dense IDs, else None.
         node_table: extra per-node columns (one row per dense ID), or None.
+        node_time: ``(N,)`` int64 node timestamps (e.g. OGB's ``node_year``), or None;
+            ``extra["node_time_file"]`` names where they came from.
+        edge_time: like ``edge_features`` with one integer column: the timestamp of each
+            edge in edge-list order (stored as ``csc/time`` in CSC order), or None;
+            ``extra["edge_time_file"]`` names where they come from.
         num_nodes_backed: True when per-node data read up front (a node table, feature
             rows, labels) has ``num_nodes`` rows; False when N is only declared (or the
             largest ID + 1), which the pipeline bounds by the number of edges.
@@ -92,6 +97,8 @@ class DatasetSource:
     split_sources: dict[str, str] = field(default_factory=dict)
     external_ids: pa.Array | None = None
     node_table: pa.Table | None = None
+    node_time: np.ndarray | None = None
+    edge_time: Callable[[], Iterator[RowBlock]] | None = None
     num_nodes_backed: bool = False
     extra: dict = field(default_factory=dict)
     needs_edge_ids: bool = False

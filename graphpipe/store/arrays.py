@@ -22,6 +22,7 @@ import numpy as np
 import xxhash
 import zarr
 
+from graphpipe.store import _fetch
 from graphpipe.store.errors import CorruptStoreError, StoreError
 
 CHUNK_TARGET_BYTES = 64 << 20
@@ -135,6 +136,7 @@ def chunk_paths(
 
 def array_metadata(root: str | os.PathLike, key: str) -> dict[str, Any]:
     """The zarr v3 metadata (``zarr.json``) of array ``key``."""
+    _fetch.ensure_file(root, f"{key}/zarr.json")
     path = Path(root) / key / "zarr.json"
     try:
         meta = json.loads(path.read_text())
@@ -173,6 +175,7 @@ def open_chunk_views(root: str | os.PathLike, key: str) -> tuple[list[np.ndarray
     ``[i*chunk_rows, min((i+1)*chunk_rows, n))``, or ``None`` when the array is
     compressed (then read it with :func:`read_array`).
     """
+    _fetch.ensure_array(root, key)
     meta = array_metadata(root, key)
     if not _is_plain_bytes(meta):
         return None
@@ -202,6 +205,7 @@ def raw_chunk_files(root: str | os.PathLike, key: str
     row ``r`` is at byte ``(r % chunk_rows) * row_bytes`` of ``paths[r // chunk_rows]``
     (what the disk tier reads with ``pread``); None when compressed or column-chunked.
     File sizes are checked as :func:`open_chunk_views` does."""
+    _fetch.ensure_array(root, key)
     meta = array_metadata(root, key)
     if not _is_plain_bytes(meta):
         return None
@@ -227,6 +231,7 @@ def read_array(root: str | os.PathLike, key: str, *, in_memory: bool = False) ->
     (:func:`load_array`): no page faults on first touch, and NumPy backs it with
     transparent huge pages, so random row reads miss the TLB far less often.
     """
+    _fetch.ensure_array(root, key)
     meta = array_metadata(root, key)
     shape, _chunks = _shape_chunks(meta)
     dtype = np.dtype(meta["data_type"])
@@ -262,6 +267,7 @@ def load_array(root: str | os.PathLike, key: str) -> np.ndarray:
     is what makes random row gathers from it faster than from a memory map of the files
     (4 KiB pages: a TLB miss, and on first touch a page fault, per random row).
     """
+    _fetch.ensure_array(root, key)
     meta = array_metadata(root, key)
     if not _is_plain_bytes(meta):
         raise StoreError(f"{Path(root) / key}: array {key!r} is compressed; read it with read_array")
@@ -297,6 +303,7 @@ def load_array(root: str | os.PathLike, key: str) -> np.ndarray:
 
 def checksum_array(root: str | os.PathLike, key: str) -> str:
     """``xxh3_128:<hex>`` over the bytes of every chunk file of ``key`` in chunk order."""
+    _fetch.ensure_array(root, key)
     meta = array_metadata(root, key)
     shape, chunks = _shape_chunks(meta)
     hasher = xxhash.xxh3_128()

@@ -58,8 +58,14 @@ class GraphStore(TypedFace, DatasetFace):
 
     @classmethod
     def open(cls, path: str | os.PathLike,
-             in_memory: bool | str | Iterable[str] = False) -> GraphStore:
+             in_memory: bool | str | Iterable[str] = False, *,
+             cache_dir: str | os.PathLike | None = None) -> GraphStore:
         """Open the store at ``path``; refuses unknown manifest versions.
+
+        ``path`` may be ``s3://bucket/prefix``: the store is read through zarr's
+        object-storage layer into a local chunk cache under ``cache_dir``
+        (:mod:`graphpipe.store.remote`; credentials and endpoint from ``AWS_*``
+        environment variables only).
 
         Args:
             in_memory: where array bytes live once read.
@@ -100,6 +106,10 @@ class GraphStore(TypedFace, DatasetFace):
                [ 0.,  1.]], dtype=float32)
         >>> tmp.cleanup()
         """
+        if isinstance(path, str) and path.startswith("s3://"):
+            from graphpipe.store.remote import open_remote
+
+            return open_remote(path, cache_dir=cache_dir, in_memory=in_memory)
         manifest = read_manifest(path)
         if _checks.checks_enabled():
             _checks.check_manifest(manifest, path)
@@ -125,6 +135,11 @@ class GraphStore(TypedFace, DatasetFace):
         from graphpipe.interop.dgl_graph import write_dgl_store
 
         return write_dgl_store(g, path, overwrite=overwrite)
+
+    @property
+    def location(self) -> str:
+        """Where the store lives, as the user named it: its path (or ``s3://`` URL)."""
+        return str(self.path)
 
     @property
     def in_memory_arrays(self) -> list[str]:
@@ -344,6 +359,30 @@ class GraphStore(TypedFace, DatasetFace):
         """Edge features in original edge order, shape ``(num_input_edges, dim)``; the features
         of CSC slot ``s`` are ``edge_features[edge_id[s] % num_input_edges]``."""
         return self.array("edge/feat")
+
+    # -- timestamps (temporal sampling) ---------------------------------------------------------
+    def node_time(self) -> np.ndarray | None:
+        """Timestamp of every node (``nodes/time``), int64 ``(num_nodes,)``, or None when the
+        store has none (e.g. OGB's ``node_year``).
+
+        >>> import os, tempfile
+        >>> import numpy as np
+        >>> from graphpipe.ingest import ingest
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> npz = os.path.join(tmp.name, "g.npz")
+        >>> np.savez(npz, edge_index=np.array([[0, 1, 2], [1, 2, 0]]),
+        ...          node_year=np.array([2001, 2005, 2003]), edge_time=np.array([7, 8, 9]))
+        >>> store = ingest(npz, os.path.join(tmp.name, "g"))
+        >>> store.node_time().tolist(), store.edge_time().tolist()  # edge times in CSC order
+        ([2001, 2005, 2003], [9, 7, 8])
+        >>> tmp.cleanup()
+        """
+        return self.array("nodes/time") if self.has_array("nodes/time") else None
+
+    def edge_time(self) -> np.ndarray | None:
+        """Timestamp of every CSC slot (``csc/time``, CSC order like ``indices``), int64
+        ``(num_edges,)``, or None when the store has none (see :meth:`node_time`)."""
+        return self.array("csc/time") if self.has_array("csc/time") else None
 
     # -- tables --------------------------------------------------------------------------------
     @property

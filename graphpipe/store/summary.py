@@ -18,6 +18,18 @@ def _dir_size(path: Path) -> int:
     return total
 
 
+def _sizes(store: GraphStore) -> tuple[dict[str, int], int]:
+    """Bytes of each array and table, and of the whole store (on object storage: one listing)."""
+    from graphpipe.store.remote import RemoteGraphStore
+
+    if isinstance(store, RemoteGraphStore):
+        return store.remote_sizes()
+    m = store.manifest
+    sizes = {key: _dir_size(store.path / key) for key in m["arrays"]}
+    sizes.update({key: os.path.getsize(store.path / key) for key in m["tables"]})
+    return sizes, _dir_size(store.path)
+
+
 def summarize(store: GraphStore) -> dict[str, Any]:
     """A JSON-ready description of ``store`` (what `graphpipe info` prints)."""
     m = store.manifest
@@ -33,13 +45,9 @@ def summarize(store: GraphStore) -> dict[str, Any]:
             "max": int(deg.max()), "isolated": int((deg == 0).sum()),
             "quantiles": {f"p{int(q * 100)}": float(v) for q, v in zip(quantiles, qs)},
         }
-    sizes = {}
-    for key in m["arrays"]:
-        sizes[key] = _dir_size(store.path / key)
-    for key in m["tables"]:
-        sizes[key] = os.path.getsize(store.path / key)
+    sizes, total = _sizes(store)
     return {
-        "path": str(store.path),
+        "path": store.location,
         "name": store.name,
         "format_version": m["format_version"],
         "num_nodes": store.num_nodes,
@@ -49,13 +57,23 @@ def summarize(store: GraphStore) -> dict[str, Any]:
         "node_features": m.get("node_features"),
         "edge_features": m.get("edge_features"),
         "labels": m.get("labels"),
+        "time": _time_summary(store),
         "splits": m.get("splits", {}),
         "id_map": m.get("id_map"),
         "sizes_bytes": sizes,
-        "total_bytes": _dir_size(store.path),
+        "total_bytes": total,
         "provenance": m.get("provenance", {}),
         "derived": m.get("derived", {}),
     }
+
+
+def _time_summary(store: GraphStore) -> dict[str, Any] | None:
+    """Which timestamps the store has and their range (``nodes/time``, ``csc/time``)."""
+    out: dict[str, Any] = {}
+    for key, times in (("nodes/time", store.node_time()), ("csc/time", store.edge_time())):
+        if times is not None:
+            out[key] = {"min": int(times.min()), "max": int(times.max())} if times.size else {}
+    return out or None
 
 
 def _typed_summary(store: GraphStore) -> dict[str, Any]:

@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from graphpipe.store import _fetch
 from graphpipe.store.errors import CorruptStoreError
 
 ID_MAP_TABLE = "tables/id_map.parquet"
@@ -34,6 +35,7 @@ def write_table(root: str | os.PathLike, key: str, table: pa.Table) -> None:
 
 def read_table(root: str | os.PathLike, key: str) -> pa.Table:
     """Read the Parquet table ``root/key``."""
+    _fetch.ensure_file(root, key)
     path = Path(root) / key
     if not path.is_file():
         raise CorruptStoreError(f"{path}: table missing")
@@ -68,6 +70,7 @@ def read_split_ids(root: str | os.PathLike, key: str, name: str) -> np.ndarray:
     """Sorted dense node IDs of split ``name`` from the Parquet splits table ``root/key``,
     read a batch of rows at a time: memory ~ the result, not the table (a whole-table
     read of an 8.4M-row table took ~470 MB of Arrow memory, the result 67 MB)."""
+    _fetch.ensure_file(root, key)
     path = Path(root) / key
     if not path.is_file():
         raise CorruptStoreError(f"{path}: table missing")

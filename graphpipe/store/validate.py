@@ -6,6 +6,7 @@ import os
 
 import numpy as np
 
+from graphpipe.store import _fetch
 from graphpipe.store import arrays as _arrays
 from graphpipe.store import checks as _checks
 from graphpipe.store.errors import StoreError
@@ -21,7 +22,8 @@ def validate(path: str | os.PathLike, *, checksums: bool = True) -> list[str]:
     every array's ``zarr.json`` agrees with the manifest (shape, dtype, chunks); every
     listed array and table present with its recorded checksum; ``indptr`` starts at 0,
     is non-decreasing and ends at ``len(indices)``; every index in ``[0, N)``;
-    ``edge_id`` length (and present when ``edge/feat`` is); feature/label row counts; split
+    ``edge_id`` length (and present when ``edge/feat`` is); feature/label row counts;
+    timestamps (``nodes/time``, ``csc/time``: int64, one per node / CSC slot); split
     IDs in range and pairwise disjoint; for a typed store the same for every node type and
     relation (:mod:`graphpipe.store.typed_validate`). A missing, truncated or unreadable file
     is a finding like any other.
@@ -68,6 +70,11 @@ def _checksum_problems(store: GraphStore) -> list[str]:
         if actual != meta.get("checksum"):
             problems.append(f"{key}: checksum {actual} does not match the manifest's {meta.get('checksum')}")
     for key, meta in store.manifest["tables"].items():
+        try:
+            _fetch.ensure_file(root, key)  # a store on object storage: into its cache
+        except StoreError as exc:
+            problems.append(str(exc))
+            continue
         if not (root / key).is_file():
             problems.append(f"{key}: table missing")
             continue
@@ -109,6 +116,22 @@ def _row_problems(store: GraphStore) -> list[str]:
             problems.append(f"node/feat: {rows} rows, expected num_nodes = {n}")
     if store.has_labels and store.labels.shape[0] != n:
         problems.append(f"node/label: {store.labels.shape[0]} rows, expected num_nodes = {n}")
+    return problems + _time_problems(store)
+
+
+def _time_problems(store: GraphStore) -> list[str]:
+    """``nodes/time`` and ``csc/time``: 1-D int64, one value per node / per CSC slot."""
+    problems = []
+    for key, rows, what in (("nodes/time", store.num_nodes, "num_nodes"),
+                            ("csc/time", store.num_edges, "num_edges")):
+        if not store.has_array(key):
+            continue
+        meta = store.manifest["arrays"][key]
+        shape, dtype = tuple(meta.get("shape", ())), str(meta.get("dtype"))
+        if dtype != "int64":
+            problems.append(f"{key}: dtype {dtype}, expected int64 timestamps")
+        if shape != (rows,):
+            problems.append(f"{key}: shape {shape}, expected ({rows},) ({what} = {rows})")
     return problems
 
 

@@ -21,6 +21,9 @@ Not part of ingest: these modules *make* datasets, in the source formats that
 - :mod:`graphpipe.synthetic.papers`: an ogbn-papers100M-like dataset of any size in OGB's
   ``papers100M-bin`` layout, streamed in bounded memory through
   :mod:`graphpipe.synthetic.npz_stream` (an ``.npz`` written member by member, block by block).
+- :mod:`graphpipe.synthetic.mag`: an ogbn-mag-like typed graph (paper, author, institution,
+  field_of_study; labels carried by the typed neighbourhoods) in OGB's heterogeneous raw
+  layout (:func:`~graphpipe.synthetic.mag.write_ogb_mag`); not re-exported here.
 - :mod:`graphpipe.synthetic.text`: the writers' fast CSV formatting and parallel gzip.
 
 Edge direction everywhere: ``(src, dst)`` is an edge from ``src`` to ``dst``.

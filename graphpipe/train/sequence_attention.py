@@ -76,6 +76,10 @@ class AttentionContext:
             ``(B, S, S)`` (dense); None when the model has no bias.
         csp: the cluster-sparse pattern, run by the block kernel (no bias).
         allowed: bool ``(B, S, S)``: the dense mask (query row, key column).
+        exchange: set by sequence parallelism
+            (:class:`graphpipe.train.sequence_parallel.HeadExchange`): :func:`attend` gets
+            this rank's chunk of positions and routes it through the exchange's
+            all-to-alls, :func:`score_bias` keeps the rank's heads; None otherwise.
     """
 
     mode: str
@@ -86,6 +90,7 @@ class AttentionContext:
     buckets: torch.Tensor | None = None
     csp: ClusterSparsePattern | None = None
     allowed: torch.Tensor | None = None
+    exchange: Any = None
 
 
 def _check_max_dist(max_dist: int) -> None:
@@ -208,6 +213,8 @@ def score_bias(ctx: AttentionContext, bias_table: torch.Tensor | None,
         ``(B, 1, S, S)`` without a table.
     """
     use_table = bias_table is not None and ctx.buckets is not None
+    if use_table and ctx.exchange is not None:      # sequence parallel: this rank's heads
+        bias_table = bias_table[:, ctx.exchange.head_slice(int(bias_table.shape[1]))]
     if ctx.mode != "dense":
         if not use_table or ctx.csp is not None:
             return None
@@ -231,6 +238,8 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ctx: AttentionCont
     Returns:
         ``(B·S, H, D)``; scale ``1/sqrt(D)``.
     """
+    if ctx.exchange is not None:   # q, k, v: this rank's chunk of positions
+        return ctx.exchange.attend(q, k, v, ctx, bias)
     n, heads, dim = q.shape
     if n != ctx.batch_size * ctx.seq_len:
         raise ValueError(f"'q' must have B·S = {ctx.batch_size * ctx.seq_len} rows (got {n})")

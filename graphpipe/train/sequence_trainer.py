@@ -374,6 +374,21 @@ class SequenceTrainer:
         loss = F.cross_entropy(logits, target, ignore_index=-100)
         return loss, target[keep], logits.detach()[keep].argmax(-1)
 
+    def _train_step(self, batch: Any, mode: str, epoch: int, iteration: int
+                    ) -> tuple[float, int, int]:
+        """One optimizer step on ``batch`` with attention ``mode``: ``(mean loss, labelled
+        positions, correct predictions)``; no step (and ``(0.0, 0, 0)``) when nothing in
+        the batch is labelled. ``epoch``/``iteration`` serve subclasses (sequence
+        parallelism seeds its per-rank dropout from them)."""
+        out = self.model(batch, attention=mode)
+        loss, target, pred = self._loss(out, batch)
+        if target.numel() == 0:
+            return 0.0, 0, 0
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+        return float(loss.detach()), int(target.numel()), int((pred == target).sum())
+
     def _run_epoch(self, epoch: int) -> dict[str, Any]:
         self.model.train()
         total = len(self.loader) if self.max_steps is None else min(self.max_steps, len(self.loader))
@@ -392,17 +407,12 @@ class SequenceTrainer:
                          "sparse (full fell back)" if mode == "fallback" else mode, reason)
                 trace.append(_LETTER[mode])
                 run_mode = "sparse" if mode == "fallback" else mode
-                out = self.model(batch, attention=run_mode)
-                loss, target, pred = self._loss(out, batch)
+                loss_value, n, hits = self._train_step(batch, run_mode, epoch, iteration)
                 steps += 1
-                if target.numel() == 0:      # nothing labelled in this sequence
+                if n == 0:                   # nothing labelled in this sequence
                     continue
-                self.optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                self.optimizer.step()
-                n = int(target.numel())
-                loss_sum += float(loss.detach()) * n
-                correct += int((pred == target).sum())
+                loss_sum += loss_value * n
+                correct += hits
                 seen += n
                 bar.advance(loss_sum / seen)
         finally:
@@ -429,22 +439,24 @@ class SequenceTrainer:
         was_training = self.model.training
         self.model.eval()
         try:
-            out = {}
-            for split in _SPLITS:
-                targets, preds = [], []
-                for batch in self._eval_loader(split):
-                    mode = "sparse"
-                    if self.attention == "dense" and self.dense_fits(batch)[0]:
-                        mode = "dense"
-                    _loss, target, pred = self._loss(self.model(batch, attention=mode), batch)
-                    targets.append(target.cpu())
-                    preds.append(pred.cpu())
-                y = torch.cat(targets) if targets else torch.zeros(0, dtype=torch.int64)
-                p = torch.cat(preds) if preds else torch.zeros(0, dtype=torch.int64)
-                out[split] = accuracy(y, p)
-            return out
+            return {split: self._evaluate_split(split) for split in _SPLITS}
         finally:
             self.model.train(was_training)
+
+    def _eval_mode(self, batch: Any) -> str:
+        """Evaluation attention: sparse, or dense for ``attention="dense"`` when it fits."""
+        return "dense" if self.attention == "dense" and self.dense_fits(batch)[0] else "sparse"
+
+    def _evaluate_split(self, split: str) -> float:
+        targets, preds = [], []
+        for batch in self._eval_loader(split):
+            out = self.model(batch, attention=self._eval_mode(batch))
+            _loss, target, pred = self._loss(out, batch)
+            targets.append(target.cpu())
+            preds.append(pred.cpu())
+        y = torch.cat(targets) if targets else torch.zeros(0, dtype=torch.int64)
+        p = torch.cat(preds) if preds else torch.zeros(0, dtype=torch.int64)
+        return accuracy(y, p)
 
 
 def format_sequence_epoch(record: dict[str, Any]) -> str:

@@ -91,7 +91,8 @@ def test_same_as_ogb_binary_reader(papers_folder, tmp_path, memory_limit):
     assert not store.has_edge_ids and store.manifest["graph"]["edge_ids"] is False
     with pytest.raises(StoreError, match="no csc/edge_id .* --edge-ids always"):
         store.edge_id  # noqa: B018
-    assert store.manifest["provenance"]["ignored_keys"] == "node_year"
+    assert "ignored_keys" not in store.manifest["provenance"]  # node_year is the node time now
+    np.testing.assert_array_equal(store.node_time(), graph["node_year"][:, 0])
     assert validate(tmp_path / "s") == []
 
 

@@ -20,7 +20,7 @@ from graphpipe.ops._core.checks import check_fanouts
 from graphpipe.ops._core.rng import mix64_py
 from graphpipe.ops.sampling.types import SampledBlock
 
-__all__ = ["EdgeType", "HeteroCSC", "HeteroSampleOutput", "etype_str", "relation_key",
+__all__ = ["EdgeType", "HeteroCSC", "HeteroSampleOutput", "as_etype", "etype_str", "relation_key",
            "resolve_fanouts"]
 
 EdgeType = tuple[str, str, str]
@@ -32,7 +32,8 @@ def etype_str(etype: EdgeType) -> str:
     return "___".join(etype)
 
 
-def _as_etype(key: Any) -> EdgeType:
+def as_etype(key: Any) -> EdgeType:
+    """``(src, rel, dst)`` from a 3-tuple of strings or ``"src___rel___dst"``."""
     if isinstance(key, str):
         parts = key.split("___")
         if len(parts) == 3:
@@ -109,7 +110,7 @@ class HeteroCSC:
             counts[t] = int(n)
         checked: dict[EdgeType, tuple[np.ndarray, np.ndarray]] = {}
         for key, (indptr, indices) in csc.items():
-            et = _as_etype(key)
+            et = as_etype(key)
             for t in (et[0], et[2]):
                 if t not in counts:
                     raise ValueError(f"relation {etype_str(et)!r} names an unknown node type {t!r}")
@@ -141,7 +142,7 @@ def resolve_fanouts(fanouts: Sequence[int] | Mapping[Any, Sequence[int]],
     if not isinstance(fanouts, Mapping):
         values = check_fanouts(fanouts)
         return {et: list(values) for et in edge_types}
-    given = {_as_etype(k): check_fanouts(v) for k, v in fanouts.items()}
+    given = {as_etype(k): check_fanouts(v) for k, v in fanouts.items()}
     unknown = set(given) - set(edge_types)
     if unknown:
         raise ValueError(f"'fanouts' names relations the graph lacks: "

@@ -1,0 +1,269 @@
+"""What :class:`graphpipe.loaders.HeteroNeighborLoader` reads: :class:`HeteroGraphData`, a
+typed graph (node types with their own counts, features, labels and splits; one CSC by
+destination per relation) resolved from a typed :class:`graphpipe.store.GraphStore` or
+its path, a PyG ``HeteroData`` or plain dicts (:func:`resolve_hetero_data`).
+
+It has the read face of a typed store (``node_types``, ``num_nodes_dict``,
+``edge_types``, ``num_edges_dict``, ``target_type``, ``typed_csc``, ``typed_features``,
+``typed_labels``, ``typed_split``, ``typed_split_names``), so code written against one
+works on the other. Edge lists given as ``(src, dst)`` become CSCs with each
+destination's sources sorted (PyG's ``is_sorted`` order); ``edge_order[etype][slot]``
+keeps each CSC slot's position in the given edge list, which a batch's ``e_id`` reports.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from graphpipe.ops.sampling.hetero_types import EdgeType, HeteroCSC, as_etype, etype_str
+
+__all__ = ["MASK_SPLITS", "HeteroGraphData", "resolve_hetero_data"]
+
+MASK_SPLITS = {"train_mask": "train", "val_mask": "valid", "test_mask": "test"}
+"""PyG's boolean split masks and the split names they become."""
+
+
+def _numpy(value: Any, where: str) -> np.ndarray:
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu().numpy()
+    arr = np.asarray(value)
+    if arr.dtype == object:
+        raise ValueError(f"{where} is not a numeric array (got {type(value).__name__})")
+    return arr
+
+
+def coo_to_csc(src: Any, dst: Any, num_src: int, num_dst: int, where: str
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(indptr, indices, edge_order)`` of the edge list ``src -> dst`` (local IDs): CSC by
+    destination, each row's sources ascending, ``edge_order[slot]`` the edge's position in
+    the list. ``ValueError`` naming ``where`` for IDs out of range."""
+    src, dst = _numpy(src, where).astype(np.int64).ravel(), _numpy(dst, where).astype(np.int64).ravel()
+    if src.shape != dst.shape:
+        raise ValueError(f"{where}: src and dst differ in length ({src.shape[0]} vs {dst.shape[0]})")
+    for name, ids, n in (("src", src, num_src), ("dst", dst, num_dst)):
+        if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= n):
+            raise ValueError(f"{where}: {name} IDs must lie in [0, {n})")
+    order = np.argsort(dst * max(num_src, 1) + src, kind="stable")
+    indptr = np.zeros(num_dst + 1, dtype=np.int64)
+    np.cumsum(np.bincount(dst, minlength=num_dst), out=indptr[1:])
+    indices = src[order]
+    small = num_src < 2**31
+    return indptr, indices.astype(np.int32) if small else indices, order
+
+
+@dataclass
+class HeteroGraphData:
+    """A typed graph as a loader reads it.
+
+    Attributes:
+        graph: the relations, checked once (:class:`graphpipe.ops.sampling.HeteroCSC`).
+        features: ``{ntype: (N_t, D_t)}`` feature rows (arrays or memory maps); types
+            without features are absent.
+        labels: ``{ntype: (N_t,) or (N_t, tasks)}`` labels (``-1`` unlabelled).
+        splits: ``{ntype: {name: int64 local IDs}}`` (``train`` / ``valid`` / ``test``).
+        target_type: the type with labels and splits (``None`` when unknown).
+        edge_order: ``{etype: int64 (E,)}`` position of each CSC slot in the input edge
+            list (``data[etype].edge_index`` of a HeteroData); absent: slots are reported.
+        store: the typed :class:`graphpipe.store.GraphStore` when read from one.
+
+    >>> import numpy as np
+    >>> data = HeteroGraphData.from_dicts(
+    ...     {"paper": 3, "author": 2},
+    ...     {("author", "writes", "paper"): (np.array([0, 1, 1]), np.array([0, 0, 2]))},
+    ...     x={"paper": np.eye(3, dtype=np.float32)}, y={"paper": np.array([1, 0, 1])},
+    ...     splits={"paper": {"train": np.array([0, 2])}})
+    >>> data.target_type, data.num_edges_dict
+    ('paper', {('author', 'writes', 'paper'): 3})
+    >>> [a.tolist() for a in data.typed_csc(("author", "writes", "paper"))]
+    [[0, 2, 2, 3], [0, 1, 1]]
+    >>> data.typed_split("paper", "train").tolist(), data.typed_features("author")
+    ([0, 2], None)
+    """
+
+    graph: HeteroCSC
+    features: dict[str, Any] = field(default_factory=dict)
+    labels: dict[str, np.ndarray] = field(default_factory=dict)
+    splits: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
+    target_type: str | None = None
+    edge_order: dict[EdgeType, np.ndarray] = field(default_factory=dict)
+    store: Any = None
+
+    # -- the typed store's read face ----------------------------------------------------------
+    is_typed = True
+
+    @property
+    def node_types(self) -> list[str]:
+        return list(self.graph.num_nodes)
+
+    @property
+    def num_nodes_dict(self) -> dict[str, int]:
+        return dict(self.graph.num_nodes)
+
+    @property
+    def edge_types(self) -> list[EdgeType]:
+        return list(self.graph.edge_types)
+
+    @property
+    def num_edges_dict(self) -> dict[EdgeType, int]:
+        return {et: self.graph.num_edges(et) for et in self.graph.edge_types}
+
+    def typed_csc(self, etype: Any) -> tuple[np.ndarray, np.ndarray]:
+        return self.graph.csc[as_etype(etype)]
+
+    def typed_features(self, ntype: str) -> Any:
+        return self.features.get(ntype)
+
+    def typed_labels(self, ntype: str) -> np.ndarray | None:
+        return self.labels.get(ntype)
+
+    def typed_split_names(self, ntype: str) -> list[str]:
+        return list(self.splits.get(ntype, {}))
+
+    def typed_split(self, ntype: str, name: str) -> np.ndarray:
+        if name not in self.splits.get(ntype, {}):
+            raise ValueError(f"node type {ntype!r} has no split {name!r} "
+                             f"(known: {self.typed_split_names(ntype)})")
+        return np.asarray(self.splits[ntype][name], dtype=np.int64)
+
+    def in_degrees(self, ntype: str) -> np.ndarray:
+        """int64 ``(N_t,)`` in-degree of every node of ``ntype`` summed over relations."""
+        deg = np.zeros(self.graph.num_nodes[ntype], dtype=np.int64)
+        for et in self.graph.edge_types:
+            if et[2] == ntype:
+                deg += np.diff(self.graph.csc[et][0])
+        return deg
+
+    # -- construction --------------------------------------------------------------------------
+    @classmethod
+    def from_dicts(cls, num_nodes: Mapping[str, int], edges: Mapping[Any, tuple[Any, Any]], *,
+                   x: Mapping[str, Any] | None = None, y: Mapping[str, Any] | None = None,
+                   splits: Mapping[str, Mapping[str, Any]] | None = None,
+                   target_type: str | None = None) -> HeteroGraphData:
+        """From ``{ntype: N_t}``, ``{etype: (src, dst)}`` edge lists (local IDs; tuple or
+        ``"src___rel___dst"`` keys), ``x``/``y`` per type and ``{ntype: {name: ids}}``
+        splits. ``target_type`` defaults to the only labelled type."""
+        counts = {t: int(n) for t, n in num_nodes.items()}
+        csc, order = {}, {}
+        for key, pair in edges.items():
+            et = as_etype(key)
+            if et[0] not in counts or et[2] not in counts:
+                raise ValueError(f"relation {etype_str(et)!r} names a node type not in 'num_nodes'")
+            if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+                raise ValueError(f"relation {etype_str(et)!r} must be given as (src, dst)")
+            ip, ind, order[et] = coo_to_csc(pair[0], pair[1], counts[et[0]], counts[et[2]],
+                                           f"relation {etype_str(et)!r}")
+            csc[et] = (ip, ind)
+        data = cls(graph=HeteroCSC.from_arrays(counts, csc), edge_order=order)
+        data._add_nodes(x or {}, y or {}, splits or {})
+        data.target_type = target_type if target_type is not None else data._only_labelled()
+        if data.target_type is not None and data.target_type not in counts:
+            raise ValueError(f"'target_type' {data.target_type!r} is not a node type")
+        return data
+
+    def _add_nodes(self, x: Mapping[str, Any], y: Mapping[str, Any],
+                   splits: Mapping[str, Mapping[str, Any]]) -> None:
+        counts = self.graph.num_nodes
+        for kind, given in (("x", x), ("y", y), ("splits", splits)):
+            unknown = set(given) - set(counts)
+            if unknown:
+                raise ValueError(f"'{kind}' names unknown node types {sorted(unknown)}")
+        for t, v in x.items():
+            arr = _numpy(v, f"x[{t!r}]")
+            arr = arr.reshape(-1, 1) if arr.ndim == 1 else arr
+            if arr.ndim != 2 or arr.shape[0] != counts[t]:
+                raise ValueError(f"x[{t!r}] must have {counts[t]} rows (got shape {arr.shape})")
+            self.features[t] = np.ascontiguousarray(arr)
+        for t, v in y.items():
+            arr = _numpy(v, f"y[{t!r}]")
+            if arr.shape[0] != counts[t]:
+                raise ValueError(f"y[{t!r}] must have {counts[t]} rows (got shape {arr.shape})")
+            self.labels[t] = arr
+        for t, named in splits.items():
+            self.splits[t] = {}
+            for name, ids in named.items():
+                ids = _numpy(ids, f"splits[{t!r}][{name!r}]").astype(np.int64).ravel()
+                if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= counts[t]):
+                    raise ValueError(f"splits[{t!r}][{name!r}] must be IDs in [0, {counts[t]})")
+                self.splits[t][name] = ids
+
+    def _only_labelled(self) -> str | None:
+        labelled = list(self.labels) or list(self.splits)
+        return labelled[0] if len(labelled) == 1 else None
+
+    @classmethod
+    def from_pyg(cls, data: Any) -> HeteroGraphData:
+        """From a ``torch_geometric.data.HeteroData``: every node type (``num_nodes``, ``x``,
+        ``y``, boolean ``train_mask``/``val_mask``/``test_mask`` as splits
+        ``train``/``valid``/``test``) and every edge type's ``edge_index``."""
+        from torch_geometric.data import HeteroData
+
+        if not isinstance(data, HeteroData):
+            raise ValueError(f"expected a torch_geometric HeteroData (got {type(data).__name__})")  # noqa: TRY004 - bad arguments are ValueError here
+        counts = {t: int(data[t].num_nodes or 0) for t in data.node_types}
+        edges = {}
+        for et in data.edge_types:
+            ei = data[et].get("edge_index")
+            if ei is None or ei.dim() != 2 or ei.size(0) != 2:
+                raise ValueError(f"HeteroData[{et}] needs a (2, E) edge_index")
+            edges[et] = (ei[0], ei[1])
+        x = {t: data[t].x for t in data.node_types if data[t].get("x") is not None}
+        y = {t: data[t].y for t in data.node_types if data[t].get("y") is not None}
+        splits = {}
+        for t in data.node_types:
+            named = {name: torch.nonzero(data[t][m]).view(-1) for m, name in MASK_SPLITS.items()
+                     if isinstance(data[t].get(m), torch.Tensor) and data[t][m].dtype == torch.bool}
+            if named:
+                splits[t] = named
+        return cls.from_dicts(counts, edges, x=x, y=y, splits=splits)
+
+    @classmethod
+    def from_store(cls, store: Any) -> HeteroGraphData:
+        """From a typed :class:`graphpipe.store.GraphStore` (``store.is_typed``): its
+        relations (:meth:`GraphStore.typed_csc` checks each once), feature memory maps,
+        labels, splits and edge order (``csc/edge_id``: a batch's ``e_id`` is the position
+        in the ingested edge list)."""
+        if not getattr(store, "is_typed", False):
+            raise ValueError(f"{getattr(store, 'path', 'the store')}: not a typed store "
+                             "(no node_types in its manifest); use NeighborLoader")
+        csc = {et: store.typed_csc(et) for et in store.edge_types}  # checked by the store, once
+        graph = HeteroCSC(num_nodes=store.num_nodes_dict, edge_types=list(csc), csc=csc)
+        order = {et: store.typed_edge_ids(et) for et in csc}
+        data = cls(graph=graph, store=store, target_type=store.target_type,
+                   edge_order={et: o for et, o in order.items() if o is not None})
+        for t in store.node_types:
+            feat = store.typed_features(t)
+            if feat is not None:
+                data.features[t] = feat.reshape(-1, 1) if feat.ndim == 1 else feat
+            label = store.typed_labels(t)
+            if label is not None:
+                data.labels[t] = label
+            names = store.typed_split_names(t)
+            if names:
+                data.splits[t] = {n: np.asarray(store.typed_split(t, n), dtype=np.int64) for n in names}
+        return data
+
+
+def resolve_hetero_data(data: Any) -> HeteroGraphData:
+    """A :class:`HeteroGraphData` from itself, a typed store or its path, or a PyG
+    ``HeteroData``; ``ValueError`` otherwise."""
+    if isinstance(data, HeteroGraphData):
+        return data
+    if isinstance(data, (str, os.PathLike)):
+        if not Path(data).is_dir():
+            raise ValueError(f"'data' is not a store directory (got {str(data)!r})")
+        from graphpipe.store import GraphStore
+
+        data = GraphStore.open(data)
+    if type(data).__module__.split(".")[0] == "torch_geometric":
+        return HeteroGraphData.from_pyg(data)
+    if hasattr(data, "manifest") and hasattr(data, "path"):
+        return HeteroGraphData.from_store(data)
+    raise ValueError("'data' must be a HeteroGraphData, a typed GraphStore or its path, or a PyG "
+                     f"HeteroData (got {type(data).__name__})")

@@ -1,0 +1,225 @@
+"""A store on object storage: ``GraphStore.open("s3://bucket/prefix")``.
+
+The store is read through zarr's storage layer (:class:`graphpipe.store.object_store.RemotePrefix`)
+into a local **chunk cache directory** that mirrors the store's layout; the reader
+then memory-maps the cached files exactly as it maps a local store's, so every
+loader, tier and check works unchanged. The cache fills on demand, one array at
+a time (its ``zarr.json`` on first use, all its chunks when it is first read:
+:mod:`graphpipe.store._fetch` is the hook the array and table readers call).
+
+* **Each object is read once per machine.** A cached file is never fetched again;
+  processes sharing the cache (ranks of one machine) take a per-array file lock
+  (``flock``) around the download, so the second rank waits and finds the chunks.
+* **No half-written files.** Each object is written to a temporary name and
+  renamed into place; a crashed download leaves no file under its real name.
+* **No half-written store.** :func:`open_remote` refuses a prefix without
+  ``manifest.json``; an upload (:mod:`graphpipe.store.upload`) writes it last.
+* **The cache follows the manifest.** The cache directory is
+  ``<cache_dir>/<sha256(endpoint, URL, manifest bytes)>``: a store re-uploaded under
+  the same URL gets a new directory, never stale chunks.
+* The manifest and Arrow tables travel over the same store; a remote store is read
+  only (``edit``/``add_derived`` refuse).
+
+Default ``cache_dir``: ``$GRAPHPIPE_CACHE_DIR``, else ``$XDG_CACHE_HOME/graphpipe/s3``
+(``~/.cache/graphpipe/s3``).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import math
+import os
+import threading
+import uuid
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from graphpipe.store import _fetch
+from graphpipe.store import checks as _checks
+from graphpipe.store.arrays import chunk_grid
+from graphpipe.store.errors import CorruptStoreError, StoreError
+from graphpipe.store.manifest import MANIFEST_FILE, read_manifest
+from graphpipe.store.object_store import RemotePrefix, check_key
+from graphpipe.store.reader import GraphStore, _resolve_in_memory
+
+MAX_CHUNKS = 1 << 20
+"""Most chunks one array may have (a manifest claiming more is refused before any request)."""
+FETCH_GROUP = 8
+"""Chunks downloaded at once (memory held: up to this many chunks, ~64 MiB each)."""
+
+
+def default_cache_dir() -> Path:
+    """``$GRAPHPIPE_CACHE_DIR``, else ``$XDG_CACHE_HOME/graphpipe/s3`` (``~/.cache/graphpipe/s3``)."""
+    if os.environ.get("GRAPHPIPE_CACHE_DIR"):
+        return Path(os.environ["GRAPHPIPE_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "graphpipe" / "s3"
+
+
+class ChunkCache:
+    """Fills ``root`` (a cache directory) from ``remote`` on demand; see the module docstring.
+
+    Args:
+        remote: the store's objects; root: the cache directory of this store version;
+        manifest: the store's manifest (which arrays exist, their shapes and chunks).
+    """
+
+    def __init__(self, remote: RemotePrefix, root: Path, manifest: dict[str, Any]):
+        self.remote, self.root, self.manifest = remote, root, manifest
+        self.fetched_files = 0
+        self._done: set[str] = set()
+        self._mutex = threading.Lock()
+
+    def ensure_file(self, key: str) -> None:
+        """``root/key`` present (downloaded once, under the lock of ``key``)."""
+        check_key(key, self.remote.url)
+        if key in self._done or (self.root / key).is_file():
+            return
+        with self._locked(key):
+            if not (self.root / key).is_file():
+                self._download([key])
+        self._done.add(key)
+
+    def ensure_array(self, key: str) -> None:
+        """Every chunk file of array ``key`` present (the missing ones downloaded together)."""
+        if key in self._done:
+            return
+        self.ensure_file(f"{key}/zarr.json")
+        keys = self._chunk_keys(key)
+        if any(not (self.root / k).is_file() for k in keys):
+            with self._locked(key):
+                self._download([k for k in keys if not (self.root / k).is_file()])
+        self._done.add(key)
+
+    def _chunk_keys(self, key: str) -> list[str]:
+        """Object keys of the chunks of ``key`` (zarr v3 default encoding), after its
+        ``zarr.json`` is checked against the manifest."""
+        try:
+            meta = json.loads((self.root / key / "zarr.json").read_text())
+            shape = tuple(int(s) for s in meta["shape"])
+            chunks = tuple(int(c) for c in meta["chunk_grid"]["configuration"]["chunk_shape"])
+        except (ValueError, KeyError, TypeError, OSError):
+            raise CorruptStoreError(f"{self.remote.url}/{key}/zarr.json: not a zarr array's "
+                                    f"metadata") from None
+        entry = self.manifest["arrays"].get(key)
+        if entry is not None:
+            _checks.check_array_metadata(self.root, key, meta, entry)
+        if any(c < 1 for c in chunks) or len(chunks) != len(shape) or \
+                math.prod(math.ceil(s / c) for s, c in zip(shape, chunks)) > MAX_CHUNKS:
+            raise CorruptStoreError(f"{self.remote.url}/{key}/zarr.json: shape {list(shape)} in "
+                                    f"chunks {list(chunks)} is more than {MAX_CHUNKS} chunks")
+        return [f"{key}/c/" + "/".join(map(str, coords)) for coords in chunk_grid(shape, chunks)]
+
+    def _download(self, keys: list[str]) -> None:
+        for i in range(0, len(keys), FETCH_GROUP):
+            group = keys[i:i + FETCH_GROUP]
+            for key, data in zip(group, self.remote.get_many(group)):
+                if data is None:
+                    raise CorruptStoreError(f"{self.remote.url}/{key}: object missing "
+                                            f"(the store's manifest lists it)")
+                self._write(key, data)
+
+    def _write(self, key: str, data: Any) -> None:
+        """``root/key`` := ``data``, through a temporary file and a rename."""
+        path = self.root / key
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.part-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+        try:
+            with open(tmp, "wb") as fh:
+                fh.write(data)
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
+        with self._mutex:
+            self.fetched_files += 1
+
+    @contextmanager
+    def _locked(self, key: str) -> Iterator[None]:
+        """An exclusive ``flock`` on ``root/.locks/<key>`` (shared by every process of this machine)."""
+        locks = self.root / ".locks"
+        locks.mkdir(exist_ok=True)
+        fd = os.open(locks / (key.replace("/", "%") + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+
+class RemoteGraphStore(GraphStore):
+    """A :class:`GraphStore` read from ``s3://...`` through a local chunk cache.
+
+    ``path`` is the cache directory (what the readers map); ``url`` the store's URL;
+    ``cache`` its :class:`ChunkCache`; ``requests`` the GETs and bytes made so far.
+    """
+
+    def __init__(self, path: Path, manifest: dict[str, Any], in_memory: frozenset[str] = frozenset(),
+                 *, url: str, cache: ChunkCache):
+        super().__init__(path, manifest, in_memory)
+        self.url, self.cache = url, cache
+
+    @property
+    def location(self) -> str:
+        return self.url
+
+    @property
+    def requests(self) -> Any:
+        """:class:`graphpipe.store.object_store.RequestStats` of this store's reads."""
+        return self.cache.remote.stats
+
+    def prefetch(self, keys: Iterable[str] | None = None) -> None:
+        """Download arrays ``keys`` (default: every array and table) into the cache now."""
+        for key in self.manifest["arrays"] if keys is None else keys:
+            self.cache.ensure_array(key)
+        if keys is None:
+            for key in self.manifest["tables"]:
+                self.cache.ensure_file(key)
+
+    def remote_sizes(self) -> tuple[dict[str, int], int]:
+        """``({array or table key: bytes}, total bytes)`` of the objects under the URL (one listing)."""
+        listing = self.cache.remote.list()
+        sizes = {key: sum(s for k, s in listing.items() if k.startswith(key + "/"))
+                 for key in self.manifest["arrays"]}
+        sizes.update({key: listing.get(key, 0) for key in self.manifest["tables"]})
+        return sizes, sum(listing.values())
+
+    def edit(self) -> Any:
+        raise StoreError(f"{self.url}: a store on object storage is read only; edit a local copy "
+                         f"and upload it with graphpipe ingest")
+
+    def add_derived(self, name: str, arrays: dict, entry: dict, *, replace: bool = False) -> dict:
+        return self.edit()
+
+    def __repr__(self) -> str:
+        return f"GraphStore({self.url!r}, nodes={self.num_nodes}, edges={self.num_edges})"
+
+
+def open_remote(url: str, *, cache_dir: str | os.PathLike | None = None,
+                in_memory: Any = False) -> RemoteGraphStore:
+    """Open the store at ``url`` (``s3://bucket/prefix``) through a chunk cache under
+    ``cache_dir``; :meth:`GraphStore.open` calls this for ``s3://`` paths."""
+    remote = RemotePrefix(url)
+    data = remote.get(MANIFEST_FILE)
+    if data is None:
+        raise StoreError(f"{remote.url}: no {MANIFEST_FILE} under this prefix: not a graphpipe store "
+                         f"(or its upload has not finished)")
+    data = bytes(data)
+    digest = hashlib.sha256(b"\0".join([remote.endpoint.encode(), remote.url.encode(), data]))
+    root = Path(cache_dir if cache_dir is not None else default_cache_dir()) / digest.hexdigest()[:32]
+    root.mkdir(parents=True, exist_ok=True)
+    cache = ChunkCache(remote, root, {"arrays": {}})
+    if not (root / MANIFEST_FILE).is_file():
+        cache._write(MANIFEST_FILE, data)
+    manifest = read_manifest(root)
+    if _checks.checks_enabled():
+        _checks.check_manifest(manifest, remote.url)
+    for key in list(manifest["arrays"]) + list(manifest.get("tables", {})):
+        check_key(key, f"{remote.url}/{MANIFEST_FILE}")
+    cache.manifest = manifest
+    _fetch.register(root, cache)
+    in_mem = _resolve_in_memory(root, manifest, in_memory)
+    return RemoteGraphStore(root, manifest, in_mem, url=remote.url, cache=cache)

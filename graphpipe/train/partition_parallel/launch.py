@@ -1,0 +1,116 @@
+"""Starting the ranks: under ``torchrun`` (``env://``: ``MASTER_ADDR``/``MASTER_PORT``,
+``RANK``, ``WORLD_SIZE`` set) or as ``P`` local processes (``torch.multiprocessing``
+spawn, gloo on a free loopback port).
+
+:func:`run_partition_parallel` is the one entry point: it resolves the parts (the store's
+``partition/k{P}/part`` written by ``graphpipe partition``, else METIS computed here with
+seed 0), runs :class:`.trainer.PartitionTrainer` on every rank and returns rank 0's
+:class:`.trainer.PartitionRunResult` (as a dict). Spawned ranks hand it back through a
+JSON file; parameters, when asked for (tests), through an ``.npz`` (no pickle).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from .trainer import PartitionConfig, PartitionTrainer
+
+__all__ = ["free_port", "resolve_parts", "run_partition_parallel", "under_torchrun"]
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def under_torchrun() -> bool:
+    """Whether this process is a rank started by ``torchrun`` (or any ``env://`` launcher)."""
+    return all(k in os.environ for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"))
+
+
+def resolve_parts(store: Any, num_parts: int) -> np.ndarray:
+    """int64 ``(N,)``: the stored ``partition/k{P}/part`` if there is one, else METIS now."""
+    from graphpipe.ops.partition import metis_partition
+    from graphpipe.store.derived import partition_keys
+
+    key = partition_keys(num_parts)["part"]
+    if store.has_array(key):
+        parts = np.asarray(store.array(key), dtype=np.int64)
+        if parts.shape != (store.num_nodes,) or (parts.size and (
+                parts.min() < 0 or parts.max() >= num_parts)):
+            raise ValueError(f"{store.path}: {key} must hold {store.num_nodes} parts in "
+                             f"[0, {num_parts})")
+        return parts
+    if num_parts == 1:
+        return np.zeros(store.num_nodes, dtype=np.int64)
+    return metis_partition(*store.topology(), num_parts, seed=0).parts.astype(np.int64)
+
+
+def _rank_main(rank: int, world: int, port: int, store_path: str, parts: np.ndarray | None,
+               config: dict, out_dir: str | None) -> dict:
+    if port:
+        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
+                          WORLD_SIZE=str(world))
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+        torch.set_num_threads(1)
+    from graphpipe.store import GraphStore
+
+    dist.init_process_group("gloo", init_method="env://")
+    try:
+        store = GraphStore.open(store_path)
+        if parts is None:
+            parts = resolve_parts(store, dist.get_world_size()) if dist.get_rank() == 0 else \
+                np.zeros(store.num_nodes, dtype=np.int64)
+        trainer = PartitionTrainer(store, parts, PartitionConfig(**config))
+        result = trainer.fit().to_dict()
+        if out_dir is not None:
+            out = Path(out_dir)
+            state = {k: v.detach().numpy() for k, v in trainer.model.base.state_dict().items()}
+            np.savez(out / f"params_rank{dist.get_rank()}.npz", **state)
+            if dist.get_rank() == 0:
+                (out / "result.json").write_text(json.dumps(result))
+        dist.barrier()
+        return result
+    finally:
+        dist.destroy_process_group()
+
+
+def run_partition_parallel(store_path: str | os.PathLike, num_parts: int,
+                           config: PartitionConfig, *, out_dir: str | os.PathLike | None = None
+                           ) -> dict:
+    """Train with ``num_parts`` ranks; returns rank 0's result dict (records, test_acc,
+    bytes_per_epoch, max_staleness, ...).
+
+    Under ``torchrun`` this process is one rank (``num_parts`` must equal ``WORLD_SIZE``);
+    otherwise ``num_parts`` local processes are spawned. ``out_dir`` (optional) receives
+    ``result.json`` and each rank's parameters ``params_rank{r}.npz``.
+    """
+    config.check()
+    store_path = str(store_path)
+    if under_torchrun():
+        if int(os.environ["WORLD_SIZE"]) != num_parts:
+            raise ValueError(f"--partition-parallel {num_parts} but torchrun started "
+                             f"WORLD_SIZE={os.environ['WORLD_SIZE']} ranks")
+        return _rank_main(int(os.environ["RANK"]), num_parts, 0, store_path, None,
+                          asdict(config), None if out_dir is None else str(out_dir))
+    from graphpipe.store import GraphStore
+
+    parts = resolve_parts(GraphStore.open(store_path), num_parts)
+    with tempfile.TemporaryDirectory() as tmp:
+        target = str(out_dir) if out_dir is not None else tmp
+        torch.multiprocessing.spawn(_rank_main, args=(num_parts, free_port(), store_path, parts,
+                                                      asdict(config), target),
+                                    nprocs=num_parts, join=True)
+        return json.loads((Path(target) / "result.json").read_text())

@@ -1,0 +1,96 @@
+"""HeteroGraphData from dicts and from PyG's HeteroData: CSC per relation against the edge
+lists, edge order, features/labels/splits, and one-line errors for bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from graphpipe.loaders import HeteroGraphData
+
+COUNTS = {"paper": 50, "author": 30, "field": 4}
+RELS = [("author", "writes", "paper"), ("paper", "cites", "paper"), ("paper", "has", "field")]
+
+
+def edge_lists(seed: int = 0, num_edges: int = 200) -> dict:
+    rng = np.random.default_rng(seed)
+    return {et: (rng.integers(0, COUNTS[et[0]], num_edges), rng.integers(0, COUNTS[et[2]], num_edges))
+            for et in RELS}
+
+
+def test_from_dicts_builds_each_relations_csc():
+    edges = edge_lists()
+    data = HeteroGraphData.from_dicts(COUNTS, edges)
+    assert data.edge_types == RELS and data.node_types == list(COUNTS)
+    for et, (src, dst) in edges.items():
+        indptr, indices = data.typed_csc(et)
+        order = data.edge_order[et]
+        assert np.array_equal(indices, src[order])              # slot -> input edge
+        rows = np.repeat(np.arange(COUNTS[et[2]]), np.diff(indptr))
+        assert np.array_equal(rows, dst[order])                 # CSC by destination
+        want = sorted(zip(dst.tolist(), src.tolist()))
+        assert list(zip(rows.tolist(), indices.tolist())) == want  # sources ascending per row
+        assert np.array_equal(np.sort(order), np.arange(src.shape[0]))
+    assert data.num_edges_dict == {et: 200 for et in RELS}
+    deg = data.in_degrees("paper")
+    want = np.bincount(edges[RELS[0]][1], minlength=50) + np.bincount(edges[RELS[1]][1], minlength=50)
+    assert np.array_equal(deg, want)
+
+
+def test_string_edge_types_and_target():
+    edges = {"___".join(et): v for et, v in edge_lists().items()}
+    y = {"paper": np.arange(50) % 3}
+    data = HeteroGraphData.from_dicts(COUNTS, edges, y=y, splits={"paper": {"train": [1, 2]}})
+    assert data.edge_types == RELS and data.target_type == "paper"
+    assert data.typed_split_names("paper") == ["train"] and data.typed_split_names("author") == []
+    assert np.array_equal(data.typed_labels("paper"), y["paper"])
+    with pytest.raises(ValueError, match="no split 'valid'"):
+        data.typed_split("paper", "valid")
+
+
+def test_from_pyg_matches_from_dicts():
+    from torch_geometric.data import HeteroData
+
+    edges = edge_lists(1)
+    pyg = HeteroData()
+    x = {"paper": torch.randn(50, 3), "author": torch.randn(30, 5)}
+    for t, n in COUNTS.items():
+        if t in x:
+            pyg[t].x = x[t]
+        else:
+            pyg[t].num_nodes = n
+    pyg["paper"].y = torch.arange(50) % 4
+    pyg["paper"].train_mask = torch.arange(50) < 10
+    pyg["paper"].val_mask = (torch.arange(50) >= 10) & (torch.arange(50) < 20)
+    for et, (s, d) in edges.items():
+        pyg[et].edge_index = torch.from_numpy(np.stack([s, d]))
+    data = HeteroGraphData.from_pyg(pyg)
+    ref = HeteroGraphData.from_dicts(COUNTS, edges)
+    assert data.num_nodes_dict == COUNTS and data.target_type == "paper"
+    for et in RELS:
+        for a, b in zip(data.typed_csc(et), ref.typed_csc(et)):
+            assert np.array_equal(a, b)
+        assert np.array_equal(data.edge_order[et], ref.edge_order[et])
+    assert np.array_equal(data.typed_features("author"), x["author"].numpy())
+    assert data.typed_features("field") is None
+    assert data.typed_split("paper", "train").tolist() == list(range(10))
+    assert data.typed_split("paper", "valid").tolist() == list(range(10, 20))
+
+
+def test_bad_input_is_one_line_value_error():
+    edges = edge_lists()
+    bad = dict(edges)
+    bad[RELS[0]] = (np.array([0, 30]), np.array([0, 1]))
+    with pytest.raises(ValueError, match=r"relation 'author___writes___paper': src IDs must lie in \[0, 30\)"):
+        HeteroGraphData.from_dicts(COUNTS, bad)
+    with pytest.raises(ValueError, match="node type not in 'num_nodes'"):
+        HeteroGraphData.from_dicts(COUNTS, {("venue", "r", "paper"): ([0], [0])})
+    with pytest.raises(ValueError, match=r"x\['paper'\] must have 50 rows"):
+        HeteroGraphData.from_dicts(COUNTS, edges, x={"paper": np.zeros((49, 2))})
+    with pytest.raises(ValueError, match="unknown node types"):
+        HeteroGraphData.from_dicts(COUNTS, edges, y={"venue": np.zeros(3)})
+    with pytest.raises(ValueError, match="differ in length"):
+        HeteroGraphData.from_dicts(COUNTS, {RELS[0]: ([0, 1], [0])})
+    with pytest.raises(ValueError, match=r"splits\['paper'\]\['train'\]"):
+        HeteroGraphData.from_dicts(COUNTS, edges, splits={"paper": {"train": [50]}})

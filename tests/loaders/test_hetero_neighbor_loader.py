@@ -1,0 +1,286 @@
+"""HeteroNeighborLoader: batch layout (seeds first, typed local IDs valid, every edge a graph
+edge), features and labels bit for bit, determinism (threads, prefetch, seeds), PyG's own
+heterogeneous NeighborLoader as the oracle of the batch structure (and of the nodes and
+edges reached where sampling draws nothing), input-node forms and errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from graphpipe.loaders import HeteroGraphData, HeteroMiniBatch, HeteroNeighborLoader
+
+COUNTS = {"paper": 300, "author": 200, "inst": 12}
+RELS = [("author", "writes", "paper"), ("paper", "rev_writes", "author"),
+        ("paper", "cites", "paper"), ("author", "affiliated", "inst"),
+        ("inst", "rev_affiliated", "author")]
+DIMS = {"paper": 8, "author": 3}
+
+
+def make_edges(seed: int = 0) -> dict:
+    rng = np.random.default_rng(seed)
+    out = {}
+    for et in RELS[::2] + [RELS[3]]:
+        n = 1500 if et[2] != "inst" else 300
+        src = rng.integers(0, COUNTS[et[0]], n)
+        dst = np.minimum((rng.pareto(1.3, n) * COUNTS[et[2]] / 10).astype(np.int64), COUNTS[et[2]] - 1)
+        out[et] = (src, dst)
+    out[RELS[1]] = out[RELS[0]][::-1]   # reverse relations, as PyG's ToUndirected adds
+    out[RELS[4]] = out[RELS[3]][::-1]
+    return {et: out[et] for et in RELS}
+
+
+def make_data(seed: int = 0) -> tuple[HeteroGraphData, dict]:
+    rng = np.random.default_rng(seed + 100)
+    edges = make_edges(seed)
+    x = {t: rng.standard_normal((COUNTS[t], d)).astype(np.float32) for t, d in DIMS.items()}
+    y = {"paper": rng.integers(0, 5, COUNTS["paper"])}
+    splits = {"paper": {"train": np.sort(rng.choice(300, 120, replace=False))}}
+    return HeteroGraphData.from_dicts(COUNTS, edges, x=x, y=y, splits=splits), {"edges": edges, "x": x, "y": y}
+
+
+def check_batch(batch: HeteroMiniBatch, raw: dict, seeds: np.ndarray) -> None:
+    """Seeds first, typed local IDs valid, unique nodes per type, every edge a graph edge
+    (through e_id into the input edge list), rows and labels equal to the data's."""
+    assert batch.target_type == "paper" and batch.batch_size == seeds.shape[0]
+    assert batch.n_id["paper"][:batch.batch_size].tolist() == seeds.tolist()
+    for t, ids in batch.n_id.items():
+        assert ids.dtype == torch.int64 and ids.unique().numel() == ids.numel()
+        assert sum(batch.num_sampled_nodes[t]) == ids.numel()
+    for t, x in raw["x"].items():
+        assert torch.equal(batch.x[t], torch.from_numpy(x)[batch.n_id[t]])
+    assert torch.equal(batch.y, torch.from_numpy(raw["y"]["paper"])[batch.n_id["paper"]])
+    for et, ei in batch.edge_index.items():
+        src, dst = raw["edges"][et]
+        assert ei.shape == (2, batch.e_id[et].numel())
+        assert ei.numel() == 0 or (ei[0].max() < batch.n_id[et[0]].numel() and
+                                   ei[1].max() < batch.n_id[et[2]].numel() and ei.min() >= 0)
+        e = batch.e_id[et].numpy()
+        assert np.array_equal(batch.n_id[et[0]][ei[0]].numpy(), src[e])
+        assert np.array_equal(batch.n_id[et[2]][ei[1]].numpy(), dst[e])
+        assert sum(batch.num_sampled_edges[et]) == ei.shape[1]
+
+
+def test_batches_cover_the_split_in_order():
+    data, raw = make_data()
+    loader = HeteroNeighborLoader(data, [4, 3], input_nodes=("paper", "train"), batch_size=32, seed=3)
+    assert len(loader) == 4
+    train = data.typed_split("paper", "train")
+    seen = []
+    for i, batch in enumerate(loader):
+        seeds = train[i * 32:(i + 1) * 32]
+        check_batch(batch, raw, seeds)
+        assert batch.input_id.tolist() == list(range(i * 32, i * 32 + seeds.shape[0]))
+        seen.append(batch.seeds)
+    assert torch.cat(seen).tolist() == train.tolist()
+
+
+def test_fanout_per_relation_and_shuffle():
+    data, raw = make_data(1)
+    fanouts = {et: [0 if et[1] == "cites" else 3, 2] for et in RELS}
+    loader = HeteroNeighborLoader(data, fanouts, input_nodes="paper", batch_size=64, shuffle=True,
+                                  drop_last=True, seed=5)
+    assert len(loader) == 4
+    seeds = []
+    for batch in loader:
+        check_batch(batch, raw, batch.seeds.numpy())
+        assert batch.num_sampled_edges[("paper", "cites", "paper")][0] == 0
+        seeds.append(batch.seeds)
+    seeds = torch.cat(seeds)
+    assert seeds.unique().numel() == 256 and seeds.tolist() != list(range(256))
+
+
+def _batches(loader) -> list[HeteroMiniBatch]:
+    return list(loader)
+
+
+def assert_same_batches(a: list[HeteroMiniBatch], b: list[HeteroMiniBatch]) -> None:
+    assert len(a) == len(b)
+    for p, q in zip(a, b):
+        for name in ("n_id", "x", "edge_index", "e_id"):
+            d, e = getattr(p, name), getattr(q, name)
+            assert list(d) == list(e) and all(torch.equal(d[k], e[k]) for k in d), name
+        assert torch.equal(p.y, q.y) and p.num_sampled_nodes == q.num_sampled_nodes
+
+
+def test_deterministic_across_threads_prefetch_and_cache():
+    data, _ = make_data(2)
+    kw = {"input_nodes": ("paper", "train"), "batch_size": 16, "shuffle": True, "seed": 9}
+    base = _batches(HeteroNeighborLoader(data, [3, 3], num_threads=1, **kw))
+    assert_same_batches(base, _batches(HeteroNeighborLoader(data, [3, 3], num_threads=2, window=3, **kw)))
+    assert_same_batches(base, _batches(HeteroNeighborLoader(data, [3, 3], prefetch=2, **kw)))
+    cached = HeteroNeighborLoader(data, [3, 3], cache="degree", cache_rows=0.25, **kw)
+    assert set(cached.rows) == {"paper", "author"} and len(cached.rows["paper"]) == 75
+    assert_same_batches(base, _batches(cached))
+    other = _batches(HeteroNeighborLoader(data, [3, 3], **{**kw, "seed": 10}))
+    assert any(not torch.equal(a.n_id["author"], b.n_id["author"]) for a, b in zip(base, other))
+
+
+def test_prefetch_thread_stops_when_abandoned():
+    data, _ = make_data()
+    loader = HeteroNeighborLoader(data, [2], input_nodes="paper", batch_size=4, prefetch=2, seed=0)
+    it = iter(loader)
+    next(it)
+    it.close()  # joins the thread; a hang here fails the run's timeout
+    assert len(list(loader)) == 75
+
+
+def test_memory_mapped_features(tmp_path):
+    data, raw = make_data(4)
+    path = tmp_path / "paper.f32"
+    mm = np.memmap(path, dtype=np.float32, mode="w+", shape=raw["x"]["paper"].shape)
+    mm[:] = raw["x"]["paper"]
+    mm.flush()
+    data.features["paper"] = np.memmap(path, dtype=np.float32, mode="r", shape=mm.shape)
+    for batch in HeteroNeighborLoader(data, [3], input_nodes="paper", batch_size=100, seed=1):
+        check_batch(batch, raw, batch.seeds.numpy())
+
+
+def _pyg_data(raw: dict):
+    from torch_geometric.data import HeteroData
+
+    pyg = HeteroData()
+    for t, n in COUNTS.items():
+        if t in raw["x"]:
+            pyg[t].x = torch.from_numpy(raw["x"][t])
+        else:
+            pyg[t].num_nodes = n
+    pyg["paper"].y = torch.from_numpy(raw["y"]["paper"])
+    for et, (s, d) in raw["edges"].items():
+        pyg[et].edge_index = torch.from_numpy(np.stack([s, d]))
+    return pyg
+
+
+def test_to_pyg_has_pygs_layout():
+    """The HeteroData of to_pyg() holds what PyG's own hetero NeighborLoader yields for the
+    same input (attribute by attribute, per node and edge type) and a PyG HeteroConv runs
+    on both; with fanout -1 (no draws) the nodes and edges reached are PyG's."""
+    from torch_geometric.loader import NeighborLoader as PyGLoader
+
+    data, raw = make_data(5)
+    pyg_data = _pyg_data(raw)
+    seeds = torch.tensor([3, 17, 40, 2])
+    for fanouts in ([3, 2], [-1, -1]):
+        theirs = next(iter(PyGLoader(pyg_data, fanouts, input_nodes=("paper", seeds), batch_size=4)))
+        ours = next(iter(HeteroNeighborLoader(data, fanouts, input_nodes=("paper", seeds.numpy()),
+                                              batch_size=4, seed=0))).to_pyg()
+        assert ours.node_types == theirs.node_types and ours.edge_types == theirs.edge_types
+        for key in theirs.node_types + theirs.edge_types:
+            missing = set(theirs[key].keys()) - set(ours[key].keys())
+            assert not missing, (key, missing)
+        assert ours["paper"].batch_size == theirs["paper"].batch_size == 4
+        assert ours["paper"].n_id[:4].tolist() == theirs["paper"].n_id[:4].tolist() == seeds.tolist()
+        assert ours["paper"].input_id.tolist() == theirs["paper"].input_id.tolist()
+        for t in COUNTS:
+            assert ours[t].num_nodes == ours[t].n_id.numel()
+            if t in raw["x"]:
+                assert torch.equal(ours[t].x, pyg_data[t].x[ours[t].n_id])
+        if fanouts[0] == -1:
+            for t in COUNTS:
+                assert sorted(ours[t].n_id.tolist()) == sorted(theirs[t].n_id.tolist()), t
+            for et in RELS:
+                s, _, d = et
+                mine = {(a, b) for a, b in zip(ours[s].n_id[ours[et].edge_index[0]].tolist(),
+                                               ours[d].n_id[ours[et].edge_index[1]].tolist())}
+                pyg = {(a, b) for a, b in zip(theirs[s].n_id[theirs[et].edge_index[0]].tolist(),
+                                              theirs[d].n_id[theirs[et].edge_index[1]].tolist())}
+                assert mine == pyg, et
+                assert sorted(ours[et].e_id.tolist()) == sorted(theirs[et].e_id.tolist())
+        _run_hetero_conv(ours, theirs)
+
+
+def _run_hetero_conv(ours, theirs) -> None:
+    from torch_geometric.nn import HeteroConv, SAGEConv
+
+    rels = [et for et in RELS if "inst" not in (et[0], et[2])]
+    torch.manual_seed(0)
+    conv = HeteroConv({et: SAGEConv((-1, -1), 4) for et in rels})
+    for batch in (theirs, ours):
+        out = conv({t: batch[t].x for t in DIMS}, {et: batch[et].edge_index for et in rels})
+        assert out["paper"].shape == (batch["paper"].num_nodes, 4)
+
+
+def test_input_node_forms_and_errors():
+    data, _ = make_data()
+    mask = np.zeros(300, dtype=bool)
+    mask[[5, 9]] = True
+    by_mask = HeteroNeighborLoader(data, [1], input_nodes=("paper", torch.from_numpy(mask)), batch_size=8)
+    batch = next(iter(by_mask))
+    assert batch.seeds.tolist() == [5, 9] and batch.input_id.tolist() == [5, 9]
+    assert len(HeteroNeighborLoader(data, [1], batch_size=100)) == 3      # None: target type
+    assert len(HeteroNeighborLoader(data, [1], input_nodes=("author", None), batch_size=50)) == 4
+    ids = HeteroNeighborLoader(data, [1], input_nodes=("author", [7, 3]), batch_size=2, seed=0)
+    assert next(iter(ids)).target_type == "author" and next(iter(ids)).y is None
+    for bad, match in [(("venue", None), "unknown node type"), (("paper", [300]), r"\[0, 300\)"),
+                       (("paper", [1, 1]), "distinct"), (("paper", np.ones(5, bool)), "300 entries"),
+                       (("paper", "valid"), "no split 'valid'"), (5, "must be None")]:
+        with pytest.raises(ValueError, match=match):
+            HeteroNeighborLoader(data, [1], input_nodes=bad)
+    with pytest.raises(ValueError, match="misses relations"):
+        HeteroNeighborLoader(data, {RELS[0]: [2]}, input_nodes="paper")
+    with pytest.raises(ValueError, match="batch_size"):
+        HeteroNeighborLoader(data, [1], input_nodes="paper", batch_size=0)
+
+
+def test_blocks_follow_edge_index():
+    data, raw = make_data(6)
+    batch = next(iter(HeteroNeighborLoader(data, [3, 2], input_nodes="paper", batch_size=10, seed=2)))
+    blocks = batch.blocks()
+    assert len(blocks) == 2
+    for et, blk in blocks[-1].items():
+        assert blk.num_dst == (10 if et[2] == "paper" else 0)
+    for layer in blocks:
+        for et, blk in layer.items():
+            src, dst = raw["edges"][et]
+            e = blk.edge_ids.numpy()
+            assert np.array_equal(batch.n_id[et[0]][blk.indices].numpy(), src[e])
+            assert np.array_equal(batch.n_id[et[2]][blk.dst_of_edges()].numpy(), dst[e])
+            assert blk.indices.numel() == 0 or blk.indices.max() < blk.num_src
+    assert batch.to("cpu").n_id["paper"].tolist() == batch.n_id["paper"].tolist()
+
+
+def write_typed_store(path, raw: dict) -> None:
+    from graphpipe.store.typed_writer import TypedStoreWriter
+
+    with TypedStoreWriter(path, COUNTS, target_type="paper") as w:
+        for et, (s, d) in raw["edges"].items():
+            w.add_relation(et, s, d)
+        for t, x in raw["x"].items():
+            w.write_node_array(t, "feat", x)
+        w.write_node_array("paper", "label", raw["y"]["paper"])
+        w.write_split("paper", "train", np.arange(0, 300, 3))
+        w.commit()
+
+
+def test_typed_store_path_equals_in_memory(tmp_path):
+    """A typed store (memory-mapped, checked by the store) gives the batches the same graph
+    in memory gives, whatever its CSC order: equal edges per relation through e_id."""
+    data, raw = make_data(7)
+    write_typed_store(tmp_path / "typed", raw)
+    loader = HeteroNeighborLoader(str(tmp_path / "typed"), [4, 2], input_nodes=("paper", "train"),
+                                  batch_size=25, seed=4, cache="degree")
+    assert loader.target_type == "paper" and len(loader) == 4
+    assert loader.data.store is not None and set(loader.rows) == {"paper", "author"}
+    seeds = []
+    for batch in loader:
+        check_batch(batch, raw, batch.seeds.numpy())
+        seeds.append(batch.seeds)
+    assert torch.cat(seeds).tolist() == list(range(0, 300, 3))
+    memory = HeteroNeighborLoader(data, [4, 2], input_nodes=("paper", np.arange(0, 300, 3)),
+                                  batch_size=25, seed=4)
+    loader.set_epoch(0)
+    for a, b in zip(loader, memory):  # same CSC order (sources ascending per row): same batches
+        assert all(torch.equal(a.n_id[t], b.n_id[t]) for t in COUNTS)
+        assert all(torch.equal(a.e_id[et], b.e_id[et]) for et in RELS)
+
+
+def test_homogeneous_store_is_refused(tmp_path):
+    from torch_geometric.data import Data
+
+    from graphpipe.store import GraphStore
+
+    store = GraphStore.from_pyg(Data(edge_index=torch.tensor([[1, 0], [0, 1]]), num_nodes=3),
+                                tmp_path / "homo")
+    with pytest.raises(ValueError, match="not a typed store"):
+        HeteroNeighborLoader(store, [2], input_nodes="x")

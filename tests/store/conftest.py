@@ -1,0 +1,62 @@
+"""A real S3-compatible HTTP server on loopback for the object-storage tests: moto's
+``ThreadedMotoServer`` (what s3fs tests against), not a mocked client.
+
+Its objects live in moto's in-process backend, not in the server thread, so
+:meth:`S3Server.restart` (stop, then a new server on the same port) serves the same
+objects again: a restart a client can observe (refused connections, then answers)
+without losing the data.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+
+
+class S3Server:
+    """moto's S3 server on ``127.0.0.1`` (a free port) with a bucket ``bucket``."""
+
+    def __init__(self, bucket: str = "graphs"):
+        from moto.server import ThreadedMotoServer
+
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)
+        self._cls = ThreadedMotoServer
+        self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        self.server.start()
+        self.host, self.port = self.server.get_host_and_port()
+        self.endpoint = f"http://{self.host}:{self.port}"
+        self.bucket = bucket
+        urllib.request.urlopen(urllib.request.Request(f"{self.endpoint}/{bucket}", method="PUT"),
+                               timeout=10).close()
+
+    def env(self) -> dict[str, str]:
+        return {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": self.endpoint}
+
+    def stop(self) -> None:
+        self.server.stop()
+
+    def start_again(self) -> None:
+        """A new server on the same port (moto's objects are kept in-process)."""
+        self.server = self._cls(ip_address="127.0.0.1", port=self.port, verbose=False)
+        self.server.start()
+
+
+@pytest.fixture(scope="module")
+def s3_server() -> Iterator[S3Server]:
+    server = S3Server()
+    saved = {k: os.environ.get(k) for k in server.env()}
+    os.environ.update(server.env())
+    try:
+        yield server
+    finally:
+        server.stop()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value

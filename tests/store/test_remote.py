@@ -1,0 +1,196 @@
+"""A store on object storage (``s3://``) against a real S3 server on loopback (moto, see
+conftest.py): ingest, open, a loader epoch equal to the local store's bit for bit, validate,
+the CLI, the chunk cache (each object read once), no half-written store, and a server
+restart in the middle of a read."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+from graphpipe.cli.main import cli
+
+from graphpipe.ingest import ingest
+from graphpipe.loaders import NeighborLoader
+from graphpipe.store import GraphStore, StoreError, StoreWriter
+from graphpipe.store import remote as remote_mod
+from graphpipe.store.object_store import RemotePrefix
+from graphpipe.store.upload import upload_store
+from graphpipe.store.validate import validate
+
+
+@pytest.fixture(scope="module")
+def local_store(ogb_raw_folder, tmp_path_factory) -> GraphStore:
+    folder, _meta = ogb_raw_folder
+    return ingest(folder, tmp_path_factory.mktemp("local") / "g")
+
+
+def _rechunked(store: GraphStore, dest: Path, feat_chunk_rows: int) -> GraphStore:
+    """A copy of ``store`` whose feature matrix is cut into chunks of ``feat_chunk_rows`` rows."""
+    with StoreWriter(dest, name=store.name) as w:
+        for key in store.manifest["arrays"]:
+            a = np.asarray(store.array(key))
+            w.write_array(key, a, chunk_rows=feat_chunk_rows if a.ndim > 1 else None)
+        for key in store.manifest["tables"]:
+            w.write_table(key, store.table(key))
+        for field in ("num_nodes", "num_edges", "graph", "node_features", "edge_features",
+                      "labels", "splits", "id_map"):
+            w.manifest[field] = store.manifest[field]
+        w.commit()
+    return GraphStore.open(dest)
+
+
+def _epoch(store: GraphStore) -> list:
+    loader = NeighborLoader(store, [5, 3], "train", batch_size=300, shuffle=True, seed=7)
+    return [(b.n_id.clone(), b.x.clone(), b.y.clone(), b.edge_index.clone()) for b in loader]
+
+
+def _assert_same_epoch(a: list, b: list) -> None:
+    assert len(a) == len(b) > 1
+    for left, right in zip(a, b):
+        for u, v in zip(left, right):
+            assert u.dtype == v.dtype and torch.equal(u, v)
+
+
+def test_ingest_open_epoch_validate(s3_server, local_store, ogb_raw_folder, tmp_path) -> None:
+    url = f"s3://{s3_server.bucket}/ingested/g"
+    store = ingest(ogb_raw_folder[0], url)
+    assert repr(store).startswith(f"GraphStore('{url}'")
+    remote = GraphStore.open(url, cache_dir=tmp_path / "cache")
+    assert remote.manifest["arrays"].keys() == local_store.manifest["arrays"].keys()
+    for key in local_store.manifest["arrays"]:
+        got, want = remote.array(key), local_store.array(key)
+        assert got.dtype == want.dtype and np.array_equal(got, want), key
+    for name in local_store.split_names:
+        assert np.array_equal(remote.split(name), local_store.split(name))
+    _assert_same_epoch(_epoch(remote), _epoch(local_store))
+    assert validate(url) == []
+
+
+def test_cache_reads_each_object_once(s3_server, local_store, tmp_path) -> None:
+    url = f"s3://{s3_server.bucket}/cached/g"
+    upload_store(_rechunked(local_store, tmp_path / "chunked", 100).path, url)
+    first = GraphStore.open(url, cache_dir=tmp_path / "cache")
+    listing = RemotePrefix(url).list()          # all but the zarr groups' own metadata:
+    objects = {k: n for k, n in listing.items() if k == "manifest.json" or k in first.manifest["tables"]
+               or any(k.startswith(a + "/") for a in first.manifest["arrays"])}
+    first.prefetch()
+    assert first.requests.gets == len(objects)              # the manifest + every object once
+    assert first.requests.get_bytes == sum(objects.values())
+    again = GraphStore.open(url, cache_dir=tmp_path / "cache")
+    _assert_same_epoch(_epoch(again), _epoch(local_store))
+    assert again.requests.gets == 1                          # the manifest only
+
+
+def test_concurrent_readers_share_the_cache(s3_server, local_store, tmp_path) -> None:
+    """Two readers of one cache (as two ranks of a machine): each chunk downloaded once."""
+    url = f"s3://{s3_server.bucket}/shared/g"
+    upload_store(_rechunked(local_store, tmp_path / "chunked", 50).path, url)
+    feat_chunks = [k for k in RemotePrefix(url).list() if k.startswith("node/feat/c/")]
+    stores = [GraphStore.open(url, cache_dir=tmp_path / "cache") for _ in range(2)]
+    before = sum(s.cache.fetched_files for s in stores)         # the manifest, once
+    gate = threading.Barrier(2)
+
+    def read(store: GraphStore) -> None:
+        gate.wait()
+        store.features(np.arange(store.num_nodes))
+
+    threads = [threading.Thread(target=read, args=(s,)) for s in stores]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert sum(s.cache.fetched_files for s in stores) - before == len(feat_chunks) + 1  # + zarr.json
+    for s in stores:
+        assert np.array_equal(s.features(np.arange(s.num_nodes)), local_store.feat)
+
+
+def test_server_restart_mid_read(s3_server, local_store, tmp_path, monkeypatch) -> None:
+    """The server goes away after the third chunk of a cold read and comes back on the same
+    port a second later: the read waits (obstore's retries), resumes, and the bytes match."""
+    url = f"s3://{s3_server.bucket}/restart/g"
+    upload_store(_rechunked(local_store, tmp_path / "chunked", 40).path, url)
+    store = GraphStore.open(url, cache_dir=tmp_path / "cache")
+    real_write, outage, chunks = remote_mod.ChunkCache._write, {}, []
+
+    def write_then_stop(self, key: str, data) -> None:
+        real_write(self, key, data)
+        chunks.append(key) if key.startswith("node/feat/c/") else None
+        if len(chunks) == 3 and not outage:
+            s3_server.stop()
+            outage["stopped"] = time.perf_counter()
+            threading.Timer(1.0, s3_server.start_again).start()
+
+    monkeypatch.setattr(remote_mod.ChunkCache, "_write", write_then_stop)
+    started = time.perf_counter()
+    rows = store.features(np.arange(store.num_nodes))
+    assert outage and time.perf_counter() - started >= 1.0      # the read did wait for the server
+    assert np.array_equal(rows, local_store.feat)
+    assert len(store.feature_chunks()[0]) == -(-local_store.num_nodes // 40)
+    assert validate(url) == []
+
+
+def test_no_manifest_no_store(s3_server, local_store, tmp_path) -> None:
+    """An upload that stopped before its manifest is not a store: readers refuse it."""
+    url = f"s3://{s3_server.bucket}/partial/g"
+    root = local_store.path
+    files = [p for p in root.rglob("*") if p.is_file() and p.name != "manifest.json"]
+    RemotePrefix(url, read_only=False).put_many(
+        [(p.relative_to(root).as_posix(), p.read_bytes()) for p in files])
+    with pytest.raises(StoreError, match="no manifest.json"):
+        GraphStore.open(url, cache_dir=tmp_path / "cache")
+    assert validate(url)[0].startswith(f"{url}: no manifest.json")
+    with pytest.raises(StoreError, match="already exists"):
+        upload_store(root, url)
+    upload_store(root, url, overwrite=True)                 # an unfinished upload is replaced
+    assert GraphStore.open(url, cache_dir=tmp_path / "cache").num_nodes == local_store.num_nodes
+
+
+def test_hostile_manifest_keys_are_refused(s3_server, local_store, tmp_path) -> None:
+    url = f"s3://{s3_server.bucket}/hostile/g"
+    manifest = dict(local_store.manifest)
+    manifest["tables"] = {"../../escape.parquet": {"rows": 1, "columns": {}, "checksum": "x"}}
+    RemotePrefix(url, read_only=False).put_many([("manifest.json", json.dumps(manifest).encode())])
+    with pytest.raises(StoreError, match="not allowed"):
+        GraphStore.open(url, cache_dir=tmp_path / "cache")
+    assert not (tmp_path / "escape.parquet").exists()
+
+
+def test_remote_store_is_read_only(s3_server, local_store, tmp_path) -> None:
+    url = f"s3://{s3_server.bucket}/readonly/g"
+    upload_store(local_store.path, url)
+    store = GraphStore.open(url, cache_dir=tmp_path / "cache")
+    with pytest.raises(StoreError, match="read only"):
+        store.add_derived("x", {"derived/x": np.zeros(3)}, {})
+
+
+def test_cli_ingest_validate_info(s3_server, ogb_raw_folder, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("GRAPHPIPE_CACHE_DIR", str(tmp_path / "cache"))
+    url = f"s3://{s3_server.bucket}/cli/g"
+    runner = CliRunner()
+    result = runner.invoke(cli, ["ingest", str(ogb_raw_folder[0]), url, "--quiet"])
+    assert result.exit_code == 0, result.output
+    assert url in result.output
+    result = runner.invoke(cli, ["validate", url])
+    assert result.exit_code == 0 and f"{url}: valid" in result.output, result.output
+    result = runner.invoke(cli, ["info", url, "--json"])
+    assert result.exit_code == 0, result.output
+    info = json.loads(result.output)
+    assert info["path"] == url and info["total_bytes"] == sum(RemotePrefix(url).list().values())
+    result = runner.invoke(cli, ["ingest", str(ogb_raw_folder[0]), url, "--quiet"])
+    assert result.exit_code == 2 and "already exists" in result.output
+    result = runner.invoke(cli, ["info", f"s3://{s3_server.bucket}/nothing-here"])
+    assert result.exit_code == 2 and result.output.startswith("error: s3://") \
+        and len(result.output.strip().splitlines()) == 1
+
+
+def test_credentials_come_from_the_environment_only(s3_server, monkeypatch) -> None:
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    with pytest.raises(StoreError, match="AWS_SECRET_ACCESS_KEY"):
+        GraphStore.open(f"s3://{s3_server.bucket}/cli/g")
