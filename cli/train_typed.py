@@ -52,7 +52,7 @@ def train_typed(store_path: str, model_name: str, target_type: str | None, share
     import torch
 
     from graphpipe.store import GraphStore
-    from graphpipe.train.typed_trainer import TypedTrainer
+    from graphpipe.train.typed_trainer import TypedTrainer, typed_training_data
 
     if model_name not in TYPED_MODELS:
         fail(f"store {store_path!r} is typed: --model must be one of {', '.join(TYPED_MODELS)} "
@@ -60,7 +60,7 @@ def train_typed(store_path: str, model_name: str, target_type: str | None, share
     refused = [g for g in given if g.lstrip("-").replace("-", "_") in _REFUSED]
     if refused:
         fail(f"{', '.join(refused)}: not supported on a typed store")
-    store = GraphStore.open(store_path)
+    store = typed_training_data(GraphStore.open(store_path))
     target = target_type or store.target_type
     if target not in store.node_types:
         fail(f"--target-type must be one of {', '.join(store.node_types)} (got {target!r})")

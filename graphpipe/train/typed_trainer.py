@@ -34,23 +34,33 @@ from graphpipe.train.loop import (
 )
 from graphpipe.train.trainer import accuracy, make_optimizer
 
-__all__ = ["TypedTrainer", "typed_model_dims"]
+__all__ = ["TypedTrainer", "typed_model_dims", "typed_training_data"]
 
 _SPLITS = ("train", "valid", "test")
 
 
-def _open(store: Any) -> Any:
+def typed_training_data(store: Any, *, reverse: bool = True) -> Any:
+    """The :class:`graphpipe.loaders.HeteroGraphData` a typed run trains on: the store's
+    relations, plus their reverses (PyG's ``ToUndirected``) when ``reverse`` (OGB ships
+    each relation one way; without the reverses no message reaches a paper from its
+    fields). ``store``: a typed GraphStore, its path, or a HeteroGraphData (as is)."""
+    from graphpipe.loaders import HeteroGraphData
+    from graphpipe.loaders.hetero_reverse import add_reverse_relations
     from graphpipe.store import GraphStore
 
+    if isinstance(store, HeteroGraphData):
+        return store
     store = store if isinstance(store, GraphStore) else GraphStore.open(store)
     if not store.is_typed:
         raise ValueError(f"store {str(store.path)!r} has one node type: train it with "
                          "graphpipe.train.Trainer")
-    return store
+    data = HeteroGraphData.from_store(store)
+    return add_reverse_relations(data) if reverse else data
 
 
 def typed_model_dims(store: Any) -> dict[str, int | None]:
-    """Node type -> feature width (None for a type without features) of a typed store."""
+    """Node type -> feature width (None for a type without features) of a typed store
+    (or a HeteroGraphData)."""
     dims: dict[str, int | None] = {}
     for t in store.node_types:
         x = store.typed_features(t)
@@ -61,7 +71,7 @@ def typed_model_dims(store: Any) -> dict[str, int | None]:
 def _labels(store: Any, target: str) -> np.ndarray:
     y = store.typed_labels(target)
     if y is None:
-        raise ValueError(f"store {str(store.path)!r}: target type {target!r} has no labels")
+        raise ValueError(f"target type {target!r} has no labels")
     y = np.asarray(y)
     return y[:, 0] if y.ndim == 2 else y
 
@@ -72,7 +82,9 @@ class TypedTrainer:
     Args:
         model: a model from :func:`graphpipe.train.hetero_models.build_hetero_model`, or
             :class:`graphpipe.train.models.MLP` (target-type features only).
-        store: a typed :class:`graphpipe.store.GraphStore` or its path.
+        store: a typed :class:`graphpipe.store.GraphStore` or its path (reverse relations
+            added, :func:`typed_training_data`), or a
+            :class:`graphpipe.loaders.HeteroGraphData` (used as it is).
         fanouts: neighbours per hop for every relation (one entry per layer), or a dict
             relation -> list.
         target_type: the classified node type (default: the store's ``target_type``).
@@ -93,7 +105,7 @@ class TypedTrainer:
                  checkpoint: str | os.PathLike | None = None,
                  metrics_log: str | os.PathLike | None = None, quiet: bool = False,
                  on_epoch: Callable[[dict[str, Any]], None] | None = None):
-        self.store = _open(store)
+        self.store = typed_training_data(store)
         self.target = target_type or self.store.target_type
         if self.target not in self.store.node_types:
             raise ValueError(f"target type {self.target!r} is not a node type of the store "
@@ -115,7 +127,7 @@ class TypedTrainer:
     # ---------------------------------------------------------------------------- pieces
     def _split_ids(self, split: str) -> np.ndarray:
         if split not in self.store.typed_split_names(self.target):
-            raise ValueError(f"store {str(self.store.path)!r}: type {self.target!r} has no "
+            raise ValueError(f"type {self.target!r} has no "
                              f"{split!r} split")
         ids = np.asarray(self.store.typed_split(self.target, split), dtype=np.int64)
         return ids[self.labels[ids] >= 0]
