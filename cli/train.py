@@ -121,6 +121,12 @@ def _parse_fanouts(text: str | None, layers: int) -> list[int]:
               help="Transformers: cluster reordering of each sequence.")
 @click.option("--global-token/--no-global-token", default=None,
               help="Transformers: a global token per sequence [graphormer yes, gt no].")
+@click.option("--nproc", type=click.IntRange(1), default=None,
+              help="Data-parallel training on N local processes (gloo, a free loopback port); under "
+                   "torchrun leave it out (cli/train_ddp.py).")
+@click.option("--shard-parts", is_flag=True,
+              help="Data parallel: each rank trains on the seeds of its METIS parts (needs "
+                   "'graphpipe partition STORE --parts K', K >= ranks).")
 @click.option("--seq-parallel", type=click.IntRange(1), default=None,
               help="Transformers: split every sequence over P ranks (sequence parallelism, "
                    "gloo on the CPU): spawns P local ranks, or is one rank under torchrun.")
@@ -147,6 +153,7 @@ def command(store: str, model_name: str, hidden: int | None, layers: int | None,
     With --model graphormer or gt, a graph transformer trains on ClusterLoader sequences
     of --seq-len positions with --attention sparse, cluster-sparse, interleaved or dense."""
     import torch
+    from graphpipe.cli import train_ddp
     from graphpipe.cli.train_typed import is_typed_store, train_typed
 
     from graphpipe.store import GraphStore
@@ -165,12 +172,16 @@ def command(store: str, model_name: str, hidden: int | None, layers: int | None,
               "weight_decay": weight_decay, "optimizer": optimizer, "batch_size": batch_size,
               "evaluation": evaluation}
     if is_typed_store(store):
-        given = [_flag(n) for n in (*_TRANSFORMER_ONLY, "heads", "feature_bits") if _given(n)]
+        given = [_flag(n) for n in (*_TRANSFORMER_ONLY, "heads", "feature_bits", "nproc",
+                                    "shard_parts") if _given(n)]
         layer_count = layers or 2
         train_typed(store, model_name if _given("model_name") else "rgcn", target_type, shared,
                     _parse_fanouts(fanouts, layer_count), given, epochs=epochs,
                     patience=patience, checkpoint=checkpoint, resume=resume,
                     metrics_log=metrics_log, seed=seed, max_steps=max_steps, quiet=quiet)
+        return
+    if train_ddp.wanted(click.get_current_context().params):  # --nproc N, or under torchrun
+        train_ddp.run(click.get_current_context().params)
         return
     if target_type is not None:
         fail(f"--target-type applies to a typed store; {store!r} has one node type")

@@ -12,8 +12,6 @@ from graphpipe.cli._common import fail
 TYPED_MODELS = ("rgcn", "hetero-sage", "mlp")
 _DEFAULTS = {"hidden": 64, "layers": 2, "dropout": 0.5, "lr": 0.01, "weight_decay": 0.0,
              "optimizer": "adam", "batch_size": 1024}
-#: options of the homogeneous GNN path that a typed store does not take
-_REFUSED = ("heads", "feature_bits")
 
 
 def is_typed_store(path: str) -> bool:
@@ -57,9 +55,8 @@ def train_typed(store_path: str, model_name: str, target_type: str | None, share
     if model_name not in TYPED_MODELS:
         fail(f"store {store_path!r} is typed: --model must be one of {', '.join(TYPED_MODELS)} "
              f"(got {model_name!r})")
-    refused = [g for g in given if g.lstrip("-").replace("-", "_") in _REFUSED]
-    if refused:
-        fail(f"{', '.join(refused)}: not supported on a typed store")
+    if given:  # options of the homogeneous / transformer paths (see cli/train.py)
+        fail(f"{', '.join(given)}: not supported on a typed store")
     store = typed_training_data(GraphStore.open(store_path))
     target = target_type or store.target_type
     if target not in store.node_types:
