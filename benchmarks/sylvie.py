@@ -107,8 +107,8 @@ def run(store: Path, parts: int, model: str, epochs: int, seeds: list[int]) -> l
 def table(rows: list[dict]) -> str:
     import numpy as np
 
-    lines = ["| halo bits | S | bytes / epoch (all ranks) | vs fp32 | test acc (mean ± std) | "
-             "final loss | epoch s (median) |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [("| halo bits | S | bytes / epoch (all ranks) | vs fp32 | test acc (mean ± std) | "
+             "final loss | epoch s (median) |"), "| --- | --- | --- | --- | --- | --- | --- |"]
     base = np.mean([r["bytes_per_epoch"] for r in rows if r["bits"] == 32 and r["staleness"] == 0])
     for s in STALENESS:
         for bits in WIDTHS:
