@@ -23,7 +23,7 @@ _TRANSFORMER_COMMON = {"lr": 0.001, "weight_decay": 0.01, "optimizer": "adamw", 
                        "evaluation": "sequences"}
 _TRANSFORMER_ONLY = ("seq_len", "attention", "parts", "block", "switch_freq", "reorder",
                      "global_token", "placement", "threshold", "hamiltonian_test",
-                     "enforce", "dense_budget_mb")
+                     "enforce", "dense_budget_mb", "seq_parallel")
 _GNN_ONLY = ("fanouts", "feature_bits", "eval_batch_size")
 
 
@@ -118,6 +118,15 @@ def _parse_fanouts(text: str | None, layers: int) -> list[int]:
               help="Transformers: cluster reordering of each sequence.")
 @click.option("--global-token/--no-global-token", default=None,
               help="Transformers: a global token per sequence [graphormer yes, gt no].")
+@click.option("--nproc", type=click.IntRange(1), default=None,
+              help="Data-parallel training on N local processes (gloo, a free loopback port); under "
+                   "torchrun leave it out (cli/train_ddp.py).")
+@click.option("--shard-parts", is_flag=True,
+              help="Data parallel: each rank trains on the seeds of its METIS parts (needs "
+                   "'graphpipe partition STORE --parts K', K >= ranks).")
+@click.option("--seq-parallel", type=click.IntRange(1), default=None,
+              help="Transformers: split every sequence over P ranks (sequence parallelism, "
+                   "gloo on the CPU): spawns P local ranks, or is one rank under torchrun.")
 @click.option("--partition-parallel", type=click.IntRange(1), default=None,
               help="Full-graph training on P METIS partitions, one gloo rank each (Sylvie; "
                    "sage or gcn; cli/train_sylvie.py).")
@@ -141,6 +150,7 @@ def command(store: str, model_name: str, hidden: int | None, layers: int | None,
     With --model graphormer or gt, a graph transformer trains on ClusterLoader sequences
     of --seq-len positions with --attention sparse, cluster-sparse, interleaved or dense."""
     import torch
+    from graphpipe.cli import train_ddp
 
     from graphpipe.store import GraphStore
     from graphpipe.train import MODELS, SEQUENCE_MODELS, Trainer, build_model
@@ -154,6 +164,9 @@ def command(store: str, model_name: str, hidden: int | None, layers: int | None,
                                         **transformer)
     if _given("halo_bits") or _given("staleness"):
         fail("--halo-bits and --staleness apply to --partition-parallel only")
+    if train_ddp.wanted(click.get_current_context().params):  # --nproc N, or under torchrun
+        train_ddp.run(click.get_current_context().params)
+        return
     if model_name not in MODELS:
         fail(f"unknown model {model_name!r}; known models: {', '.join(sorted(MODELS))}")
     shared = {"hidden": hidden, "layers": layers, "heads": heads, "dropout": dropout, "lr": lr,
@@ -165,6 +178,14 @@ def command(store: str, model_name: str, hidden: int | None, layers: int | None,
             fail(f"{', '.join(given)}: GNN option(s), not used by --model {model_name}")
         defaults = {**_TRANSFORMER_COMMON, **_TRANSFORMER_DEFAULTS[model_name]}
         options = {k: defaults[k] if v is None else v for k, v in shared.items()}
+        if transformer["seq_parallel"] is not None:
+            from graphpipe.cli.train_seqpar import train_seq_parallel
+
+            train_seq_parallel(store, model_name, options, transformer, epochs=epochs,
+                               patience=patience, checkpoint=checkpoint, resume=resume,
+                               metrics_log=metrics_log, seed=seed, max_steps=max_steps,
+                               device=device, quiet=quiet)
+            return
         _train_transformer(store, model_name, options, transformer, epochs=epochs,
                            patience=patience, checkpoint=checkpoint, resume=resume,
                            metrics_log=metrics_log, seed=seed, max_steps=max_steps, device=device,

@@ -1,8 +1,10 @@
 """Loaders that feed training from a store: :class:`NeighborLoader` (sampled
 neighbourhoods with Match-Reorder, feature reuse, a degree cache and prefetch) and
 the :class:`MiniBatch` it yields; :class:`ClusterLoader` (node sequences for graph
-transformers). The neighbour loader is a chain of stages (:mod:`graphpipe.loaders.stages`)
-reading feature rows from row sources (:mod:`graphpipe.loaders.rows`); a seed shard
+transformers); :class:`LinkNeighborLoader` (edges with their endpoints' neighbourhoods,
+negatives, seed-edge exclusion). The neighbour loader is a chain of stages
+(:mod:`graphpipe.loaders.stages`) reading feature rows from row sources
+(:mod:`graphpipe.loaders.rows`); a seed shard
 (:mod:`graphpipe.loaders.shard`) gives each data-parallel rank its part of an epoch.
 Typed graphs: :class:`HeteroNeighborLoader` over a :class:`HeteroGraphData` yields
 :class:`HeteroMiniBatch` es."""
@@ -11,6 +13,7 @@ from graphpipe.loaders.cluster import ClusterLoader, SequenceBatch
 from graphpipe.loaders.hetero_graph_data import HeteroGraphData
 from graphpipe.loaders.hetero_minibatch import HeteroMiniBatch
 from graphpipe.loaders.hetero_neighbor_loader import HeteroNeighborLoader
+from graphpipe.loaders.link_loader import LinkMiniBatch, LinkNeighborLoader
 from graphpipe.loaders.minibatch import Block, MiniBatch
 from graphpipe.loaders.neighbor_loader import NeighborLoader
 from graphpipe.loaders.rows import (
@@ -37,6 +40,8 @@ __all__ = [
     "HeteroGraphData",
     "HeteroMiniBatch",
     "HeteroNeighborLoader",
+    "LinkMiniBatch",
+    "LinkNeighborLoader",
     "LoaderStats",
     "LocalSampler",
     "MiniBatch",

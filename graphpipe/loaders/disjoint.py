@@ -11,15 +11,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from graphpipe.loaders.sampler import BaseSampler
-from graphpipe.ops._core.rng import mix64_py
 from graphpipe.ops.sampling import SampledBlock, SampleOutput
+from graphpipe.ops.sampling.keys import tree_key
 
 __all__ = ["DisjointSampler", "merge_trees", "tree_key"]
-
-
-def tree_key(key: int, position: int) -> int:
-    """Random key of the tree of the seed at ``position`` in a batch of key ``key``."""
-    return mix64_py(int(key) ^ mix64_py(int(position) + 1)) >> 1
 
 
 class DisjointSampler(BaseSampler):

@@ -123,8 +123,12 @@ class RemotePrefix:
     """
 
     def __init__(self, url: str, *, read_only: bool = True):
-        from obstore.store import S3Store
-        from zarr.storage import ObjectStore
+        try:
+            from obstore.store import S3Store
+            from zarr.storage import ObjectStore
+        except ImportError:
+            raise StoreError(f"{url}: stores on object storage need obstore "
+                             f"(pip install 'graphpipe[s3]')") from None
 
         self.url = url.rstrip("/")
         bucket, prefix = parse_url(self.url)

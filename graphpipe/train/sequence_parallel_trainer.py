@@ -82,7 +82,6 @@ class SequenceParallelTrainer(SequenceTrainer):
             raise ValueError(f"store {str(self.store.path)!r} is graph-level: sequence "
                              "parallelism splits node-level sequences")
         broadcast_parameters(self.model, self.exchange)
-        self.settings["seq_parallel"] = world
         self.comm: dict[str, int] = {"forward_bytes": 0, "backward_bytes": 0, "steps": 0}
 
     # ---------------------------------------------------------------------------- steps

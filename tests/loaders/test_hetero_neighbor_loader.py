@@ -284,3 +284,67 @@ def test_homogeneous_store_is_refused(tmp_path):
                                 tmp_path / "homo")
     with pytest.raises(ValueError, match="not a typed store"):
         HeteroNeighborLoader(store, [2], input_nodes="x")
+
+
+def test_match_reorder_changes_no_batch_and_counts_rows():
+    """Match copies rows the batch before held; Reorder permutes a shuffled window's batches.
+    Every batch equals the one the plain loader gives for the same seeds, row for row, and
+    the counters add up to the rows delivered."""
+    data, raw = make_data(8)
+    kw = {"input_nodes": "paper", "batch_size": 20, "shuffle": True, "seed": 2, "prefetch": 0,
+          "cache": "degree", "cache_rows": 30}
+    plain = HeteroNeighborLoader(data, [3, 2], **kw)
+    base = {int(b.input_id[0]): b for b in plain}
+    for mode in ("match", True):
+        loader = HeteroNeighborLoader(data, [3, 2], match_reorder=mode, **kw)
+        got = list(loader)
+        assert sorted(int(b.input_id[0]) for b in got) == sorted(base)
+        for b in got:
+            want = base[int(b.input_id[0])]
+            check_batch(b, raw, b.seeds.numpy())
+            assert all(torch.equal(b.x[t], want.x[t]) for t in DIMS)
+            assert all(torch.equal(b.n_id[t], want.n_id[t]) for t in COUNTS)
+        stats = loader.stats
+        for t in DIMS:
+            assert stats.total(t) == sum(b.n_id[t].numel() for b in got)
+            assert stats.reused[t] > 0 and stats.held[t] > 0
+        assert plain.stats.reused == {t: 0 for t in DIMS}
+        order = [int(b.input_id[0]) for b in got]
+        if mode is True:
+            assert order != [int(b.input_id[0]) for b in plain]  # reordered within windows
+
+
+def test_match_refuses_rows_changed_in_place():
+    data, _ = make_data()
+    loader = HeteroNeighborLoader(data, [2], input_nodes="paper", batch_size=50, seed=0, prefetch=0,
+                                  match_reorder="match")
+    it = iter(loader)
+    batch = next(it)
+    batch.x["paper"].mul_(2)
+    with pytest.raises(RuntimeError, match="modified in place"):
+        next(it)
+
+
+def test_typed_reorder_matches_the_reference():
+    from graphpipe.loaders.hetero_gather import typed_reorder
+    from graphpipe.ops.features.reorder import greedy_reorder_reference
+
+    rng = np.random.default_rng(0)
+    batches = [{"a": rng.choice(50, 12, replace=False), "b": rng.choice(30, 5, replace=False)}
+               for _ in range(7)]
+    weights = np.zeros((7, 7))
+    for i in range(7):
+        for j in range(7):
+            if i != j:
+                weights[i, j] = sum(len(set(batches[i][t].tolist()) & set(batches[j][t].tolist())) * w
+                                    for t, w in {"a": 512, "b": 12}.items())
+    assert typed_reorder(batches, {"a": 512, "b": 12}).tolist() == greedy_reorder_reference(weights)
+
+
+def test_pyg_dataloader_options_are_ignored_with_a_warning():
+    data, _ = make_data()
+    with pytest.warns(UserWarning, match="num_workers"):
+        loader = HeteroNeighborLoader(data, [2], input_nodes="paper", batch_size=100, num_workers=4)
+    assert len(loader) == 3
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        HeteroNeighborLoader(data, [2], input_nodes="paper", bogus=1)

@@ -194,3 +194,12 @@ def test_credentials_come_from_the_environment_only(s3_server, monkeypatch) -> N
     monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
     with pytest.raises(StoreError, match="AWS_SECRET_ACCESS_KEY"):
         GraphStore.open(f"s3://{s3_server.bucket}/cli/g")
+
+
+def test_cli_train_on_a_store_on_s3(s3_server, ogb_raw_folder, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("GRAPHPIPE_CACHE_DIR", str(tmp_path / "cache"))
+    url = f"s3://{s3_server.bucket}/train/g"
+    ingest(ogb_raw_folder[0], url)
+    result = CliRunner().invoke(cli, ["train", url, "--epochs", "1", "--hidden", "16"])
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith(f"{url}: 2000 nodes") and "test acc" in result.output

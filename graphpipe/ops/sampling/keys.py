@@ -5,6 +5,10 @@ order, local-ID order or backend.
 ``batch_key(seed)`` -> ``hop_key(key, hop)`` -> ``stream_keys(hkey, dst_global)`` (the
 initial state of each destination's stream; ``_stream_key`` is the Numba twin used inside
 kernels, ``_stream_key_py`` the Python one used by the reference).
+
+One tree per seed (disjoint and temporal sampling): tree ``i`` of a batch with key ``key``
+samples as a batch of its own with key ``tree_key(key, i)``; :func:`tree_hop_keys` gives
+every tree's hop keys at once.
 """
 
 from __future__ import annotations
@@ -17,9 +21,10 @@ from graphpipe.ops._core.rng import M1 as _M1
 from graphpipe.ops._core.rng import M1_I as _M1_I
 from graphpipe.ops._core.rng import U64_MASK as _U64
 from graphpipe.ops._core.rng import mix64 as _mix64
+from graphpipe.ops._core.rng import mix64_np as _mix64_np
 from graphpipe.ops._core.rng import mix64_py as _mix64_py
 
-__all__ = ["batch_key", "hop_key", "stream_keys"]
+__all__ = ["batch_key", "hop_key", "stream_keys", "tree_hop_keys", "tree_key"]
 
 
 def batch_key(seed: int) -> int:
@@ -30,6 +35,25 @@ def batch_key(seed: int) -> int:
 def hop_key(key: int, hop: int) -> int:
     """64-bit key of hop ``hop`` (0-based, seed hop 0) under batch key ``key``."""
     return _mix64_py(int(key) ^ _mix64_py((hop + 1) * _GOLDEN_I))
+
+
+def tree_key(key: int, position: int) -> int:
+    """Random key of the tree of the seed at ``position`` in a batch of key ``key``."""
+    return _mix64_py(int(key) ^ _mix64_py(int(position) + 1)) >> 1
+
+
+def tree_hop_keys(key: int, num_trees: int, num_hops: int) -> np.ndarray:
+    """uint64 ``(num_trees, num_hops)``: ``hop_key(batch_key(tree_key(key, i)), h)``.
+
+    >>> int(tree_hop_keys(7, 3, 2)[2, 1]) == hop_key(batch_key(tree_key(7, 2)), 1)
+    True
+    """
+    with np.errstate(over="ignore"):
+        pos = np.arange(1, num_trees + 1, dtype=np.uint64)
+        trees = _mix64_np(np.uint64(int(key) & _U64) ^ _mix64_np(pos)) >> np.uint64(1)
+        batches = _mix64_np(trees ^ np.uint64(0x5EED5EED5EED5EED))
+        hops = np.array([_mix64_py((h + 1) * _GOLDEN_I) for h in range(num_hops)], dtype=np.uint64)
+        return np.ascontiguousarray(_mix64_np(batches[:, None] ^ hops[None, :]))
 
 
 def _stream_key_py(hkey: int, node: int) -> int:

@@ -1,0 +1,211 @@
+"""`graphpipe train STORE --model graphormer|gt --seq-parallel P`: sequence parallelism
+(:mod:`graphpipe.train.sequence_parallel`) over P ranks, gloo on the CPU.
+
+Without torchrun's environment the command spawns P local ranks on a free loopback port;
+under ``torchrun --nproc-per-node P graphpipe ... --seq-parallel P`` (``RANK``,
+``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT`` set, ``WORLD_SIZE == P``) this process is
+one rank. ``P = 1`` trains in this process. Rank 0 prints the header, the epoch lines, the
+all-to-all volume and, last, ``test acc <value>``; metrics log and checkpoint are rank 0's.
+Arguments are checked here, before any rank starts; a rank that meets bad input prints
+``error: ...`` and the command exits 2.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import Any
+
+import click
+from graphpipe.cli._common import EXPECTED_ERRORS, _message, fail
+
+__all__ = ["train_seq_parallel"]
+
+_TORCHRUN = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+def train_seq_parallel(store: str, model_name: str, options: dict[str, Any],
+                       transformer: dict[str, Any], **run: Any) -> None:
+    """The ``--seq-parallel`` path of ``graphpipe train`` (``run``: epochs, patience,
+    checkpoint, resume, metrics_log, seed, max_steps, device, quiet)."""
+    from graphpipe.cli.train import _store_shape
+
+    world = int(transformer["seq_parallel"])
+    job = _job(store, model_name, options, transformer, run, world)
+    probe = _store_shape(store)
+    if probe["level"] != "node":
+        fail(f"--seq-parallel splits node-level sequences; store {store!r} is graph-level")
+    if options["heads"] % world:
+        fail(f"--seq-parallel {world} needs --heads to be a multiple of {world} "
+             f"(got {options['heads']})")
+    if str(run["device"]) != "cpu":
+        fail(f"--seq-parallel runs on the CPU over gloo (got --device {run['device']})")
+    job["probe"] = probe
+    if run["resume"] is not None:
+        _check_resume(job)            # one line, before any rank starts
+    if all(k in os.environ for k in _TORCHRUN):
+        if int(os.environ["WORLD_SIZE"]) != world:
+            fail(f"--seq-parallel {world} but torchrun started WORLD_SIZE="
+                 f"{os.environ['WORLD_SIZE']} ranks")
+        _rank_main(job)
+    elif world == 1:
+        _rank_main(job, distributed=False)
+    else:
+        _spawn(job, world)
+
+
+def _check_resume(job: dict[str, Any]) -> None:
+    """The checkpoint must load and hold weights of this model (the rest is checked by
+    every rank's trainer)."""
+    from pathlib import Path
+
+    from graphpipe.train.checkpoint import CheckpointError, load_checkpoint
+    from graphpipe.train.loop import check_checkpoint_model
+
+    path = Path(job["resume"])
+    state = load_checkpoint(path)
+    check_checkpoint_model(state, _build_model(job), path)
+    if state.get("train", {}).get("kind") != "sequence":
+        raise CheckpointError(f"checkpoint {str(path)!r} was not written by a graph-transformer run")
+
+
+def _build_model(job: dict[str, Any]) -> Any:
+    import torch
+
+    from graphpipe.train import build_model
+
+    m, probe = job["model"], job["probe"]
+    torch.manual_seed(job["seed"])
+    return build_model(job["model_name"], probe["feature_dim"], m["hidden"], probe["num_classes"],
+                       m["layers"], heads=m["heads"], dropout=m["dropout"], level="node")
+
+
+def _job(store: str, model_name: str, options: dict[str, Any], transformer: dict[str, Any],
+         run: dict[str, Any], world: int) -> dict[str, Any]:
+    """Everything a rank needs, checked, as plain data (it crosses a process spawn)."""
+    from graphpipe.cli.train import _parse_enforce
+
+    if options["evaluation"] not in ("sequences", "none"):
+        fail(f"'--eval' must be 'sequences' or 'none' for --model {model_name} "
+             f"(got {options['evaluation']!r})")
+    if options["batch_size"] not in (None, 1):
+        fail("--seq-parallel splits one sequence per step: --batch-size does not apply")
+    threshold: Any = transformer["threshold"]
+    if threshold != "auto":
+        if transformer["attention"] != "cluster-sparse":
+            fail("'--threshold' applies to --attention cluster-sparse only")
+        try:
+            threshold = float(threshold)
+        except ValueError:
+            fail(f"'--threshold' must be 'auto' or a number (got {threshold!r})")
+        if not threshold >= 0:
+            fail(f"'--threshold' must be >= 0 (got {threshold})")
+    budget = transformer["dense_budget_mb"]
+    trainer = {
+        "seq_len": transformer["seq_len"], "attention": transformer["attention"],
+        "epochs": run["epochs"], "optimizer": options["optimizer"], "lr": options["lr"],
+        "weight_decay": options["weight_decay"], "global_token": transformer["global_token"],
+        "reorder": transformer["reorder"], "parts": transformer["parts"],
+        "block": transformer["block"], "placement": transformer["placement"],
+        "threshold": threshold, "switch_freq": transformer["switch_freq"],
+        "hamiltonian": transformer["hamiltonian_test"],
+        "enforce": _parse_enforce(transformer["enforce"]),
+        "dense_budget": None if budget is None else int(budget) << 20,
+        "patience": run["patience"], "evaluation": options["evaluation"], "seed": run["seed"],
+        "max_steps": run["max_steps"], "checkpoint": run["checkpoint"],
+        "metrics_log": run["metrics_log"], "quiet": run["quiet"],
+    }
+    model = {"hidden": options["hidden"], "layers": options["layers"], "heads": options["heads"],
+             "dropout": options["dropout"]}
+    return {"store": store, "model_name": model_name, "model": model, "trainer": trainer,
+            "resume": run["resume"], "seed": run["seed"], "quiet": run["quiet"], "world": world}
+
+
+def _spawn(job: dict[str, Any], world: int) -> None:
+    import torch.multiprocessing as mp
+
+    from graphpipe.train.sequence_parallel import spawn_local
+
+    logging.getLogger("torch.multiprocessing.spawn").setLevel(logging.ERROR)
+    try:
+        spawn_local(_spawned_rank, world, (job,))
+    except mp.ProcessExitedException as exc:   # the rank printed its error
+        sys.exit(exc.exit_code if exc.exit_code and exc.exit_code > 0 else 1)
+    except mp.ProcessRaisedException as exc:
+        fail(f"internal error in a rank ({str(exc).strip().splitlines()[-1]})", code=1)
+
+
+def _spawned_rank(job: dict[str, Any]) -> None:
+    import torch
+
+    if "OMP_NUM_THREADS" not in os.environ:        # P ranks share this machine's cores
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(job["world"])))
+    _rank_main(job)
+
+
+def _rank_main(job: dict[str, Any], distributed: bool = True) -> None:
+    """One rank: process group, model, :class:`SequenceParallelTrainer`, fit; rank 0 prints."""
+    from graphpipe.train.sequence_parallel import init_from_env
+
+    rank = 0
+    try:
+        if distributed:
+            rank, _world = init_from_env()
+        _train(job, rank)
+    except EXPECTED_ERRORS as exc:
+        if os.environ.get("GRAPHPIPE_DEBUG", "") not in ("", "0"):
+            raise
+        prefix = "" if rank == 0 else f"rank {rank}: "
+        click.echo(f"error: {prefix}{_message(exc)}", err=True)
+        sys.exit(getattr(exc, "exit_code", 2))
+    finally:
+        if distributed:
+            import torch.distributed as dist
+
+            if dist.is_initialized():
+                dist.destroy_process_group()
+
+
+def _train(job: dict[str, Any], rank: int) -> None:
+    from graphpipe.train.sequence_parallel import HeadExchange
+    from graphpipe.train.sequence_parallel_trainer import SequenceParallelTrainer
+
+    m = job["model"]
+    model = _build_model(job)
+    trainer = SequenceParallelTrainer(model, job["store"], exchange=HeadExchange(),
+                                      **job["trainer"])
+    if job["resume"] is not None:
+        trainer.check_resume(job["resume"])
+    talk = rank == 0 and not job["quiet"]
+    if talk:
+        s, t = trainer.store, job["trainer"]
+        click.echo(f"{job['store']}: {s.num_nodes} nodes, {s.num_edges} edges, "
+                   f"{s.feature_dim} features, {trainer.num_classes} classes (node-level); "
+                   f"model {job['model_name']} ({sum(p.numel() for p in model.parameters())} "
+                   f"parameters), seq-len {t['seq_len']}, attention {t['attention']}, "
+                   f"{len(trainer.loader)} sequences/epoch, sequence-parallel over "
+                   f"{trainer.exchange.world} rank(s) ({m['heads'] // trainer.exchange.world} "
+                   f"heads and 1/{trainer.exchange.world} of every sequence per rank)")
+    result = trainer.fit(resume=job["resume"])
+    if talk:
+        _summary(result, trainer, job)
+    if rank == 0:
+        click.echo(f"test acc {result.test_acc:.4f}")
+
+
+def _summary(result: Any, trainer: Any, job: dict[str, Any]) -> None:
+    from graphpipe.cli._common import human_bytes
+
+    if result.history and "comm" in result.history[-1]:
+        c = result.history[-1]["comm"]
+        click.echo(f"all-to-all per rank, last epoch: {human_bytes(c['forward_bytes'])} forward + "
+                   f"{human_bytes(c['backward_bytes'])} backward "
+                   f"({human_bytes(c['forward_bytes_per_layer_step'])} per layer and step each "
+                   f"way on average; {human_bytes(c['remote_bytes'])} of it to other ranks)")
+    if result.best_epoch >= 0:
+        click.echo(f"best valid acc {result.best_valid_acc:.4f} at epoch {result.best_epoch}"
+                   + (" (stopped early)" if result.stopped_early else ""))
+    if job["trainer"]["checkpoint"]:
+        click.echo(f"checkpoint {job['trainer']['checkpoint']} "
+                   f"(epoch {result.epochs_completed})")

@@ -1,0 +1,274 @@
+""":class:`LinkNeighborLoader`: mini-batches of supervision edges with the sampled
+neighbourhoods of their endpoints, like ``torch_geometric.loader.LinkNeighborLoader``.
+
+Per batch: ``batch_size`` positive edges (shuffled per epoch with ``shuffle=True``),
+their negatives (:mod:`graphpipe.loaders.link_seeds`), the unique endpoints as seeds of
+one Fused-Map pass of the loader's sampler (the same pipeline as
+:class:`~graphpipe.loaders.NeighborLoader`: sample, gather, transfer, prefetch), then,
+with ``exclude_seed_edges=True``, the positives removed from the sampled graph in both
+directions (:mod:`graphpipe.loaders.link_exclude`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, fields
+from typing import Any
+
+import numpy as np
+import torch
+
+from graphpipe.loaders.link_exclude import MAX_PAIR_NODES, exclude_seed_edges
+from graphpipe.loaders.link_seeds import LinkSeeds, plan_link_batch, resolve_negatives
+from graphpipe.loaders.minibatch import MiniBatch
+from graphpipe.loaders.neighbor_loader import NeighborLoader
+from graphpipe.loaders.prepared import PreparedBatch
+
+__all__ = ["LinkMiniBatch", "LinkNeighborLoader"]
+
+_LINK_FIELDS = ("edge_label_index", "edge_label", "src_index", "dst_pos_index", "dst_neg_index")
+
+
+@dataclass
+class LinkMiniBatch(MiniBatch):
+    """A :class:`MiniBatch` of a link loader. ``n_id[:batch_size]`` are the unique seed
+    nodes (sorted); ``input_id`` indexes the positives in the loader's
+    ``edge_label_index``. Local IDs below index ``n_id``.
+
+    Attributes:
+        edge_label_index: int64 ``(2, P + M)`` positives then negatives (binary mode, or
+            no negatives); None in triplet mode.
+        edge_label: ``(P + M,)`` float 1/0 (binary), the given labels, or None.
+        src_index, dst_pos_index: int64 ``(P,)`` (triplet mode), else None.
+        dst_neg_index: int64 ``(P,)`` or ``(P, amount)`` (triplet mode), else None.
+    """
+
+    edge_label_index: torch.Tensor | None = None
+    edge_label: torch.Tensor | None = None
+    src_index: torch.Tensor | None = None
+    dst_pos_index: torch.Tensor | None = None
+    dst_neg_index: torch.Tensor | None = None
+
+    def _map(self, fn: Any) -> LinkMiniBatch:
+        base = MiniBatch._map(self, fn)
+        extra = {k: None if getattr(self, k) is None else fn(getattr(self, k)) for k in _LINK_FIELDS}
+        return LinkMiniBatch(**{f.name: getattr(base, f.name) for f in fields(MiniBatch)}, **extra)
+
+    def to_pyg(self) -> Any:
+        """As the ``Data`` PyG's ``LinkNeighborLoader`` yields (no ``batch_size``)."""
+        data = MiniBatch.to_pyg(self)
+        del data.batch_size
+        for name in _LINK_FIELDS:
+            if getattr(self, name) is not None:
+                data[name] = getattr(self, name)
+        return data
+
+
+def _as_link(batch: MiniBatch, seeds: LinkSeeds) -> LinkMiniBatch:
+    device = batch.n_id.device
+
+    def put(value: Any) -> torch.Tensor | None:
+        if value is None:
+            return None
+        value = value if isinstance(value, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(value))
+        return value.to(device)
+
+    extra = {name: put(getattr(seeds, name)) for name in _LINK_FIELDS}
+    base = {f.name: getattr(batch, f.name) for f in fields(MiniBatch)}
+    out = LinkMiniBatch(**base, **extra)
+    # the iterator sets input_id from the node seeds after transfer; _deliver restores this
+    out.__dict__["_edge_input_id"] = put(seeds.input_id)
+    return out
+
+
+class _LinkTransfer:
+    """The loader's transfer stage, then the batch's link attributes on the same device."""
+
+    def __init__(self, inner: Any):
+        self.inner = inner
+
+    def __call__(self, prepared: PreparedBatch) -> LinkMiniBatch:
+        return _as_link(self.inner(prepared), prepared.link)
+
+
+def _edge_array(value: Any, name: str) -> np.ndarray:
+    if isinstance(value, torch.Tensor):
+        value = value.detach().cpu().numpy()
+    arr = np.asarray(value)
+    if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
+        raise ValueError(f"'edge_label_index' {name} must be 1-D integer node IDs (got {arr.dtype} "
+                         f"{arr.shape})")
+    return arr.astype(np.int64, copy=False)
+
+
+def _resolve_edges(edge_label_index: Any, data: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``(src, dst)`` of the supervision edges: a link split name of a store, ``(src, dst)``,
+    a ``(2, P)`` array / tensor, or None (every edge of the graph)."""
+    if edge_label_index is None:
+        indptr = np.asarray(data.indptr)
+        dst = np.repeat(np.arange(data.num_nodes, dtype=np.int64), np.diff(indptr))
+        return np.asarray(data.indices, dtype=np.int64), dst
+    if isinstance(edge_label_index, str):
+        from graphpipe.store.link import link_split_names, read_link_split
+
+        if data.store is None:
+            raise ValueError(f"'edge_label_index'={edge_label_index!r} names a link split: "
+                             "'data' must be a store")
+        if edge_label_index not in link_split_names(data.store):
+            raise ValueError(f"'edge_label_index' names an unknown link split {edge_label_index!r}; "
+                             f"link splits: {link_split_names(data.store)}")
+        link = read_link_split(data.store, edge_label_index)
+        return link.src, link.dst
+    if isinstance(edge_label_index, (tuple, list)) and len(edge_label_index) == 2:
+        src, dst = (_edge_array(v, n) for v, n in zip(edge_label_index, ("src", "dst")))
+    else:
+        both = edge_label_index.detach().cpu().numpy() if isinstance(edge_label_index, torch.Tensor) \
+            else np.asarray(edge_label_index)
+        if both.ndim != 2 or both.shape[0] != 2:
+            raise ValueError(f"'edge_label_index' must be (src, dst), a (2, P) array or a link split "
+                             f"name (got shape {both.shape})")
+        src, dst = _edge_array(both[0], "src"), _edge_array(both[1], "dst")
+    if src.shape != dst.shape:
+        raise ValueError(f"'edge_label_index' src and dst differ in length ({src.size} vs {dst.size})")
+    for arr in (src, dst):
+        if arr.size and (int(arr.min()) < 0 or int(arr.max()) >= data.num_nodes):
+            raise ValueError(f"'edge_label_index' must hold node IDs in [0, {data.num_nodes})")
+    return src, dst
+
+
+def _resolve_label(edge_label: Any, num_pos: int, neg: Any) -> torch.Tensor | None:
+    if edge_label is None:
+        return None
+    label = edge_label if isinstance(edge_label, torch.Tensor) else torch.as_tensor(np.asarray(edge_label))
+    if label.shape[0] != num_pos:
+        raise ValueError(f"'edge_label' has {label.shape[0]} entries for {num_pos} edges")
+    if neg is not None and neg.mode == "triplet":
+        raise ValueError("'edge_label' must be None for 'triplet' negative sampling (PyG's rule)")
+    if neg is not None and label.numel() and label.min() == 0:  # PyG: label 0 is the negatives'
+        label = label + 1
+    return label
+
+
+class LinkNeighborLoader(NeighborLoader):
+    """Mini-batches of edges with their endpoints' sampled neighbourhoods, PyG's
+    ``LinkNeighborLoader`` API and batch attributes, read from a graphpipe store (or any
+    ``data`` a :class:`~graphpipe.loaders.NeighborLoader` takes).
+
+    Args:
+        data, num_neighbors: as :class:`~graphpipe.loaders.NeighborLoader`.
+        edge_label_index: the supervision edges: ``(src, dst)``, a ``(2, P)`` tensor or
+            array, a link split of a store (``"train"``: ``link/train/src,dst``), or None
+            (every edge of the graph, PyG's default).
+        edge_label: ``(P,)`` labels of those edges, or None (PyG's rules: in binary mode
+            labels that start at 0 are shifted by one, 0 marks negatives).
+        neg_sampling: None, ``"binary"``, ``"triplet"``, a dict ``{"mode", "amount",
+            "weight"}`` (``weight``: ``"uniform"``, ``"degree"`` or an ``(N,)`` array; or
+            ``src_weight`` / ``dst_weight``) or a PyG ``NegativeSampling``.
+        neg_sampling_ratio: PyG's older spelling of ``{"mode": "binary", "amount": ratio}``.
+        batch_size: positive edges per batch.
+        shuffle, drop_last, seed: as :class:`~graphpipe.loaders.NeighborLoader` (over edges;
+            negatives are drawn from each batch's key, so equal seeds give equal batches).
+        exclude_seed_edges: remove each batch's positive edges (both directions) from its
+            sampled graph, so a model cannot read its labels off the messages (default False,
+            PyG's behaviour).
+        **kwargs: the other options of :class:`~graphpipe.loaders.NeighborLoader`
+            (``features``, ``device``, ``prefetch``, ``match_reorder``, ...).
+
+    A four-node ring (both directions) and two positive edges per batch, one binary
+    negative each:
+
+    >>> import numpy as np
+    >>> indptr, indices = np.array([0, 2, 4, 6, 8]), np.array([1, 3, 0, 2, 1, 3, 0, 2])
+    >>> x = np.eye(4, dtype=np.float32)
+    >>> loader = LinkNeighborLoader((indptr, indices, x), [2], edge_label_index=(np.array([0, 1]),
+    ...     np.array([1, 2])), neg_sampling="binary", batch_size=2, seed=0, exclude_seed_edges=True)
+    >>> batch = next(iter(loader))
+    >>> batch.n_id[batch.edge_label_index].tolist(), batch.edge_label.tolist()
+    ([[0, 1, 3, 1], [1, 2, 3, 0]], [1.0, 1.0, 0.0, 0.0])
+    >>> pairs = batch.n_id[batch.edge_index].T.tolist()   # sampled (src, dst), seeds excluded
+    >>> sorted(pairs), [0, 1] in pairs or [1, 0] in pairs
+    ([[0, 3], [2, 3], [3, 0], [3, 2]], False)
+    """
+
+    def __init__(self, data: Any, num_neighbors: Sequence[int] | None = None, *,
+                 edge_label_index: Any = None, edge_label: Any = None, neg_sampling: Any = None,
+                 neg_sampling_ratio: float | None = None, batch_size: int = 1,
+                 exclude_seed_edges: bool = False, **kwargs: Any):
+        for refused in ("input_nodes", "disjoint", "output", "edge_label_time", "sampler"):
+            if kwargs.get(refused) not in (None, False, "minibatch"):
+                raise ValueError(f"LinkNeighborLoader does not support {refused!r}")
+            kwargs.pop(refused, None)
+        super().__init__(data, num_neighbors, None, batch_size=batch_size, **kwargs)
+        if neg_sampling is None and neg_sampling_ratio:
+            neg_sampling = {"mode": "binary", "amount": neg_sampling_ratio}
+        self.neg_sampling = resolve_negatives(neg_sampling, self.data.indptr, self.data.num_nodes)
+        self.edge_src, self.edge_dst = _resolve_edges(edge_label_index, self.data)
+        self.edge_label = _resolve_label(edge_label, self.edge_src.shape[0], self.neg_sampling)
+        self.exclude_seed_edges = bool(exclude_seed_edges)
+        if self.exclude_seed_edges and self.data.num_nodes > MAX_PAIR_NODES:
+            raise ValueError(f"'exclude_seed_edges' supports up to {MAX_PAIR_NODES} nodes")
+        self.transfer = _LinkTransfer(self.transfer)
+
+    def __len__(self) -> int:
+        n = int(self.edge_src.shape[0])
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+    def epoch_edge_batches(self, epoch: int) -> list[np.ndarray]:
+        """Positions (in ``edge_label_index``) of each batch's positive edges in ``epoch``."""
+        ids = np.arange(self.edge_src.shape[0], dtype=np.int64)
+        if self.shuffle:
+            ids = np.random.default_rng([self.seed, epoch, 0]).permutation(ids)
+        batches = [ids[i:i + self.batch_size] for i in range(0, len(ids), self.batch_size)]
+        if self.drop_last and batches and len(batches[-1]) < self.batch_size:
+            batches.pop()
+        return batches
+
+    def plan(self, positions: np.ndarray, key: int) -> LinkSeeds:
+        """The :class:`LinkSeeds` of the positives at ``positions`` (negatives from ``key``)."""
+        label = None if self.edge_label is None else self.edge_label[torch.from_numpy(positions)]
+        return plan_link_batch(positions, self.edge_src[positions], self.edge_dst[positions], label,
+                               self.neg_sampling, self.data.num_nodes, key)
+
+    def _sample_window(self, positions: Sequence[np.ndarray], keys: Sequence[int]) -> tuple[list, list]:
+        plans = [self.plan(p, k) for p, k in zip(positions, keys)]
+        outputs = self.sample([p.nodes for p in plans], keys)
+        if self.exclude_seed_edges:
+            outputs = [exclude_seed_edges(o, p.pos_src, p.pos_dst, self.data.num_nodes)
+                       for o, p in zip(outputs, plans)]
+        return plans, outputs
+
+    def _gather_window(self, plans: list, outputs: list, keys: Sequence[int]) -> Iterator[PreparedBatch]:
+        for i in self.reorder(outputs):
+            prepared = self.gather(outputs[int(i)], key=int(keys[int(i)]))
+            prepared.link = plans[int(i)]
+            outputs[int(i)] = None
+            yield prepared
+
+    def _produce(self, epoch: int, sample_ahead: bool = False) -> Iterator[PreparedBatch]:
+        batches = self.epoch_edge_batches(epoch)
+        keys = self.batch_keys(epoch, len(batches))
+        windows = [(batches[s:s + self.window], keys[s:s + self.window])
+                   for s in range(0, len(batches), self.window)]
+        if not sample_ahead or len(windows) < 2:
+            for positions, window_keys in windows:
+                yield from self._gather_window(*self._sample_window(positions, window_keys), window_keys)
+            return
+        with ThreadPoolExecutor(1, thread_name_prefix="graphpipe-link-sample-ahead") as pool:
+            pending = pool.submit(self._sample_window, *windows[0])
+            for w in range(len(windows)):
+                plans, outputs = pending.result()
+                if w + 1 < len(windows):
+                    pending = pool.submit(self._sample_window, *windows[w + 1])
+                yield from self._gather_window(plans, outputs, windows[w][1])
+
+    def _deliver(self, batch: LinkMiniBatch) -> LinkMiniBatch:
+        """The batch with ``input_id`` indexing ``edge_label_index`` (PyG's), not the nodes."""
+        batch.input_id = batch.__dict__.pop("_edge_input_id")
+        return batch
+
+    def __repr__(self) -> str:
+        mode = None if self.neg_sampling is None else self.neg_sampling.mode
+        return (f"LinkNeighborLoader(num_neighbors={self.fanouts}, batch_size={self.batch_size}, "
+                f"edges={self.edge_src.shape[0]}, neg_sampling={mode!r}, "
+                f"exclude_seed_edges={self.exclude_seed_edges})")
