@@ -265,7 +265,22 @@ def read_ogb_link(folder: str | os.PathLike, *, split: str | None = None, name: 
     """Open an OGB link-property folder as a :class:`DatasetSource` whose ingest also writes
     the link splits (see the module docstring). Every split file is read and checked here,
     before any store is written. ``from_raw`` is accepted for symmetry with
-    :func:`graphpipe.ingest.ogb.read_ogb` (only ``raw/`` is ever read)."""
+    :func:`graphpipe.ingest.ogb.read_ogb` (only ``raw/`` is ever read).
+
+    >>> import tempfile
+    >>> from graphpipe.ingest import ingest
+    >>> from graphpipe.store.link import read_link_split
+    >>> from graphpipe.synthetic.link import link_dataset, write_ogb_link
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> folder = write_ogb_link(tmp.name + "/ogbl", link_dataset(100, pool=10), num_neg=20)
+    >>> source = read_ogb_link(folder)
+    >>> source.num_nodes, source.extra["add_inverse_edge"], source.num_input_edges > 0
+    (100, 1, True)
+    >>> store = ingest(source, tmp.name + "/store")
+    >>> store.num_edges == source.num_input_edges, read_link_split(store, "test").neg_src.shape
+    (True, (20,))
+    >>> tmp.cleanup()
+    """
     ogb = OgbRawFolder(folder, from_raw=True)
     if not (ogb.raw / "edge.csv.gz").is_file():
         raise IngestError(f"{ogb.folder}: not an OGB link-property folder: raw/edge.csv.gz not found")
