@@ -19,7 +19,8 @@
    bytes each), ``T_epoch(M) = ceil(n_train / (M * B)) * (t_step + t_ar(M))`` with no
    overlap of communication and backward (DDP overlaps them: an upper bound), ``BW`` =
    ``--gbit`` Gbit/s, ``alpha`` = ``--latency-us`` per message; for this store's train
-   split and for papers100M's (1,207,179 seeds).
+   split and for papers100M's (1,207,179 seeds), with the step time measured here and
+   with :data:`STEP_CASES` (a quiet-machine and a GPU-class step).
 
     .venv/bin/python benchmarks/ddp.py [--nodes 50000] [--epochs 2] [--write]
 
@@ -48,6 +49,9 @@ sys.path.insert(0, str(ROOT))
 
 FANOUTS, HIDDEN, LAYERS, BATCH, DIM, CLASSES = [15, 10, 5], 256, 3, 1024, 100, 47
 PAPERS100M_TRAIN = 1_207_179
+STEP_CASES = ((0.082, "this model on a quiet 2-core run, benchmarks/train.py"),
+              (0.010, "an assumed GPU-class step"))
+"""Step times the projection is also made for, besides the one measured here."""
 
 
 # ------------------------------------------------------------------------------------ data
@@ -78,17 +82,20 @@ def shard_rows(store_path: Path, world: int, mode: str) -> list[dict[str, int]]:
                  else PartitionShard(part, rank, world, seeds=train))
         loader = NeighborLoader(store, FANOUTS, "train", batch_size=BATCH, shuffle=True, seed=0,
                                 frontier="all", match_reorder=True, shard=shard)
-        for _ in loader:
-            pass
+        touched = np.zeros(store.num_nodes, dtype=bool)
+        for batch in loader:
+            touched[batch.n_id.numpy()] = True
         s = loader.stats
         out.append({"batches": s.batches, "rows_needed": s.rows_needed,
-                    "rows_gathered": s.rows_gathered, "rows_reused": s.rows_reused})
+                    "rows_gathered": s.rows_gathered, "rows_reused": s.rows_reused,
+                    "distinct": int(touched.sum())})
     return out
 
 
 def shard_table(store_path: Path) -> list[str]:
-    lines = [("| ranks | shard | rows needed / rank | gathered (Match-Reorder) / rank | reused / rank "
-             "| gathered vs random |"), "| --- | --- | --- | --- | --- | --- |"]
+    lines = [("| ranks | shard | distinct rows / rank / epoch | rows needed / rank "
+              "| gathered (Match-Reorder) / rank | reused / rank | gathered vs random |"),
+             "| --- | --- | --- | --- | --- | --- | --- |"]
     for world in (2, 4, 8):
         base = None
         for mode in ("seeds", "parts"):
@@ -96,7 +103,7 @@ def shard_table(store_path: Path) -> list[str]:
             mean = {k: float(np.mean([r[k] for r in ranks])) for k in ranks[0]}
             base = base or mean["rows_gathered"]
             lines.append(f"| {world} | {'random' if mode == 'seeds' else 'METIS parts'} | "
-                         f"{mean['rows_needed']:,.0f} | {mean['rows_gathered']:,.0f} | "
+                         f"{mean['distinct']:,.0f} | {mean['rows_needed']:,.0f} | {mean['rows_gathered']:,.0f} | "
                          f"{mean['rows_reused']:,.0f} ({mean['rows_reused'] / mean['rows_needed']:.1%}) | "
                          f"{mean['rows_gathered'] / base:.3f} |")
     return lines
@@ -254,9 +261,12 @@ def main() -> None:
         results = timed_runs(store_path, out, args)
         text += ["", "## 2. epoch time and communication (this machine)", ""] + timing_table(results)
         single = results[0]["ranks"][0]  # the one-process Trainer: no all-reduce in its step
-        for n in (n_train, PAPERS100M_TRAIN):
-            text += ["", f"## 3. projection ({'this store' if n == n_train else 'papers100M train split'})",
-                     ""] + projection(single["step_s"], single["param_bytes"], n, args)
+        cases = [("this store, measured step", n_train, single["step_s"]),
+                 ("papers100M train split, measured step", PAPERS100M_TRAIN, single["step_s"])]
+        cases += [(f"papers100M train split, t_step {t} s ({why})", PAPERS100M_TRAIN, t)
+                  for t, why in STEP_CASES]
+        for title, n, step in cases:
+            text += ["", f"## 3. projection: {title}", ""] + projection(step, single["param_bytes"], n, args)
         text += ["", f"total {time.perf_counter() - t0:.0f} s"]
     print("\n".join(text))
     if args.write:
