@@ -249,7 +249,7 @@ class NeighborLoader:
                  **loader_kwargs: Any):
         self.temporal = time_attr is not None
         check_temporal_options(time_attr, input_time, temporal_strategy, sampler=sampler, shard=shard,
-                               frontier=frontier, replace=replace)
+                               frontier=frontier, replace=replace, backend=sampler_backend, output=output)
         fanouts = _resolve_fanouts(num_neighbors, fanouts)
         _check_pyg_options(subgraph_type, disjoint, directed)
         prefetch, generator = _data_loader_kwargs(loader_kwargs, prefetch)

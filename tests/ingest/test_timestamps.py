@@ -171,3 +171,27 @@ def test_validate_finds_bad_timestamps(tmp_path: Path) -> None:
     assert any("nodes/time: shape (4,), expected (3,)" in p for p in problems)
     assert any("csc/time: dtype int32" in p for p in problems)
     assert any("csc/time: shape (2,), expected (3,)" in p for p in problems)
+
+
+def test_ogb_processed_node_year(tmp_path: Path) -> None:
+    """OGB's own NodePropPredDataset reads node_year (``additional node files``); its
+    processed graph saved (torch's default protocol), ingested: the same years."""
+    import shutil
+
+    import torch
+    from ogb.nodeproppred import NodePropPredDataset
+
+    from graphpipe.synthetic import ogb_meta_dict
+
+    graph = community_graph(200, 4, avg_degree=6, feature_dim=4, seed=6)
+    folder = tmp_path / "arxiv_like"
+    write_ogb_raw(folder, graph)
+    with gzip.open(folder / "raw" / "node_year.csv.gz", "wt") as fh:
+        fh.write("\n".join(str(2000 + i % 20) for i in range(graph.num_nodes)) + "\n")
+    meta = ogb_meta_dict(folder) | {"additional node files": "node_year"}
+    dataset = NodePropPredDataset(name=folder.name, root=str(tmp_path), meta_dict=meta)
+    shutil.rmtree(folder / "raw")
+    torch.save({"graph": dataset.graph, "labels": dataset.labels}, folder / "processed" / "data_processed")
+    store = ingest(folder, tmp_path / "s")
+    assert store.manifest["provenance"]["source_format"] == "ogb-processed"
+    assert np.array_equal(store.node_time(), np.asarray(dataset.graph["node_year"]).reshape(-1))
