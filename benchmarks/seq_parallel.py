@@ -107,6 +107,8 @@ def run_trial(args: argparse.Namespace, world: int, seq_len: int, logdir: Path) 
     port, procs, logs = free_port(), [], []
     for r in range(world):
         env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        if args.mmap_threshold:
+            env["MALLOC_MMAP_THRESHOLD_"] = str(args.mmap_threshold)
         if world > 1:
             env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(r),
                        LOCAL_RANK=str(r), WORLD_SIZE=str(world))
@@ -178,7 +180,9 @@ def summarise(args: argparse.Namespace, results: dict[int, dict | None]) -> list
     head = (f"cap {args.cap} per process; graphormer hidden {MODEL['hidden']}, "
             f"{MODEL['layers']} layers, {MODEL['heads']} heads; attention {args.attention}; "
             f"METIS k={args.parts}; community graph {args.nodes} nodes (avg degree 8, "
-            f"{args.features} features)")
+            f"{args.features} features); malloc: "
+            + (f"MALLOC_MMAP_THRESHOLD_={args.mmap_threshold}" if args.mmap_threshold
+               else "glibc default (dynamic mmap threshold)"))
     columns = ("| P | longest seq_len | max RSS per rank (MB) | step s | all-to-all per layer, "
                "each way, per rank | measured / 4·(S/P)·d·4 B |")
     lines = [head, "", columns,
@@ -213,6 +217,10 @@ def main() -> None:
     p.add_argument("--start", type=int, default=4096, help="a length P=1 surely fits")
     p.add_argument("--tol", type=float, default=0.08, help="stop when hi/lo <= 1 + tol")
     p.add_argument("--timeout", type=float, default=240.0, help="seconds per trial")
+    p.add_argument("--mmap-threshold", type=int, default=0,
+                   help="set glibc's MALLOC_MMAP_THRESHOLD_ in every rank (e.g. 131072: freed "
+                        "tensors go back to the OS at once instead of staying in the heap); "
+                        "0: glibc's default dynamic threshold")
     p.add_argument("--store", default=None, help="reuse a store (default: generate one)")
     p.add_argument("--write", action="store_true", help=f"append to {RESULTS}")
     args = p.parse_args()
