@@ -6,10 +6,12 @@
         --feature-dim 64 [--homophily 0.8] [--binary] [--seed 0]
     graphpipe generate papers100m-bin DEST --nodes 8400000 --edges-per-node 5 --dim 128
         [--num-classes 172] [--label-frac 0.014] [--seed 0]
-    graphpipe generate link DEST [--style collab|citation2] --nodes 4000 --avg-degree 8
+    graphpipe generate link DEST [--style collab|citation2] --nodes 4000 --avg-degree 6
         [--feature-dim 32] [--num-neg 3000] [--seed 0]
     graphpipe generate mag DEST [--papers 20000 --authors 30000 --institutions 500
         --fields 2000 --num-classes 20 --feature-dim 64] [--seed 0]
+    graphpipe generate mag240m DEST [--papers 20000 --authors 30000 --institutions 500
+        --num-classes 20 --feature-dim 64 --label-frac 0.3] [--seed 0]
 
 ``papers100m-bin`` writes OGB's ``papers100M-bin`` layout (``raw/data.npz`` deflated as
 ``ogb.io.DatasetSaver`` writes it, ``raw/node-label.npz`` with NaN for unlabelled nodes,
@@ -365,7 +367,7 @@ def papers100m_bin(dest, nodes, edges_per_node, dim, num_classes, label_frac, se
               show_default=True, help="ogbl-collab layout (undirected, weight + year, edge_neg "
                                       "pairs) or ogbl-citation2 (directed, target_node_neg).")
 @click.option("--nodes", type=click.IntRange(4), default=4000, show_default=True)
-@click.option("--avg-degree", type=click.FloatRange(1), default=8.0, show_default=True)
+@click.option("--avg-degree", type=click.FloatRange(1), default=6.0, show_default=True)
 @click.option("--feature-dim", type=click.IntRange(1), default=32, show_default=True)
 @click.option("--pool", type=click.IntRange(1), default=100, show_default=True,
               help="Partners are drawn from each node's POOL nearest nodes in latent space.")
@@ -448,3 +450,37 @@ def mag(dest, overwrite, quiet, **params) -> None:
         click.echo(f"wrote {dest}: {sum(data.num_nodes_dict.values())} nodes of "
                    f"{len(data.num_nodes_dict)} types, {data.num_edges} edges of {len(data.edges)} "
                    f"relations, {data.num_classes} classes, ogbn-mag layout")
+
+
+@command.command(name="mag240m")
+@click.argument("dest", type=click.Path(file_okay=True, dir_okay=True))
+@click.option("--papers", type=click.IntRange(1), default=20000, show_default=True)
+@click.option("--authors", type=click.IntRange(1), default=30000, show_default=True)
+@click.option("--institutions", type=click.IntRange(1), default=500, show_default=True)
+@click.option("--num-classes", "--classes", "num_classes", type=click.IntRange(1), default=20,
+              show_default=True)
+@click.option("--feature-dim", type=click.IntRange(1), default=64, show_default=True,
+              help="Width of the float16 paper features (MAG240M: 768).")
+@click.option("--label-frac", type=click.FloatRange(0, 1, min_open=True), default=0.3,
+              show_default=True, help="Fraction of labelled papers (the rest: NaN labels).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--overwrite", is_flag=True, help="Replace DEST if it exists.")
+@click.option("--quiet", "-q", is_flag=True, help="No summary.")
+def mag240m(dest, papers, authors, institutions, num_classes, feature_dim, label_frac, seed,
+            overwrite, quiet) -> None:
+    """A MAG240M-like typed graph in the OGB-LSC layout: DEST/mag240m_kddcup2021/ with
+    meta.pt, split_dict.pt, processed/<src>___<rel>___<dst>/edge_index.npy and
+    processed/paper/node_feat.npy (float16) (:mod:`graphpipe.synthetic.mag240m`)."""
+    from graphpipe.synthetic.mag240m import mag240m_dataset, write_mag240m
+
+    data = mag240m_dataset(papers, authors, institutions, num_classes, feature_dim,
+                           label_frac=label_frac, seed=seed)
+
+    def write(folder: Path, progress: _Progress) -> None:
+        write_mag240m(folder, data)
+
+    _commit(dest, write, overwrite=overwrite, quiet=quiet)
+    if not quiet:
+        click.echo(f"wrote {dest}: {sum(data.num_nodes_dict.values())} nodes of "
+                   f"{len(data.num_nodes_dict)} types, {data.num_edges} edges of {len(data.edges)} "
+                   f"relations, {data.num_classes} classes, MAG240M layout")

@@ -11,11 +11,17 @@ import doctest
 import pytest
 
 from graphpipe.ingest import ingest
-from graphpipe.interop.pyg_data import write_pyg_store
 from graphpipe.ingest.generated import read_generated
 from graphpipe.ingest.splitfiles import read_split_files
-from graphpipe.loaders import ClusterLoader, MiniBatch, NeighborLoader
-from graphpipe.loaders import HeteroGraphData, HeteroMiniBatch, HeteroNeighborLoader
+from graphpipe.interop.pyg_data import write_pyg_store
+from graphpipe.loaders import (
+    ClusterLoader,
+    HeteroGraphData,
+    HeteroMiniBatch,
+    HeteroNeighborLoader,
+    MiniBatch,
+    NeighborLoader,
+)
 from graphpipe.loaders.disjoint import DisjointSampler
 from graphpipe.ops.aggregate import aggregate
 from graphpipe.ops.attention import sparse_attention

@@ -1,7 +1,8 @@
 """Typed (heterogeneous) sources: which folders are typed, and their ingest into a typed store.
 
 :func:`is_typed_source` recognises the typed layouts (OGB's heterogeneous raw folder,
-:mod:`graphpipe.ingest.ogb_hetero`); :func:`ingest_typed` writes one as a typed store
+:mod:`graphpipe.ingest.ogb_hetero`; MAG240M's, :mod:`graphpipe.ingest.mag240m`; typed
+edge lists and node tables, :mod:`graphpipe.ingest.typed_edgelist`); :func:`ingest_typed` writes one as a typed store
 (:mod:`graphpipe.store.typed_writer`), atomically. ``graphpipe ingest`` and
 :func:`graphpipe.ingest.ingest` dispatch here when the source is typed, so the same
 command ingests both kinds. Of :class:`~graphpipe.ingest.pipeline.IngestOptions`, a typed
@@ -31,9 +32,12 @@ def is_typed_source(path: str | os.PathLike) -> bool:
     >>> is_typed_source(tempfile.gettempdir() + "/no-such-folder")
     False
     """
+    from graphpipe.ingest.mag240m import mag240m_dir
     from graphpipe.ingest.ogb_hetero import is_ogb_hetero_folder
+    from graphpipe.ingest.typed_edgelist import is_typed_edgelist_folder
 
-    return is_ogb_hetero_folder(path)
+    return is_ogb_hetero_folder(path) or mag240m_dir(path) is not None or \
+        is_typed_edgelist_folder(path)
 
 
 def _check_options(options: Any) -> None:
@@ -76,7 +80,14 @@ def ingest_typed(source: str | os.PathLike, dest: str | os.PathLike, options: An
         raise IngestError(f"{source}: options {unknown} do not apply to a typed dataset")
     check_destination(dest, overwrite=options.overwrite, sources=[source])
     memory_limit = parse_size(options.memory_limit) or default_memory_limit()
-    ingest_ogb_hetero(Path(source), dest, name=options.name, overwrite=options.overwrite,
-                      memory_limit=memory_limit, feature_dtype=options.feature_dtype,
-                      allow_nonfinite=options.allow_nonfinite, progress=progress, **reader_options)
+    from graphpipe.ingest.mag240m import ingest_mag240m, mag240m_dir
+    from graphpipe.ingest.typed_edgelist import ingest_typed_edgelist, is_typed_edgelist_folder
+
+    reader = ingest_mag240m if mag240m_dir(source) is not None else \
+        ingest_typed_edgelist if is_typed_edgelist_folder(source) else ingest_ogb_hetero
+    if reader is not ingest_ogb_hetero and reader_options.get("split"):
+        raise IngestError(f"{source}: --split applies to OGB folders only")
+    reader(Path(source), dest, name=options.name, overwrite=options.overwrite,
+           memory_limit=memory_limit, feature_dtype=options.feature_dtype,
+           allow_nonfinite=options.allow_nonfinite, progress=progress, **reader_options)
     return GraphStore.open(dest)

@@ -31,6 +31,8 @@ class BatchAttrs:
         edge_attr: ``(E_input, ...)`` edge features in input order (PyG's ``edge_attr``).
         node_attrs: ``{name: (N, ...)}`` other node-level arrays.
         edge_attrs: ``{name: (E_input, ...)}`` other edge-level arrays, input order.
+        slot_attrs: ``{name: (E, ...)}`` edge-level arrays in CSC slot order (a store's
+            ``csc/time`` as ``edge_time``), gathered by slot into the batch's edge attributes.
     """
 
     edge_order: np.ndarray | None = None
@@ -38,6 +40,7 @@ class BatchAttrs:
     edge_attr: np.ndarray | None = None
     node_attrs: dict[str, np.ndarray] = field(default_factory=dict)
     edge_attrs: dict[str, np.ndarray] = field(default_factory=dict)
+    slot_attrs: dict[str, np.ndarray] = field(default_factory=dict)
 
     def input_edges(self, slots: np.ndarray) -> np.ndarray:
         """int64 input edge ID of CSC ``slots`` (the slots themselves without an edge order)."""
@@ -124,5 +127,7 @@ def minibatch_from_sample(out: SampleOutput, n_id: np.ndarray, x: torch.Tensor |
                      num_sampled_nodes=num_sampled_nodes, num_sampled_edges=per_hop,
                      edge_attr=None if attrs.edge_attr is None else _rows(attrs.edge_attr, rows),
                      node_attrs={k: _rows(v, n_id) for k, v in attrs.node_attrs.items()},
-                     edge_attrs={k: _rows(v, rows) for k, v in attrs.edge_attrs.items()},
-                     batch=None if out.batch is None else torch.from_numpy(np.asarray(out.batch)))
+                     edge_attrs={**{k: _rows(v, rows) for k, v in attrs.edge_attrs.items()},
+                                 **{k: _rows(v, slots) for k, v in attrs.slot_attrs.items()}},
+                     batch=None if out.batch is None else torch.from_numpy(np.asarray(out.batch)),
+                     seed_time=None if out.seed_time is None else torch.from_numpy(np.asarray(out.seed_time)))

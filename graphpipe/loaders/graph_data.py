@@ -96,17 +96,23 @@ def _from_store(store: Any) -> GraphData:
 
 
 def _store_attrs(store: Any) -> BatchAttrs:
-    """The store's edge order (``csc/edge_id``), edge features and other ``node/*`` /
-    ``edge/*`` arrays (memory maps until read)."""
+    """The store's edge order (``csc/edge_id``), edge features, other ``node/*`` /
+    ``edge/*`` arrays and timestamps (``nodes/time`` as ``time``, ``csc/time`` as
+    ``edge_time``), memory maps until read."""
     keys = list(store.manifest.get("arrays", {}))
     num_input = int(store.manifest.get("graph", {}).get("num_input_edges", store.num_edges))
-    return BatchAttrs(
+    attrs = BatchAttrs(
         edge_order=store.edge_id if "csc/edge_id" in keys else None, num_input_edges=num_input,
         edge_attr=store.edge_features if "edge/feat" in keys else None,
         node_attrs={k.split("/", 1)[1]: store.array(k) for k in keys
                     if k.startswith("node/") and k not in ("node/feat", "node/label")},
         edge_attrs={k.split("/", 1)[1]: store.array(k) for k in keys
                     if k.startswith("edge/") and k != "edge/feat"})
+    if "nodes/time" in keys:
+        attrs.node_attrs.setdefault("time", store.array("nodes/time"))
+    if "csc/time" in keys:
+        attrs.slot_attrs["edge_time"] = store.array("csc/time")
+    return attrs
 
 
 def _parts_of(store_or_arrays: Any) -> tuple[dict[str, Any], dict[str, np.ndarray]]:

@@ -13,8 +13,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from graphpipe.loaders.hetero_gather import RowCounts, TypedGather, typed_reorder
 from graphpipe.loaders.hetero_graph_data import HeteroGraphData, resolve_hetero_data
 from graphpipe.loaders.hetero_minibatch import HeteroMiniBatch
+from graphpipe.loaders.neighbor_loader import _data_loader_kwargs
 from graphpipe.loaders.rows import ChunkedRows, DegreeCachedRows, RowSource
 from graphpipe.ops.features.degree import degree_order
 from graphpipe.ops.sampling.hetero import sample_hetero_neighbors_batches
@@ -34,6 +36,8 @@ class HeteroNeighborLoader:
     type's nodes the hop before reached first: PyG's semantics), then each batch's
     feature rows are gathered per node type (``x[t]`` equals ``X_t[n_id[t]]`` bit for bit).
     With ``prefetch > 0`` this runs that many batches ahead in a background thread.
+    PyG's DataLoader options (``num_workers``, ``pin_memory``, ...) change nothing a batch
+    holds here and are ignored with one warning (as :class:`graphpipe.loaders.NeighborLoader`).
 
     Args:
         data: a :class:`HeteroGraphData`, a typed :class:`graphpipe.store.GraphStore` or
@@ -58,12 +62,19 @@ class HeteroNeighborLoader:
         cache_rows: the cache budget per type: rows (int) or a fraction (float in [0, 1]).
         prefetch: batches prepared ahead in a background thread (0: in the caller's).
         device: where batches go.
+        match_reorder: False (default): every row read from the row sources; ``"match"``:
+            per node type, rows the batch before held are copied from its ``x`` (Match);
+            True: Match, and with ``shuffle=True`` each window's batches reordered so that
+            consecutive batches share the most row bytes (Greedy Reorder over all typed
+            node sets). No setting changes what a batch holds (Reorder only permutes the
+            batches of a shuffled epoch); :attr:`stats` counts the rows each tier served.
 
     Attributes:
         data: the :class:`HeteroGraphData` read.
         rows: ``{ntype: RowSource}`` per type with features.
         fanouts: ``{etype: [per hop]}`` resolved.
-        rows_gathered: ``{ntype: rows}`` read from the row sources this epoch.
+        stats: :class:`graphpipe.loaders.hetero_gather.RowCounts` of the current (or last)
+            epoch: rows per type read from the row sources, reused (Match), held (cache).
 
     Two papers cite each other, two authors write them; seeds are papers:
 
@@ -92,7 +103,12 @@ class HeteroNeighborLoader:
                  drop_last: bool = False, seed: int | None = None, replace: bool = False,
                  frontier: str = "new", window: int = 8, num_threads: int | None = None,
                  features: bool = True, cache: str | None = None, cache_rows: float = 0.1,
-                 prefetch: int = 0, device: str | torch.device = "cpu"):
+                 prefetch: int = 2, device: str | torch.device = "cpu",
+                 match_reorder: bool | str = False, **loader_kwargs: Any):
+        prefetch, self._generator = _data_loader_kwargs(loader_kwargs, prefetch)
+        if match_reorder not in (False, True, "match"):
+            raise ValueError(f"'match_reorder' must be False, True or 'match' (got {match_reorder!r})")
+        self.match_reorder = match_reorder
         self.data: HeteroGraphData = resolve_hetero_data(data)
         self.fanouts = resolve_fanouts(num_neighbors, self.data.edge_types)
         self.frontier = check_frontier(frontier)
@@ -106,12 +122,12 @@ class HeteroNeighborLoader:
         self.shuffle, self.drop_last, self.replace = bool(shuffle), bool(drop_last), bool(replace)
         self.num_threads = num_threads
         self.fixed_seed = seed is not None
-        self.seed = int(seed) if seed is not None else _draw_seed()
+        self.seed = int(seed) if seed is not None else _draw_seed(self._generator)
         self.device = torch.device(device)
         self.target_type, self.input_nodes, self._input_by_node = _resolve_input(self.data, input_nodes)
         self.rows: dict[str, RowSource] = (
             {t: self._row_source(t, cache, cache_rows) for t in self.data.features} if features else {})
-        self.rows_gathered: dict[str, int] = {}
+        self.gather = TypedGather(self.rows, match=match_reorder in (True, "match"))
         self._epoch = 0
 
     def _row_source(self, ntype: str, cache: str | None, cache_rows: float) -> RowSource:
@@ -146,6 +162,11 @@ class HeteroNeighborLoader:
         return [int(v >> np.uint64(1)) for v in state[:count]]
 
     # -- one epoch --------------------------------------------------------------------------------
+    @property
+    def stats(self) -> RowCounts:
+        """Rows per node type of the current (or last) epoch, by where they came from."""
+        return self.gather.counts
+
     def _produce(self, epoch: int) -> Iterator[HeteroMiniBatch]:
         batches = self.epoch_positions(epoch)
         keys = self.batch_keys(epoch, len(batches))
@@ -155,15 +176,16 @@ class HeteroNeighborLoader:
                 self.data.graph, [{self.target_type: self.input_nodes[p]} for p in window],
                 self.fanouts, seeds=keys[s:s + self.window], replace=self.replace,
                 frontier=self.frontier, num_threads=self.num_threads)
-            for pos, out in zip(window, outs):
-                yield self._assemble(out, pos)
+            order = range(len(outs))
+            if self.match_reorder is True and self.shuffle and len(outs) > 2 and self.rows:
+                order = typed_reorder([o.n_id for o in outs], {
+                    t: r.dim * np.dtype(r.dtype).itemsize for t, r in self.rows.items()}).tolist()
+            for i in order:
+                yield self._assemble(outs[i], window[i])
 
     def _assemble(self, out: HeteroSampleOutput, pos: np.ndarray) -> HeteroMiniBatch:
         """A batch from a sample: feature rows and labels per type, PyG's edge layout."""
-        x = {}
-        for t, rows in self.rows.items():
-            x[t] = torch.from_numpy(rows.gather(out.n_id[t]))
-            self.rows_gathered[t] = self.rows_gathered.get(t, 0) + int(out.n_id[t].shape[0])
+        x = self.gather(out.n_id)
         y_dict = {t: torch.from_numpy(np.asarray(labels[out.n_id[t]]))
                   for t, labels in self.data.labels.items()}
         order = self.data.edge_order
@@ -182,8 +204,8 @@ class HeteroNeighborLoader:
         epoch = self._epoch
         self._epoch += 1
         if not self.fixed_seed:
-            self.seed = _draw_seed()
-        self.rows_gathered = {t: 0 for t in self.rows}
+            self.seed = _draw_seed(self._generator)
+        self.gather.reset()
         producer = self._produce(epoch)
         return _prefetched(producer, self.prefetch) if self.prefetch else producer
 
@@ -237,8 +259,9 @@ def _prefetched(producer: Iterator[Any], depth: int) -> Iterator[Any]:
         thread.join()
 
 
-def _draw_seed() -> int:
-    return int(torch.randint(0, 1 << 62, (1,)).item())
+def _draw_seed(generator: torch.Generator | None = None) -> int:
+    """A seed from torch's generator (``generator=``, else the global one), as PyG's loaders."""
+    return int(torch.randint(0, 1 << 62, (1,), generator=generator).item())
 
 
 def _positive(name: str, value: Any, minimum: int = 1) -> int:

@@ -84,6 +84,11 @@ class MiniBatch:
         edge_attrs: other edge-level arrays, rows of ``e_id``; read as attributes too.
         batch: int64 ``(num_nodes,)`` with ``disjoint=True``: the seed (position in the
             batch) whose tree each node belongs to; None otherwise.
+        seed_time: int64 ``(batch_size,)`` with temporal sampling (``time_attr``): each
+            seed's time (PyG's ``seed_time``); every node of a seed's tree was reached over
+            edges no newer than it (:attr:`node_seed_time` per node). Node and edge
+            timestamps of a store come as ``batch.time`` (``nodes/time`` of ``n_id``) and
+            ``batch.edge_time`` (``csc/time`` of the ``edge_index`` columns).
     """
 
     n_id: torch.Tensor
@@ -100,6 +105,15 @@ class MiniBatch:
     node_attrs: dict[str, torch.Tensor] = field(default_factory=dict)
     edge_attrs: dict[str, torch.Tensor] = field(default_factory=dict)
     batch: torch.Tensor | None = None
+    seed_time: torch.Tensor | None = None
+
+    @property
+    def node_seed_time(self) -> torch.Tensor | None:
+        """int64 ``(num_nodes,)``: the time of each node's tree (``seed_time[batch]``), the
+        time the node was sampled at; None without temporal sampling."""
+        if self.seed_time is None or self.batch is None:
+            return None
+        return self.seed_time[self.batch]
 
     def __getattr__(self, name: str) -> Any:
         """Other node/edge attributes of the data by name (``batch.train_mask``)."""
@@ -124,7 +138,7 @@ class MiniBatch:
                          input_id=move(self.input_id), edge_attr=move(self.edge_attr),
                          node_attrs={k: move(v) for k, v in self.node_attrs.items()},
                          edge_attrs={k: move(v) for k, v in self.edge_attrs.items()},
-                         batch=move(self.batch))
+                         batch=move(self.batch), seed_time=move(self.seed_time))
 
     @property
     def num_nodes(self) -> int:
@@ -162,8 +176,8 @@ class MiniBatch:
     def to_pyg(self) -> Any:
         """This batch as the ``torch_geometric.data.Data`` PyG's ``NeighborLoader`` yields:
         ``x, edge_index, y`` (every node), ``edge_attr``, the other node/edge attributes,
-        ``n_id, e_id, input_id, batch_size, num_sampled_nodes, num_sampled_edges`` and
-        ``batch`` (``disjoint=True``); attributes the data lacks are left out (``num_nodes``
+        ``n_id, e_id, input_id, batch_size, num_sampled_nodes, num_sampled_edges``,
+        ``batch`` (``disjoint=True``) and ``seed_time`` (temporal sampling); attributes the data lacks are left out (``num_nodes``
         is set only without ``x``).
 
         >>> import numpy as np
@@ -187,6 +201,7 @@ class MiniBatch:
         fields: dict[str, Any] = {"x": self.x, "edge_index": self.edge_index, "edge_attr": self.edge_attr,
                                   "y": self.y, **self.node_attrs, **self.edge_attrs, "n_id": self.n_id,
                                   "e_id": self.e_id, "input_id": self.input_id, "batch": self.batch,
+                                  "seed_time": self.seed_time,
                                   "batch_size": self.batch_size,
                                   "num_nodes": self.num_nodes if self.x is None else None,
                                   "num_sampled_nodes": list(self.num_sampled_nodes),

@@ -26,6 +26,11 @@ from graphpipe.loaders.sampler import BaseSampler, LocalSampler, SamplerInput
 from graphpipe.loaders.shard import BaseShard
 from graphpipe.loaders.stages import GatherStage, ReorderStage, SampleStage, TransferStage
 from graphpipe.loaders.stats import LoaderStats, StatsRef
+from graphpipe.loaders.temporal import (
+    build_temporal_sampler,
+    check_temporal_options,
+    resolve_input_time,
+)
 from graphpipe.ops._core.checks import check_fanouts as _check_fanouts
 
 __all__ = ["NeighborLoader"]
@@ -70,8 +75,9 @@ class NeighborLoader:
     ``pin_memory``, ...) change nothing a batch holds here and are ignored with one
     warning; ``prefetch_factor`` sets ``prefetch`` and ``generator`` the torch generator
     unseeded loaders draw from; options that would change the batches (``transform``,
-    ``collate_fn``, temporal or weighted sampling, ``subgraph_type`` other than
-    ``"directional"``) are refused with ``ValueError``.
+    ``collate_fn``, weighted sampling, ``subgraph_type`` other than ``"directional"``) are
+    refused with ``ValueError``. Temporal sampling is PyG's (``time_attr``, ``input_time``,
+    ``temporal_strategy``; :mod:`graphpipe.loaders.temporal`).
 
     Args:
         data: a ``torch_geometric.data.Data`` (``x``, ``y``, ``edge_index``, ``edge_attr``
@@ -156,6 +162,18 @@ class NeighborLoader:
             METIS parts). Give every rank the same ``seed``: the permutation is drawn from
             it. Rank ``r`` of ``W`` samples its batch ``i`` with the key an unsharded
             loader gives batch ``i * W + r``.
+        time_attr: None (default: no temporal sampling, batches exactly as without these
+            three options), or the timestamps to sample by (PyG's): on a store ``"time"``
+            (``nodes/time``, else ``csc/time``), ``"node_time"`` or ``"edge_time"``; on a
+            ``Data`` a node or edge attribute's name. Then only edges no newer than the
+            seed's time are sampled (edge time, or the neighbour's node time), one tree per
+            seed (PyG's ``disjoint=True``, implied), every node inheriting its seed's time;
+            ``batch.seed_time`` holds the seeds' times. ``input_nodes`` may repeat a node
+            (one tree per occurrence, ``input_id`` its position).
+        input_time: int ``(len(input_nodes),)`` time of each input node (PyG's); None:
+            the seeds' node times (edge-level time without node times needs it).
+        temporal_strategy: ``"uniform"`` (PyG's default) or ``"last"`` (the most recent
+            valid edges); only with ``time_attr``.
 
     Attributes:
         match_reorder: the setting in use (``"auto"`` resolved: True, ``"match"`` or False).
@@ -200,6 +218,19 @@ class NeighborLoader:
     ([0, 1, 5, 2], [0, 1, 1, 0])
     >>> torch.equal(data.edge_index[:, pyg_batch.e_id], pyg_batch.n_id[pyg_batch.edge_index])
     True
+
+    Temporal sampling (PyG's ``time_attr``): node 0 hears from 1, 2, 3 at times 5, 1, 3
+    (an edge attribute ``stamp``); seeded twice, at times 4 and 9, with the two most recent
+    edges each time (one tree per seed, ``batch.batch``):
+
+    >>> data = Data(edge_index=torch.tensor([[1, 2, 3], [0, 0, 0]]), num_nodes=4,
+    ...             stamp=torch.tensor([5, 1, 3]))
+    >>> loader = NeighborLoader(data, [2], input_nodes=torch.tensor([0, 0]), batch_size=2,
+    ...                         time_attr="stamp", input_time=torch.tensor([4, 9]),
+    ...                         temporal_strategy="last", features=False)
+    >>> batch = next(iter(loader))
+    >>> batch.n_id.tolist(), batch.batch.tolist(), batch.stamp.tolist(), batch.seed_time.tolist()
+    ([0, 0, 2, 3, 3, 1], [0, 1, 0, 0, 1, 1], [1, 3, 3, 5], [4, 9])
     """
 
     def __init__(self, data: Any, num_neighbors: Sequence[int] | None = None,
@@ -213,7 +244,12 @@ class NeighborLoader:
                  features: bool | str = True, num_threads: int | None = None,
                  reorder_by: str = "match", feature_bits: int | None = None,
                  sampler_backend: str = "auto", fanout_order: str = "seed",
-                 output: str = "minibatch", shard: BaseShard | None = None, **loader_kwargs: Any):
+                 output: str = "minibatch", shard: BaseShard | None = None,
+                 time_attr: str | None = None, input_time: Any = None, temporal_strategy: str = "uniform",
+                 **loader_kwargs: Any):
+        self.temporal = time_attr is not None
+        check_temporal_options(time_attr, input_time, temporal_strategy, sampler=sampler, shard=shard,
+                               frontier=frontier, replace=replace, backend=sampler_backend, output=output)
         fanouts = _resolve_fanouts(num_neighbors, fanouts)
         _check_pyg_options(subgraph_type, disjoint, directed)
         prefetch, generator = _data_loader_kwargs(loader_kwargs, prefetch)
@@ -275,7 +311,7 @@ class NeighborLoader:
         if self.features and self.data.feature_chunks is None:
             raise ValueError("'data' has no node features ('node/feat' or 'x'); "
                              "pass features=False to load topology and labels only")
-        self.input_nodes = _resolve_input_nodes(input_nodes, self.data)
+        self.input_nodes = _resolve_input_nodes(input_nodes, self.data, repeats=self.temporal)
         # input_id indexes input_nodes as given, as PyG's: a mask (or None) by node ID
         self._input_by_node = input_nodes is None or _is_mask(input_nodes)
         store = self.data.store
@@ -287,16 +323,22 @@ class NeighborLoader:
             match_reorder = auto_match_reorder(row_tier(self.rows), self.device.type)
         self.match_reorder = match_reorder
 
-        self.sampler = sampler if sampler is not None else LocalSampler(
-            self.data.indptr, self.data.indices, self.fanouts, replace=replace, num_threads=num_threads,
-            backend=sampler_backend, device=device, frontier=frontier)
+        self.input_time: np.ndarray | None = None   # with time_attr: each input node's time
+        if self.temporal:
+            self.sampler = build_temporal_sampler(self.data, time_attr, self.fanouts, strategy=temporal_strategy,
+                                                  replace=replace, num_threads=num_threads)
+            self.input_time = resolve_input_time(input_time, self.input_nodes, self.sampler)
+        else:
+            self.sampler = sampler if sampler is not None else LocalSampler(
+                self.data.indptr, self.data.indices, self.fanouts, replace=replace, num_threads=num_threads,
+                backend=sampler_backend, device=device, frontier=frontier)
         if not isinstance(self.sampler, BaseSampler):
             raise ValueError(f"'sampler' must be a graphpipe.loaders.BaseSampler "  # noqa: TRY004 - the project reports bad arguments as ValueError
                              f"(got {type(sampler).__name__})")
         if sampler is not None and self.sampler.supports_bind_fanouts:  # e.g. RemoteSampler
             self.sampler.bind_fanouts(self.fanouts, replace)
-        self.disjoint = bool(disjoint)
-        if self.disjoint:  # one tree per seed: batch.batch names each node's tree
+        self.disjoint = bool(disjoint) or self.temporal  # temporal: one tree per seed already
+        if self.disjoint and not self.temporal:  # one tree per seed: batch.batch names each node's tree
             self.sampler = DisjointSampler(self.sampler)
 
         self._stats = StatsRef()
@@ -374,7 +416,16 @@ class NeighborLoader:
     # -- epoch plan ---------------------------------------------------------------------------
     def epoch_batches(self, epoch: int) -> list[np.ndarray]:
         """The seed batches of ``epoch`` in sample order (int64 global IDs)."""
-        ids = self.input_nodes
+        if self.temporal:
+            return [self.input_nodes[p] for p in self.epoch_positions(epoch)]
+        return self._cut(self.input_nodes, epoch)
+
+    def epoch_positions(self, epoch: int) -> list[np.ndarray]:
+        """The batches of ``epoch`` as positions in ``input_nodes`` (their ``input_id``)."""
+        return self._cut(np.arange(self.input_nodes.shape[0], dtype=np.int64), epoch)
+
+    def _cut(self, ids: np.ndarray, epoch: int) -> list[np.ndarray]:
+        """``ids`` shuffled for ``epoch`` (if ``shuffle``), this rank's share, in batches."""
         if self.shuffle:
             ids = np.random.default_rng([self.seed, epoch, 0]).permutation(ids)
         if self.shard is not None:  # this rank's share of the epoch (same permutation on every rank)
@@ -399,15 +450,19 @@ class NeighborLoader:
         batches of the current one are gathered, or, when the sampler declares
         ``supports_stream``, the next windows are streamed through it.
         """
-        batches = self.epoch_batches(epoch)
+        batches, times, positions = self._epoch_plan(epoch)
         keys = self.batch_keys(epoch, len(batches))
-        windows = [SamplerInput(batches[s:s + self.window], keys[s:s + self.window])
-                   for s in range(0, len(batches), self.window)]
+        starts = range(0, len(batches), self.window)
+        windows = [SamplerInput(batches[s:s + self.window], keys[s:s + self.window]) for s in starts]
+        # temporal sampling: each window's seed times and input positions (None otherwise)
+        win_times = [None if times is None else times[s:s + self.window] for s in starts]
+        win_pos = [None if positions is None else positions[s:s + self.window] for s in starts]
         if not windows:
             return
         if not sample_ahead:
-            for seed_batches, window_keys in windows:
-                yield from self._reorder_and_gather(self.sample(seed_batches, window_keys), window_keys)
+            for w, (seed_batches, window_keys) in enumerate(windows):
+                outputs = self.sample(seed_batches, window_keys, win_times[w])
+                yield from self._reorder_and_gather(outputs, window_keys, win_pos[w])
             return
         if self.sampler.supports_stream:  # the sampler keeps windows in flight itself
             stream = self.sample.stream(windows)
@@ -418,16 +473,29 @@ class NeighborLoader:
                 stream.close()
             return
         with ThreadPoolExecutor(1, thread_name_prefix="graphpipe-sample-ahead") as pool:
-            pending = pool.submit(self.sample, *windows[0])
+            pending = pool.submit(self.sample, *windows[0], win_times[0])
             for w in range(len(windows)):
                 outputs = pending.result()
                 if w + 1 < len(windows):
-                    pending = pool.submit(self.sample, *windows[w + 1])
-                yield from self._reorder_and_gather(outputs, windows[w][1])
+                    pending = pool.submit(self.sample, *windows[w + 1], win_times[w + 1])
+                yield from self._reorder_and_gather(outputs, windows[w][1], win_pos[w])
 
-    def _reorder_and_gather(self, outputs: list, keys: Sequence[int]) -> Iterator[PreparedBatch]:
+    def _epoch_plan(self, epoch: int) -> tuple[list[np.ndarray], list | None, list | None]:
+        """``(seed batches, their seed times, their input positions)`` of ``epoch``; the
+        last two are None without temporal sampling (times None: the seeds' node times)."""
+        if not self.temporal:
+            return self.epoch_batches(epoch), None, None
+        positions = self.epoch_positions(epoch)
+        times = None if self.input_time is None else [self.input_time[p] for p in positions]
+        return [self.input_nodes[p] for p in positions], times, positions
+
+    def _reorder_and_gather(self, outputs: list, keys: Sequence[int],
+                            positions: Sequence[np.ndarray] | None = None) -> Iterator[PreparedBatch]:
         for i in self.reorder(outputs):
-            yield self.gather(outputs[int(i)], key=int(keys[int(i)]))
+            prepared = self.gather(outputs[int(i)], key=int(keys[int(i)]))
+            if positions is not None:  # temporal: input_id is the position (nodes may repeat)
+                prepared.batch.input_id = torch.from_numpy(np.asarray(positions[int(i)], dtype=np.int64))
+            yield prepared
             outputs[int(i)] = None  # free the subgraph once used
 
     def _deliver(self, batch: MiniBatch) -> Any:
@@ -537,8 +605,9 @@ class _LoaderIterator:
             self.close()
             raise StopIteration
         batch = self._transfer(item)
-        seeds = item.batch.n_id[:item.batch.batch_size].numpy()  # host copy, before transfer
-        batch.input_id = torch.from_numpy(self._loader.input_id(seeds)).to(batch.n_id.device)
+        if batch.input_id is None:  # temporal sampling set it already (the input positions)
+            seeds = item.batch.n_id[:item.batch.batch_size].numpy()  # host copy, before transfer
+            batch.input_id = torch.from_numpy(self._loader.input_id(seeds)).to(batch.n_id.device)
         self._check_previous_untouched(item.reused_rows)
         if batch.x is not None:
             self._loader._handed_out = (batch.x, batch.x._version)
@@ -605,7 +674,7 @@ _IGNORED_KWARGS = {  # DataLoader / PyG options with no effect on what a batch h
     "worker_init_fn": None, "multiprocessing_context": None, "pin_memory_device": "",
     "in_order": True, "filter_per_worker": None, "is_sorted": False}
 _REFUSED_KWARGS = ("collate_fn", "batch_sampler", "transform", "transform_sampler_output",
-                   "input_time", "time_attr", "weight_attr", "neighbor_sampler", "custom_cls")
+                   "weight_attr", "neighbor_sampler", "custom_cls")
 
 
 def _resolve_fanouts(num_neighbors: Sequence[int] | None, fanouts: Sequence[int] | None) -> list[int]:
@@ -669,7 +738,7 @@ def _is_mask(input_nodes: Any) -> bool:
     return not isinstance(input_nodes, str) and np.asarray(input_nodes).dtype == bool
 
 
-def _resolve_input_nodes(input_nodes: Any, data: GraphData) -> np.ndarray:
+def _resolve_input_nodes(input_nodes: Any, data: GraphData, repeats: bool = False) -> np.ndarray:
     if input_nodes is None:
         return np.arange(data.num_nodes, dtype=np.int64)
     if isinstance(input_nodes, str):
@@ -691,7 +760,7 @@ def _resolve_input_nodes(input_nodes: Any, data: GraphData) -> np.ndarray:
         if lo < 0 or hi >= data.num_nodes:
             raise ValueError(f"'input_nodes' must be node IDs in [0, {data.num_nodes}) "
                              f"(got {lo if lo < 0 else hi})")
-        if np.unique(ids).shape[0] != ids.shape[0]:
+        if not repeats and np.unique(ids).shape[0] != ids.shape[0]:
             raise ValueError("'input_nodes' must not repeat a node (got duplicates)")
     return ids
 

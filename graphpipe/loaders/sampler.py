@@ -12,7 +12,10 @@ abilities (zarr's ``supports_*`` style; the loader asks these, never ``hasattr``
   flight itself; a prefetching loader then streams its windows through it instead of
   sampling one window ahead in a helper thread;
 * ``supports_bind_fanouts``: :meth:`BaseSampler.bind_fanouts` takes the loader's
-  fanouts (and ``replace``); a loader given such a sampler calls it once.
+  fanouts (and ``replace``); a loader given such a sampler calls it once;
+* ``supports_time``: :meth:`BaseSampler.sample_from_nodes` takes ``seed_times=`` (one
+  int64 array per batch: each seed's time), as temporal sampling needs
+  (:class:`graphpipe.loaders.temporal.TemporalSampler`).
 """
 
 from __future__ import annotations
@@ -61,6 +64,11 @@ class BaseSampler(abc.ABC):
     @property
     def supports_bind_fanouts(self) -> bool:
         """True when the sampler takes the loader's fanouts through :meth:`bind_fanouts`."""
+        return False
+
+    @property
+    def supports_time(self) -> bool:
+        """True when :meth:`sample_from_nodes` takes ``seed_times=`` (temporal sampling)."""
         return False
 
     def bind_fanouts(self, fanouts: Sequence[int], replace: bool = False) -> None:

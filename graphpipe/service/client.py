@@ -566,22 +566,38 @@ class RemoteSampler(BaseSampler):
     window's batches in parallel; a prefetching loader streams its windows through
     :meth:`sample_stream` (2 in flight), otherwise one call per window.
 
+    Several URLs (services over the same store, "replicas") spread the batches round
+    robin and keep the loader going when one dies: its batches are asked again, same
+    seeds and keys, of another (:class:`graphpipe.service.replicas.ReplicaSet`), so the
+    epoch is the one a single service gives.
+
     Args:
-        url: ``grpc://host:port`` or ``grpc+tls://host:port``.
+        url: ``grpc://host:port`` or ``grpc+tls://host:port``, or a list of them (replicas).
         token: bearer token (``--token-file`` servers).
         fanouts: neighbours per hop, seed hop first; None until :meth:`bind_fanouts`
             is called (by a loader that supports it).
         replace: sample with replacement.
         timeout: per-call timeout in seconds.
         tune_malloc, shared_memory, arena_mib, tls_root_certs: see :class:`Client`.
+        revive_after: with replicas, seconds before a failed replica is called again.
     """
 
-    def __init__(self, url: str, token: str | None = None, *, fanouts: Sequence[int] | None = None,
-                 replace: bool = False, timeout: float | None = None, tune_malloc: bool = True,
+    def __init__(self, url: str | Sequence[str], token: str | None = None, *,
+                 fanouts: Sequence[int] | None = None, replace: bool = False,
+                 timeout: float | None = None, tune_malloc: bool = True,
                  shared_memory: bool | None = None, arena_mib: int = 256,
-                 tls_root_certs: bytes | str | os.PathLike | None = None):
-        self.client = Client(url, token, timeout=timeout, tune_malloc=tune_malloc,
-                             shared_memory=shared_memory, arena_mib=arena_mib, tls_root_certs=tls_root_certs)
+                 tls_root_certs: bytes | str | os.PathLike | None = None, revive_after: float = 30.0):
+        urls = [url] if isinstance(url, str) else list(url)
+        if not urls:
+            raise ValueError("'url' must name at least one service")
+        clients = [Client(u, token, timeout=timeout, tune_malloc=tune_malloc, shared_memory=shared_memory,
+                          arena_mib=arena_mib, tls_root_certs=tls_root_certs) for u in urls]
+        self.client = clients[0]
+        self.replicas = None
+        if len(clients) > 1:
+            from graphpipe.service.replicas import ReplicaSet
+
+            self.replicas = ReplicaSet(clients, revive_after=revive_after)
         self.fanouts = None if fanouts is None else [int(f) for f in fanouts]
         self.replace = bool(replace)
 
@@ -609,7 +625,8 @@ class RemoteSampler(BaseSampler):
         if self.fanouts is None:
             raise ValueError("'fanouts' of the RemoteSampler are not set (got None); pass "
                              "RemoteSampler(url, fanouts=[...])")
-        results = self.client.sample_batches(seed_batches, seeds, self.fanouts, replace=self.replace)
+        source = self.replicas or self.client
+        results = source.sample_batches(seed_batches, seeds, self.fanouts, replace=self.replace)
         return [r.output for r in results]
 
     def sample_stream(self, windows: Iterable[tuple[Sequence[np.ndarray], Sequence[int]]], *,
@@ -619,8 +636,17 @@ class RemoteSampler(BaseSampler):
         if self.fanouts is None:
             raise ValueError("'fanouts' of the RemoteSampler are not set (got None); pass "
                              "RemoteSampler(url, fanouts=[...])")
-        for results in self.client.sample_stream(windows, self.fanouts, replace=self.replace, depth=depth):
+        source = self.replicas or self.client
+        for results in source.sample_stream(windows, self.fanouts, replace=self.replace, depth=depth):
             yield [r.output for r in results]
 
+    def close(self) -> None:
+        """Close the connection(s) (and the replicas' worker threads)."""
+        if self.replicas is not None:
+            self.replicas.close()
+        else:
+            self.client.close()
+
     def __repr__(self) -> str:
-        return f"RemoteSampler({self.client.url!r}, fanouts={self.fanouts}, replace={self.replace})"
+        urls = self.client.url if self.replicas is None else self.replicas.urls
+        return f"RemoteSampler({urls!r}, fanouts={self.fanouts}, replace={self.replace})"

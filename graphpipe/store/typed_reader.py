@@ -150,6 +150,16 @@ class TypedFace:
         """Timestamps of ``ntype``'s nodes, int64 ``(N_t,)``, or None."""
         return self._optional(ts.node_key(self._ntype(ntype), "time"))
 
+    def typed_id_map(self, ntype: str) -> Any:
+        """External <-> local ID translation of ``ntype``
+        (:class:`graphpipe.store.tables.IdMap`; the identity when the type has no ID map)."""
+        from graphpipe.store import tables as _tables
+
+        n, key = self.num_nodes_dict[self._ntype(ntype)], ts.id_map_key(ntype)
+        if key not in self.manifest["tables"]:
+            return _tables.IdMap(None, n)
+        return _tables.IdMap(self.table(key).column("external_id").combine_chunks(), n)
+
     def typed_split_names(self, ntype: str) -> list[str]:
         """Split names of ``ntype`` in the order written (``[]`` when it has none)."""
         return list(self.manifest.get("typed_splits", {}).get(self._ntype(ntype), {}))

@@ -8,6 +8,7 @@ relation ``(src_type, rel, dst_type)``. Node IDs are local to their type
     typed/<ntype>/label         (N_t,)      int64, -1 = unlabelled
     typed/<ntype>/time          (N_t,)      int64 node timestamps (OGB's node_year)
     typed/<ntype>/split/<name>  (n,)        int64 local IDs, in the order given
+    typed/<ntype>/id_map.parquet  table     external_id (int64 | string), node_id: optional
     rel/<etype>/csc/indptr      (N_dst+1,)  int64
     rel/<etype>/csc/indices     (E,)        int32 (int64 when N_src >= 2**31), sorted per dst
     rel/<etype>/csc/edge_id     (E,)        int64 position in the relation's input edge list
@@ -103,6 +104,11 @@ def node_key(ntype: str, name: str) -> str:
 def split_key(ntype: str, name: str) -> str:
     """Key of split ``name`` of type ``ntype``."""
     return f"{NODE_ROOT}/{check_name(ntype, 'node type')}/split/{check_name(name, 'split name')}"
+
+
+def id_map_key(ntype: str) -> str:
+    """Key of the table of ``ntype``'s external IDs (``external_id``, ``node_id``)."""
+    return f"{NODE_ROOT}/{check_name(ntype, 'node type')}/id_map.parquet"
 
 
 def rel_key(etype: Any, name: str) -> str:

@@ -259,6 +259,28 @@ class TypedStoreWriter(StoreWriter):
         self.write_array(ts.split_key(ntype, name), ids)
         self.splits.setdefault(ntype, {})[name] = ids
 
+    def write_typed_id_map(self, ntype: str, external_ids: Any) -> None:
+        """Store the external ID (int64 or string) of every node of ``ntype`` (row = local ID)
+        as the table ``typed/<ntype>/id_map.parquet``."""
+        import pyarrow as pa
+
+        n = self._count(ntype)
+        ids = external_ids if isinstance(external_ids, pa.Array) else pa.array(external_ids)
+        if len(ids) != n:
+            raise StoreError(f"{ntype}: {len(ids)} external IDs, expected {n}")
+        ids = ids.cast(pa.int64() if pa.types.is_integer(ids.type) else pa.string())
+        table = pa.table({"external_id": ids, "node_id": pa.array(np.arange(n, dtype=np.int64))})
+        self.write_table(ts.id_map_key(ntype), table)
+
+    def _finalise_manifest(self) -> None:
+        super()._finalise_manifest()
+        from graphpipe.store.writer import _describe_table
+
+        for ntype in self.num_nodes_dict:
+            key = ts.id_map_key(ntype)
+            if (Path(self.path) / key).is_file():
+                self.manifest["tables"][key] = _describe_table(Path(self.path), key)
+
     def _count(self, ntype: str) -> int:
         if ntype not in self.num_nodes_dict:
             raise StoreError(f"node type {ntype!r} is not one of {sorted(self.num_nodes_dict)}")

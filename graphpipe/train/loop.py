@@ -18,7 +18,11 @@ epoch line — and :func:`fit` does what they share, in this order per epoch:
 4. the record is appended to the history, written as one JSON line to
    ``metrics_log`` (truncated by a fresh run, appended to by a resumed one), then a
    **checkpoint** (:mod:`graphpipe.train.checkpoint`) is written atomically, the
-   epoch line printed (unless ``quiet``) and ``on_epoch(record)`` called.
+   epoch line printed (unless ``quiet``) and ``on_epoch(record)`` called. The log, the
+   checkpoint and the printed line come from the main process only (``task.is_main``:
+   rank 0 of a data-parallel run, :mod:`graphpipe.train.distributed`; always True in one
+   process); ``on_epoch`` runs in every process (a callback that changes the optimizer
+   must change it on every rank).
 
 A checkpoint holds ``model_config, model_class, model_state, optimizer (name, lr,
 weight_decay), optimizer_state, epoch`` (epochs completed)``, history, best, rng,
@@ -98,6 +102,7 @@ class Trainable(Protocol):
     metrics_log: Path | None
     quiet: bool
     on_epoch: Callable[[dict[str, Any]], None] | None
+    is_main: bool            # writes the log and checkpoint, prints (rank 0; True in one process)
 
     def train_epoch(self, epoch: int) -> dict[str, Any]:
         """Run one epoch of optimizer steps; its metrics record."""
@@ -126,7 +131,7 @@ def fit(task: Trainable, resume: str | Path | None = None) -> TrainResult:
     belongs to another model or setting."""
     epoch, history, best = _start(task, resume)
     with contextlib.ExitStack() as stack:
-        log = _open_log(stack, task.metrics_log, append=resume is not None)
+        log = _open_log(stack, task.metrics_log if task.is_main else None, append=resume is not None)
         while epoch < task.epochs and not best["stopped"]:
             record = task.train_epoch(epoch)
             if _evaluates(task, epoch):
@@ -192,9 +197,9 @@ def _publish(task: Trainable, record: dict[str, Any], log: IO[str] | None, epoch
     if log is not None:
         log.write(json.dumps(record, default=json_default) + "\n")
         log.flush()
-    if task.checkpoint is not None:
+    if task.checkpoint is not None and task.is_main:
         save_checkpoint(task.checkpoint, checkpoint_state(task, epoch, history, best))
-    if not task.quiet:
+    if not task.quiet and task.is_main:
         print(task.describe_epoch(record), flush=True)
     if task.on_epoch is not None:
         task.on_epoch(record)

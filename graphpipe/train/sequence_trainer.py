@@ -125,6 +125,9 @@ class SequenceTrainer:
         loader_options: extra :class:`ClusterLoader` keyword arguments.
     """
 
+    is_main = True
+    """This process writes the log and checkpoint and prints (:func:`graphpipe.train.loop.fit`)."""
+
     def __init__(self, model: nn.Module, store: Any, *, seq_len: int | None = 4096,
                  attention: str = "sparse", epochs: int = 5, batch_size: int | None = None,
                  optimizer: str = "adamw", lr: float = 1e-3, weight_decay: float = 0.01,

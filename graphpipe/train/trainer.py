@@ -199,6 +199,10 @@ class Trainer:
     >>> tmp.cleanup()
     """
 
+    is_main = True
+    """This process writes the log and checkpoint and prints (:func:`graphpipe.train.loop.fit`);
+    a data-parallel trainer (:mod:`graphpipe.train.distributed`) is main on rank 0 only."""
+
     def __init__(self, model: nn.Module, store: Any, *, fanouts: list[int] | tuple[int, ...],
                  batch_size: int = 1024, epochs: int = 5, optimizer: str = "adam",
                  lr: float = 0.003, weight_decay: float = 0.0, patience: int | None = None,
@@ -253,6 +257,7 @@ class Trainer:
 
         self.device = torch.device(device)
         self.model = model.to(self.device)
+        self.forward_model: nn.Module = self.model  # what training steps call (DDP wraps model)
         self.batch_size, self.epochs = int(batch_size), int(epochs)
         self.optimizer_name, self.lr, self.weight_decay = optimizer, float(lr), float(weight_decay)
         self.patience, self.evaluation = patience, evaluation
@@ -367,7 +372,7 @@ class Trainer:
         try:
             for batch in it:
                 y = batch.y[: batch.batch_size].reshape(-1).to(self.device)
-                out = self.model(batch)
+                out = self.forward_model(batch)
                 loss = F.cross_entropy(out, y, ignore_index=-1)
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
@@ -383,11 +388,15 @@ class Trainer:
         finally:
             it.close()
             bar.close()
-        seconds = time.perf_counter() - t0
-        stats = self.loader.stats.as_dict()
+        return self.epoch_record(epoch, loss_sum, correct, seen, steps, time.perf_counter() - t0)
+
+    def epoch_record(self, epoch: int, loss_sum: float, correct: int, seen: int, steps: int,
+                     seconds: float) -> dict[str, Any]:
+        """The epoch's metrics record from its sums: ``loss_sum`` (loss times seeds per
+        batch), ``correct`` predictions of ``seen`` seeds, ``steps`` batches."""
         return {"epoch": epoch, "loss": loss_sum / max(seen, 1), "batch_acc": correct / max(seen, 1),
                 "train_acc": None, "valid_acc": None, "test_acc": None, "steps": steps,
-                "seconds": seconds, "eval_seconds": 0.0, "loader": stats}
+                "seconds": seconds, "eval_seconds": 0.0, "loader": self.loader.stats.as_dict()}
 
     def _maybe_trim(self, step: int) -> None:
         if self._trim_every and step % self._trim_every == 0:

@@ -284,3 +284,102 @@ def test_homogeneous_store_is_refused(tmp_path):
                                 tmp_path / "homo")
     with pytest.raises(ValueError, match="not a typed store"):
         HeteroNeighborLoader(store, [2], input_nodes="x")
+
+
+def test_match_reorder_changes_no_batch_and_counts_rows():
+    """Match copies rows the batch before held; Reorder permutes a shuffled window's batches.
+    Every batch equals the one the plain loader gives for the same seeds, row for row, and
+    the counters add up to the rows delivered."""
+    data, raw = make_data(8)
+    kw = {"input_nodes": "paper", "batch_size": 20, "shuffle": True, "seed": 2, "prefetch": 0,
+          "cache": "degree", "cache_rows": 30}
+    plain = HeteroNeighborLoader(data, [3, 2], **kw)
+    base = {int(b.input_id[0]): b for b in plain}
+    for mode in ("match", True):
+        loader = HeteroNeighborLoader(data, [3, 2], match_reorder=mode, **kw)
+        got = list(loader)
+        assert sorted(int(b.input_id[0]) for b in got) == sorted(base)
+        for b in got:
+            want = base[int(b.input_id[0])]
+            check_batch(b, raw, b.seeds.numpy())
+            assert all(torch.equal(b.x[t], want.x[t]) for t in DIMS)
+            assert all(torch.equal(b.n_id[t], want.n_id[t]) for t in COUNTS)
+        stats = loader.stats
+        for t in DIMS:
+            assert stats.total(t) == sum(b.n_id[t].numel() for b in got)
+            assert stats.reused[t] > 0 and stats.held[t] > 0
+        assert plain.stats.reused == {t: 0 for t in DIMS}
+        order = [int(b.input_id[0]) for b in got]
+        if mode is True:
+            assert order != [int(b.input_id[0]) for b in plain]  # reordered within windows
+
+
+def test_match_refuses_rows_changed_in_place():
+    data, _ = make_data()
+    loader = HeteroNeighborLoader(data, [2], input_nodes="paper", batch_size=50, seed=0, prefetch=0,
+                                  match_reorder="match")
+    it = iter(loader)
+    batch = next(it)
+    batch.x["paper"].mul_(2)
+    with pytest.raises(RuntimeError, match="modified in place"):
+        next(it)
+
+
+def test_typed_reorder_matches_the_reference():
+    from graphpipe.loaders.hetero_gather import typed_reorder
+    from graphpipe.ops.features.reorder import greedy_reorder_reference
+
+    rng = np.random.default_rng(0)
+    batches = [{"a": rng.choice(50, 12, replace=False), "b": rng.choice(30, 5, replace=False)}
+               for _ in range(7)]
+    weights = np.zeros((7, 7))
+    for i in range(7):
+        for j in range(7):
+            if i != j:
+                weights[i, j] = sum(len(set(batches[i][t].tolist()) & set(batches[j][t].tolist())) * w
+                                    for t, w in {"a": 512, "b": 12}.items())
+    assert typed_reorder(batches, {"a": 512, "b": 12}).tolist() == greedy_reorder_reference(weights)
+
+
+def test_pyg_dataloader_options_are_ignored_with_a_warning():
+    data, _ = make_data()
+    with pytest.warns(UserWarning, match="num_workers"):
+        loader = HeteroNeighborLoader(data, [2], input_nodes="paper", batch_size=100, num_workers=4)
+    assert len(loader) == 3
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        HeteroNeighborLoader(data, [2], input_nodes="paper", bogus=1)
+
+
+def test_on_graphpipe_generate_mag_store(tmp_path):
+    """`graphpipe generate mag` -> `graphpipe ingest` -> the loader on the store path, with
+    the reverse relations PyG's ogbn-mag examples add: every sampled edge is an edge of the
+    generated edge lists (through e_id), rows and labels are the store's."""
+    from graphpipe.ingest import ingest
+    from graphpipe.synthetic.mag import mag_dataset, write_ogb_mag
+
+    gen = mag_dataset(papers=400, authors=500, institutions=20, fields=40, num_classes=4,
+                      feature_dim=8, seed=1)
+    write_ogb_mag(tmp_path / "raw", gen)
+    ingest(tmp_path / "raw", tmp_path / "store")
+    data = HeteroGraphData.open(tmp_path / "store").with_reverse_relations()
+    assert data.target_type == "paper" and len(data.edge_types) == 8
+    loader = HeteroNeighborLoader(data, [5, 3], input_nodes=("paper", "train"), batch_size=64,
+                                  shuffle=True, seed=0)
+    x, y = np.array(data.typed_features("paper")), np.asarray(gen.y)
+    assert np.allclose(x, gen.x, atol=1e-6)  # the CSV holds 6 decimals
+    seen = []
+    for batch in loader:
+        assert torch.equal(batch.x["paper"], torch.from_numpy(x)[batch.n_id["paper"]])
+        assert torch.equal(batch.y, torch.from_numpy(y)[batch.n_id["paper"]])
+        assert set(batch.x) == {"paper"} and len(batch.n_id) == 4
+        for et, ei in batch.edge_index.items():
+            fwd = (et[2], et[1][len("rev_"):], et[0]) if et[1].startswith("rev_") else et
+            src, dst = (np.asarray(a) for a in gen.edges[fwd])
+            if fwd != et:
+                src, dst = dst, src
+            e = batch.e_id[et].numpy()
+            assert np.array_equal(batch.n_id[et[0]][ei[0]].numpy(), src[e])
+            assert np.array_equal(batch.n_id[et[2]][ei[1]].numpy(), dst[e])
+        seen.append(batch.seeds)
+    assert sorted(torch.cat(seen).tolist()) == sorted(np.asarray(gen.splits["train"]).tolist())
+    assert batch.num_sampled_nodes["author"][1] > 0 and batch.num_sampled_nodes["institution"][2] > 0

@@ -23,9 +23,15 @@ class SampleStage:
         self.sampler = sampler
         self._stats = stats_ref
 
-    def __call__(self, seed_batches: Sequence[np.ndarray], keys: Sequence[int]) -> list[SampleOutput]:
+    def __call__(self, seed_batches: Sequence[np.ndarray], keys: Sequence[int],
+                 seed_times: Sequence[np.ndarray] | None = None) -> list[SampleOutput]:
+        """One :class:`SampleOutput` per batch; ``seed_times`` (temporal sampling: one int64
+        array per batch) go to a sampler that ``supports_time``."""
         t0 = time.perf_counter()
-        outputs = self.sampler.sample_from_nodes(seed_batches, keys)
+        if seed_times is None:
+            outputs = self.sampler.sample_from_nodes(seed_batches, keys)
+        else:
+            outputs = self.sampler.sample_from_nodes(seed_batches, keys, seed_times=seed_times)
         if len(outputs) != len(seed_batches):
             raise ValueError(f"'sampler' returned {len(outputs)} outputs for {len(seed_batches)} batches")
         self._stats.current.sample_s += time.perf_counter() - t0

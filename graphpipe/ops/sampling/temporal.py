@@ -42,11 +42,12 @@ import numba
 import numpy as np
 
 from graphpipe.ops._core.checks import check_choice, check_csc, check_fanouts, check_node_ids
-from graphpipe.ops.sampling.cpu import _choose_positions, _scratch_for
+from graphpipe.ops.sampling.cpu import _choose_positions, _pool, _scratch_for
 from graphpipe.ops.sampling.keys import _stream_key, tree_hop_keys
 from graphpipe.ops.sampling.types import SampledBlock, SampleOutput
 
-__all__ = ["STRATEGIES", "TemporalGraph", "check_seed_time", "sample_temporal", "temporal_graph"]
+__all__ = ["STRATEGIES", "TemporalGraph", "check_seed_time", "sample_temporal", "sample_temporal_batches",
+           "temporal_graph"]
 
 STRATEGIES = ("uniform", "last")
 """``temporal_strategy`` values (PyG's): uniform among the valid edges, or the most recent."""
@@ -69,6 +70,24 @@ class TemporalGraph:
     order: np.ndarray
     key: np.ndarray
     level: str
+
+    def __post_init__(self) -> None:
+        """Every array the kernels index with is checked once here (``O(N + E)``)."""
+        indptr, indices = check_csc(self.indptr, self.indices)
+        n, e = indptr.shape[0] - 1, indices.shape[0]
+        if int(np.diff(indptr).min(initial=0)) < 0:
+            raise ValueError("'indptr' must be non-decreasing")
+        if e and (int(indices.min()) < 0 or int(indices.max()) >= n):
+            raise ValueError(f"'indices' must be node IDs in [0, {n})")
+        for name in ("order", "key"):
+            arr = getattr(self, name)
+            if not isinstance(arr, np.ndarray) or arr.dtype != np.int64 or arr.shape != (e,):
+                raise ValueError(f"'{name}' must be an int64 array of shape ({e},)")
+        if e and (int(self.order.min()) < 0 or int(self.order.max()) >= e):
+            raise ValueError(f"'order' must hold CSC slots in [0, {e})")
+        check_choice("level", self.level, ("edge", "node"))
+        object.__setattr__(self, "indptr", indptr)
+        object.__setattr__(self, "indices", indices)
 
     @property
     def num_nodes(self) -> int:
@@ -116,10 +135,10 @@ def temporal_graph(indptr: np.ndarray, indices: np.ndarray, *, node_time: np.nda
     """
     indptr, indices = check_csc(indptr, indices)
     n = indptr.shape[0] - 1
-    if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= n):
-        raise ValueError(f"'indices' must be node IDs in [0, {n})")
-    if int(np.diff(indptr).min(initial=0)) < 0:
+    if int(np.diff(indptr).min(initial=0)) < 0:   # before the row sort slices by it
         raise ValueError("'indptr' must be non-decreasing")
+    if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= n):  # before node_time[indices]
+        raise ValueError(f"'indices' must be node IDs in [0, {n})")
     if edge_time is None and node_time is None:
         raise ValueError("temporal sampling needs 'node_time' or 'edge_time'")
     if edge_time is not None:
@@ -304,8 +323,8 @@ def sample_temporal(graph: TemporalGraph, seeds: np.ndarray, seed_time: np.ndarr
         seed: the batch's random key; the output is a pure function of the arguments.
 
     Returns:
-        :class:`SampleOutput` with ``batch`` (each node's tree) and ``edge_ids`` the CSC
-        slots of the sampled edges.
+        :class:`SampleOutput` with ``batch`` (each node's tree), ``seed_time`` and
+        ``edge_ids`` the CSC slots of the sampled edges.
 
     A star into node 0 whose in-edges from 1, 2, 3 happened at times 5, 1, 3; seed 0 at
     time 4 sees only the edges of times 1 and 3, and ``"last"`` takes the newest of them:
@@ -340,4 +359,27 @@ def sample_temporal(graph: TemporalGraph, seeds: np.ndarray, seed_time: np.ndarr
     blocks = _blocks(layer_end, e_dst, e_src, e_slot, edge_end)
     return SampleOutput(n_id=n_id, blocks=blocks[::-1], batch_size=int(seeds.shape[0]),
                         num_sampled_nodes=[int(c) for c in np.diff(layer_end, prepend=0)],
-                        num_sampled_edges=[int(c) for c in np.diff(edge_end)], batch=tree)
+                        num_sampled_edges=[int(c) for c in np.diff(edge_end)], batch=tree,
+                        seed_time=seed_time)
+
+
+def sample_temporal_batches(graph: TemporalGraph, seed_batches: Sequence[np.ndarray],
+                            seed_times: Sequence[np.ndarray], fanouts: Sequence[int], *,
+                            strategy: str = "uniform", replace: bool = False, keys: Sequence[int],
+                            num_threads: int | None = None) -> list[SampleOutput]:
+    """:func:`sample_temporal` of each batch of a window, in parallel threads (the kernel
+    releases the GIL); result ``i`` equals ``sample_temporal(graph, seed_batches[i],
+    seed_times[i], fanouts, ..., seed=keys[i])`` whatever ``num_threads`` is."""
+    if not len(keys) == len(seed_times) == len(seed_batches):
+        raise ValueError(f"one key and one seed_time per batch ({len(seed_batches)} batches, "
+                         f"{len(keys)} keys, {len(seed_times)} seed_times)")
+    threads = min(int(num_threads or numba.get_num_threads()), max(1, len(seed_batches)))
+    if threads < 1:
+        raise ValueError(f"'num_threads' must be >= 1 (got {num_threads})")
+    args = [(graph, b, t, fanouts) for b, t in zip(seed_batches, seed_times)]
+    options = {"strategy": strategy, "replace": replace}
+    if threads == 1:
+        return [sample_temporal(*a, seed=int(k), **options) for a, k in zip(args, keys)]
+    pool = _pool(threads)
+    futures = [pool.submit(sample_temporal, *a, seed=int(k), **options) for a, k in zip(args, keys)]
+    return [f.result() for f in futures]

@@ -70,6 +70,8 @@ class SampleOutput:
         num_sampled_edges: per hop, seed hop first (length ``len(fanouts)``).
         batch: int64 ``(num_nodes,)`` for a disjoint sample (one tree per seed, IDs may
             repeat across trees): the tree of each node; None otherwise.
+        seed_time: int64 ``(batch_size,)`` for a temporal sample: each seed's time (every
+            node of its tree was sampled no later than it); None otherwise.
     """
 
     n_id: np.ndarray
@@ -78,6 +80,7 @@ class SampleOutput:
     num_sampled_nodes: list[int] = field(default_factory=list)
     num_sampled_edges: list[int] = field(default_factory=list)
     batch: np.ndarray | None = None
+    seed_time: np.ndarray | None = None
 
 
 def assemble(n_id: np.ndarray, batch_size: int, hops: list[tuple[np.ndarray, np.ndarray, np.ndarray, int, int]]) -> SampleOutput:

@@ -1,0 +1,205 @@
+"""`graphpipe train STORE --nproc N` and `torchrun ... -m graphpipe.cli.main train STORE`:
+data-parallel GNN training (:class:`graphpipe.train.distributed.DistributedTrainer`).
+
+``--nproc N`` checks the options and the store here, then starts N local ranks
+(:func:`graphpipe.train.distributed.launch`: torch.multiprocessing, a free loopback
+port, gloo) that each run :func:`rank_main`. Under ``torchrun`` (``RANK``,
+``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT`` set) this process is one rank already
+and runs :func:`rank_main` itself. Rank 0 prints the lines a one-process run prints,
+ending with ``test acc <value>``; the other ranks print nothing but errors.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+from graphpipe.cli._common import fail, friendly_errors
+
+OTHER_PARALLEL = ("seq_parallel", "partition_parallel")
+"""Options of the other multi-process modes: under torchrun they, not this module, run."""
+
+
+def wanted(params: dict[str, Any]) -> bool:
+    """Whether ``graphpipe train`` with these parameters is a data-parallel run: ``--nproc``
+    given, or started by torchrun without another parallel mode's option."""
+    from graphpipe.train.distributed import launched_by_torchrun
+
+    if params.get("nproc") is not None or params.get("shard_parts"):
+        return True
+    return launched_by_torchrun() and all(params.get(k) in (None, False) for k in OTHER_PARALLEL)
+
+
+def run(params: dict[str, Any]) -> None:
+    """The data-parallel path of ``graphpipe train`` (``params``: the command's parameters)."""
+    from graphpipe.train.distributed import launch, launched_by_torchrun
+
+    if not launched_by_torchrun() and params.get("nproc") is None:
+        fail("'--shard-parts' applies to data-parallel runs (--nproc N, or under torchrun)")
+    spec = _resolve(params)
+    if launched_by_torchrun():
+        if params.get("nproc") is not None:
+            fail("'--nproc' starts local ranks itself; under torchrun (RANK and WORLD_SIZE are "
+                 "set) leave it out and give torchrun --nproc-per-node")
+        rank_main(spec)
+        return
+    _preflight(spec)
+    import torch.multiprocessing as mp
+
+    try:
+        launch(rank_main, int(params["nproc"]), (spec,))
+    except mp.ProcessExitedException as exc:  # the rank printed its one-line error
+        sys.exit(exc.exit_code if exc.exit_code and exc.exit_code > 0 else 1)
+    except mp.ProcessRaisedException as exc:
+        lines = [line for line in str(exc).strip().splitlines() if line.strip()]
+        fail(f"rank {exc.error_index} failed: {lines[-1] if lines else exc}", code=1)
+
+
+def _resolve(params: dict[str, Any]) -> dict[str, Any]:
+    """The run's settings with the GNN defaults filled in, or a one-line error."""
+    from graphpipe.cli.train import _GNN_DEFAULTS, _TRANSFORMER_ONLY, _flag, _given, _parse_fanouts
+
+    from graphpipe.train import MODELS, SEQUENCE_MODELS
+
+    name = params["model_name"]
+    if name not in MODELS:
+        fail(f"unknown model {name!r}; known models: {', '.join(sorted(MODELS))}")
+    if name in SEQUENCE_MODELS:
+        fail(f"--model {name} is a graph transformer: data-parallel training (--nproc, torchrun) "
+             "trains GNNs; transformers split sequences with --seq-parallel")
+    given = [_flag(n) for n in _TRANSFORMER_ONLY if _given(n)]
+    if given:
+        fail(f"{', '.join(given)}: graph-transformer option(s); --model {name} is a GNN")
+    spec = {k: _GNN_DEFAULTS[k] if params.get(k) is None else params[k] for k in _GNN_DEFAULTS}
+    spec["fanouts"] = _parse_fanouts(params["fanouts"], spec["layers"])
+    if name != "mlp" and len(spec["fanouts"]) != spec["layers"]:
+        fail(f"'--fanouts' must have one entry per layer: --layers {spec['layers']} but --fanouts "
+             f"{','.join(map(str, spec['fanouts']))} has {len(spec['fanouts'])}")
+    for key in ("store", "model_name", "epochs", "feature_bits", "eval_batch_size", "patience",
+                "checkpoint", "resume", "metrics_log", "seed", "max_steps", "device", "quiet"):
+        spec[key] = params[key]
+    spec["shard"] = "parts" if params.get("shard_parts") else "seeds"
+    spec["nproc"] = params.get("nproc")
+    return spec
+
+
+def _preflight(spec: dict[str, Any]) -> None:
+    """Refuse in this process what every rank would refuse: a store without labels,
+    ``train`` split or features; ``--shard-parts`` without a partition; a checkpoint
+    that is unreadable or of another model."""
+    from pathlib import Path
+
+    from graphpipe.store import GraphStore
+    from graphpipe.train.checkpoint import load_checkpoint
+    from graphpipe.train.distributed import stored_partition
+    from graphpipe.train.loop import check_checkpoint_model
+    from graphpipe.train.trainer import open_training_store
+
+    store = open_training_store(GraphStore.open(spec["store"]))
+    if spec["shard"] == "parts":
+        stored_partition(store, int(spec["nproc"]))
+    if spec["resume"] is not None:
+        check_checkpoint_model(load_checkpoint(spec["resume"]), _build_model(spec, store),
+                               Path(spec["resume"]))
+
+
+def _build_model(spec: dict[str, Any], store: Any) -> Any:
+    import torch
+
+    from graphpipe.train import build_model
+
+    label_meta = store.manifest.get("labels") or {}
+    num_classes = int(label_meta.get("num_classes") or int(store.labels.max()) + 1)
+    kwargs: dict[str, Any] = {"dropout": spec["dropout"]}
+    if spec["model_name"] == "gat":
+        kwargs["heads"] = spec["heads"]
+    torch.manual_seed(spec["seed"])
+    return build_model(spec["model_name"], store.feature_dim, spec["hidden"], num_classes,
+                       spec["layers"], **kwargs)
+
+
+@friendly_errors
+def rank_main(spec: dict[str, Any]) -> None:
+    """One rank: join the group, build the model and the trainer, train; rank 0 prints."""
+    import torch.distributed as dist
+
+    from graphpipe.train.distributed import init_process_group
+
+    init_process_group(spec["device"])
+    try:
+        _train(spec)
+    finally:
+        dist.barrier()  # nobody leaves while another rank still talks to it
+        dist.destroy_process_group()
+
+
+def _open_planned(spec: dict[str, Any]) -> tuple[Any, Any, Any]:
+    """``(store, model, plan)``: local ranks make their memory plan one after another, so
+    each sees the memory the ones before it took."""
+    import os
+
+    import torch.distributed as dist
+
+    from graphpipe.store import GraphStore
+    from graphpipe.train.distributed import local_rank
+    from graphpipe.train.memory_plan import plan_training
+
+    result = None
+    for turn in range(int(os.environ.get("LOCAL_WORLD_SIZE", "1"))):
+        if turn == local_rank():
+            opened = GraphStore.open(spec["store"])
+            model = _build_model(spec, opened)
+            plan = plan_training(opened, model, evaluation=spec["evaluation"],
+                                 batch_size=spec["batch_size"], eval_batch_size=spec["eval_batch_size"])
+            opened = GraphStore.open(spec["store"], in_memory=plan.in_memory)
+            plan.apply(opened)
+            result = (opened, model, plan)
+        dist.barrier()
+    return result
+
+
+def _train(spec: dict[str, Any]) -> None:
+    from graphpipe.train.distributed import DistributedTrainer
+
+    store, model, plan = _open_planned(spec)
+    trainer = DistributedTrainer(
+        model, store, shard=spec["shard"], fanouts=spec["fanouts"], batch_size=spec["batch_size"],
+        epochs=spec["epochs"], optimizer=spec["optimizer"], lr=spec["lr"],
+        weight_decay=spec["weight_decay"], patience=spec["patience"], evaluation=plan.evaluation,
+        eval_batch_size=plan.eval_batch_size, seed=spec["seed"], max_steps=spec["max_steps"],
+        feature_bits=spec["feature_bits"], device=spec["device"], checkpoint=spec["checkpoint"],
+        metrics_log=spec["metrics_log"], quiet=spec["quiet"], loader_options=plan.loader_options())
+    if spec["resume"] is not None:
+        trainer.check_resume(spec["resume"])
+    if trainer.is_main and not spec["quiet"]:
+        _describe(spec, trainer, plan)
+    result = trainer.fit(resume=spec["resume"])
+    if not trainer.is_main:
+        return
+    if not spec["quiet"]:
+        if result.best_epoch >= 0:
+            click.echo(f"best valid acc {result.best_valid_acc:.4f} at epoch {result.best_epoch}"
+                       + (" (stopped early)" if result.stopped_early else ""))
+        if spec["checkpoint"]:
+            click.echo(f"checkpoint {spec['checkpoint']} (epoch {result.epochs_completed})")
+    click.echo(f"test acc {result.test_acc:.4f}")
+
+
+def _describe(spec: dict[str, Any], trainer: Any, plan: Any) -> None:
+    from graphpipe.cli._common import human_bytes
+
+    store, model = trainer.store, trainer.model
+    params = sum(p.numel() for p in model.parameters())
+    grad_bytes = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
+    import torch.distributed as dist
+
+    backend = dist.get_backend(trainer.group)
+    click.echo(f"{spec['store']}: {store.num_nodes} nodes, {store.num_edges} edges, "
+               f"{store.feature_dim} features, {trainer.num_classes} classes; model "
+               f"{spec['model_name']} ({params} parameters), fanouts {spec['fanouts']}, "
+               f"batch {spec['batch_size']} per rank, {len(trainer.loader)} batches/epoch per rank")
+    click.echo(f"data parallel: {trainer.world_size} ranks ({backend}), "
+               f"{trainer.world_size * spec['batch_size']} seeds per step, shard {trainer.shard!r}, "
+               f"gradient all-reduce {human_bytes(grad_bytes)} per step")
+    click.echo(plan.describe())

@@ -1,0 +1,306 @@
+"""Data-parallel training on ``torch.distributed``: :class:`DistributedTrainer`, and the
+process-group plumbing of ``graphpipe train --nproc N`` and ``torchrun``.
+
+What a data-parallel run does (the :class:`~graphpipe.train.Trainer` semantics, per rank):
+
+- **model**: wrapped in ``DistributedDataParallel`` over the process group (gloo on the
+  CPU, NCCL on CUDA devices, each rank on ``cuda:LOCAL_RANK``). DDP broadcasts rank 0's
+  weights when it wraps the model and averages the gradients of every step over the
+  ranks, so a step on ``W`` ranks with batches ``b_0 .. b_{W-1}`` equals one step on
+  the average of their losses (a batch of their union when the batches are equally
+  large and nothing in the model depends on the batch). Every rank seeds torch the same
+  way (same ``seed``), as single-process training does.
+- **seeds**: the training loader of every rank draws the same permutation of the
+  ``train`` split (the loader's ``seed`` and the epoch) and takes its shard
+  (:mod:`graphpipe.loaders.shard`): ``shard="seeds"`` (DistributedSampler's split, padded
+  by wrapping so that each rank runs the same number of batches; ``drop_last=True``
+  drops the tail instead) or ``shard="parts"`` (the seeds of the rank's METIS parts,
+  from the store's ``partition/k{K}/part``: ``graphpipe partition STORE --parts K``).
+  ``batch_size`` is per rank: a step trains on ``W * batch_size`` seeds.
+- **metrics**: the epoch's loss and batch accuracy are summed over all ranks' seeds
+  (an all-reduce) and ``seconds`` is the slowest rank's; ``record["ranks"]`` lists each
+  rank's ``steps, seeds, seconds`` and loader counters (``rows_gathered``,
+  ``rows_reused``...) with the gradient all-reduces it ran (``allreduce_calls``,
+  ``allreduce_bytes``, counted by a DDP communication hook around PyTorch's own
+  ``allreduce_hook``); ``record["loader"]`` is rank 0's.
+- **rank 0 only**: evaluation (its accuracies are broadcast, so early stopping stops
+  every rank at the same epoch), the metrics log, the checkpoint and printed lines
+  (``is_main``). The checkpoint holds the unwrapped module's state, so it resumes with
+  any number of ranks, or in one process with a plain :class:`Trainer`, and vice versa.
+
+:func:`launch` runs a function in ``N`` local processes the way ``torchrun`` would
+(``MASTER_ADDR=127.0.0.1``, a free loopback port, ``RANK``, ``LOCAL_RANK``,
+``WORLD_SIZE``); :func:`init_process_group` joins the group from those variables
+(``env://``), whoever set them.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import socket
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from graphpipe.loaders import NeighborLoader
+from graphpipe.loaders.shard import BaseShard, PartitionShard, SeedShard
+from graphpipe.train.trainer import Trainer
+
+__all__ = ["SHARDS", "DistributedTrainer", "RankCounters", "free_port", "init_process_group",
+           "launch", "launched_by_torchrun", "local_rank", "stored_partition"]
+
+SHARDS = ("seeds", "parts")
+_SPLITS = ("train", "valid", "test")
+_ENV = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+RANK_KEYS = ("steps", "seeds", "seconds", "allreduce_calls", "allreduce_bytes", "batches",
+             "sampled_nodes", "sampled_edges", "rows_needed", "rows_gathered", "rows_reused",
+             "rows_cached", "sample_s", "gather_s", "wait_s")
+"""The per-rank figures of ``record["ranks"]``, in this order."""
+
+
+# ----------------------------------------------------------------------------- processes
+def launched_by_torchrun() -> bool:
+    """True when the environment names this process's rank and its group's rendezvous
+    (``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``: ``torchrun`` sets them,
+    and so does :func:`launch`)."""
+    return all(os.environ.get(k) for k in _ENV)
+
+
+def local_rank() -> int:
+    """``LOCAL_RANK`` (the rank on this machine), 0 when unset."""
+    return int(os.environ.get("LOCAL_RANK", "0"))
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def init_process_group(device: str | torch.device = "cpu", *, timeout_s: float = 1800.0
+                       ) -> dist.ProcessGroup:
+    """Join the default process group from the environment (``env://``) unless already
+    joined: gloo for a CPU ``device``, NCCL for CUDA (then ``cuda:LOCAL_RANK`` becomes the
+    current device). Returns the group."""
+    if not dist.is_initialized():
+        if not launched_by_torchrun():
+            raise ValueError("no process group: set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT "
+                             "(torchrun does) or start the ranks with graphpipe.train.distributed.launch")
+        cuda = torch.device(device).type == "cuda"
+        if cuda:
+            torch.cuda.set_device(local_rank())
+        dist.init_process_group("nccl" if cuda else "gloo", init_method="env://",
+                                timeout=datetime.timedelta(seconds=timeout_s))
+    return dist.group.WORLD
+
+
+def _rank_entry(index: int, fn: Callable[..., Any], nproc: int, port: int, args: tuple) -> None:
+    """One spawned process: the torchrun variables, a share of the cores, then ``fn``."""
+    os.environ.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(index),
+                       "LOCAL_RANK": str(index), "WORLD_SIZE": str(nproc),
+                       "LOCAL_WORLD_SIZE": str(nproc), "GROUP_RANK": "0"})
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    if "OMP_NUM_THREADS" not in os.environ:  # N ranks share the cores, as torchrun's default
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // nproc))
+    fn(*args)
+
+
+def launch(fn: Callable[..., Any], nproc: int, args: tuple = ()) -> None:
+    """Run ``fn(*args)`` in ``nproc`` new local processes (``torch.multiprocessing``,
+    spawn), each with the variables ``torchrun`` sets (rank ``i`` of ``nproc``, rendezvous
+    on 127.0.0.1 at a free port, ``GLOO_SOCKET_IFNAME=lo`` unless set) and
+    ``cores // nproc`` torch threads unless ``OMP_NUM_THREADS`` is set; ``fn`` calls
+    :func:`init_process_group`. ``fn`` must be importable (a module-level function).
+    Waits for all; a process that fails ends the others and raises
+    ``torch.multiprocessing.ProcessRaisedException`` / ``ProcessExitedException``."""
+    import torch.multiprocessing as mp
+
+    if isinstance(nproc, bool) or not isinstance(nproc, int) or nproc < 1:
+        raise ValueError(f"'nproc' must be a positive integer (got {nproc!r})")
+    mp.spawn(_rank_entry, args=(fn, nproc, free_port(), tuple(args)), nprocs=nproc, join=True)
+
+
+def stored_partition(store: Any, world_size: int) -> tuple[int, np.ndarray]:
+    """``(K, part)`` of the store's METIS partition for ``world_size`` ranks: the smallest
+    stored ``K`` that is a multiple of ``world_size``, else the smallest ``K >= world_size``.
+    Raises ``ValueError`` when there is none."""
+    from graphpipe.store.derived import partition_keys
+
+    stored = sorted(int(name[len("partition_k"):]) for name in (store.manifest.get("derived") or {})
+                    if name.startswith("partition_k") and name[len("partition_k"):].isdigit())
+    stored = [k for k in stored if k >= world_size and store.has_array(partition_keys(k)["part"])]
+    if not stored:
+        raise ValueError(f"store {str(store.path)!r} has no partition into >= {world_size} parts: "
+                         f"run 'graphpipe partition {store.path} --parts {world_size}' first")
+    k = next((k for k in stored if k % world_size == 0), stored[0])
+    part = np.asarray(store.array(partition_keys(k)["part"]))
+    if part.shape != (store.num_nodes,) or part.dtype.kind not in "iu" or (
+            part.size and (int(part.min()) < 0 or int(part.max()) >= k)):
+        raise ValueError(f"store {str(store.path)!r}: 'partition/k{k}/part' is not one part in "
+                         f"[0, {k}) per node")
+    return k, part
+
+
+# ----------------------------------------------------------------------------- counters
+class RankCounters:
+    """Gradient all-reduces of this rank (a DDP communication hook): calls and bytes."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.bytes = 0
+
+    def reset(self) -> None:
+        self.calls = self.bytes = 0
+
+
+def _counting_allreduce(state: tuple[RankCounters, Any], bucket):
+    """PyTorch's ``allreduce_hook`` (average over the group), counting what it sends.
+    (DDP checks a hook's annotations against the real classes, which this module's
+    postponed annotations would turn into strings: ``bucket`` and the result are left
+    unannotated; they are ``dist.GradBucket`` and ``torch.futures.Future[torch.Tensor]``.)"""
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+    counters, group = state
+    buffer = bucket.buffer()
+    counters.calls += 1
+    counters.bytes += buffer.numel() * buffer.element_size()
+    return default_hooks.allreduce_hook(group, bucket)
+
+
+# ----------------------------------------------------------------------------- the trainer
+class DistributedTrainer(Trainer):
+    """A :class:`~graphpipe.train.Trainer` that is one rank of a data-parallel run (see the
+    module docstring for what is shared, reduced and done on rank 0 only).
+
+    Args:
+        model, store: as :class:`Trainer`; build the model the same way (same seed) on
+            every rank.
+        process_group: the ranks training together (default: the default group, which
+            must be initialised: :func:`init_process_group`).
+        shard: ``"seeds"`` (each rank a DistributedSampler share of the permutation) or
+            ``"parts"`` (each rank the seeds of its METIS parts; needs a stored partition
+            into at least ``world_size`` parts, :func:`stored_partition`).
+        drop_last: False (default): ranks short of seeds are padded by wrapping; True:
+            the tail is dropped (:mod:`graphpipe.loaders.shard`).
+        **kwargs: the :class:`Trainer` arguments (``batch_size`` is per rank; ``device``
+            ``"cuda"`` means ``cuda:LOCAL_RANK``; ``quiet`` is forced on ranks > 0).
+
+    Attributes:
+        rank, world_size, group, is_main (rank 0), shard (the training loader's
+        :class:`~graphpipe.loaders.shard.BaseShard`), forward_model (the DDP wrapper),
+        comm (:class:`RankCounters` of the current epoch).
+
+    One rank (a one-process gloo group), so it runs inside this example:
+
+    >>> import os, tempfile
+    >>> import numpy as np, torch, torch.distributed as dist
+    >>> from graphpipe.ingest import ingest
+    >>> from graphpipe.train import build_model
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> ids, nxt = np.arange(40), (np.arange(40) + 1) % 40
+    >>> y = (ids // 10) % 2
+    >>> np.savez(os.path.join(tmp.name, "ring.npz"), src=np.concatenate([ids, nxt]),
+    ...          dst=np.concatenate([nxt, ids]), x=np.eye(2, dtype=np.float32)[y], y=y,
+    ...          train_idx=ids[::2], valid_idx=ids[1::4], test_idx=ids[3::4])
+    >>> store = ingest(os.path.join(tmp.name, "ring.npz"), os.path.join(tmp.name, "ring"))
+    >>> dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    >>> _ = torch.manual_seed(0)
+    >>> model = build_model("sage", in_dim=2, hidden=8, out_dim=2, num_layers=2)
+    >>> trainer = DistributedTrainer(model, store, fanouts=[2, 2], batch_size=8, epochs=1,
+    ...                              quiet=True)
+    >>> trainer.rank, trainer.world_size, trainer.is_main, trainer.shard
+    (0, 1, True, SeedShard(rank=0, world_size=1, drop_last=False))
+    >>> record = trainer.fit().history[0]
+    >>> record["steps"], [r["seeds"] for r in record["ranks"]]
+    (3, [20])
+    >>> sum(p.numel() for p in model.parameters()) * 4 == record["ranks"][0]["allreduce_bytes"] // 3
+    True
+    >>> dist.destroy_process_group(); tmp.cleanup()
+    """
+
+    def __init__(self, model: nn.Module, store: Any, *, process_group: Any = None,
+                 shard: str = "seeds", drop_last: bool = False, **kwargs: Any):
+        if shard not in SHARDS:
+            raise ValueError(f"'shard' must be one of {', '.join(SHARDS)} (got {shard!r})")
+        if not dist.is_initialized():
+            raise ValueError("torch.distributed is not initialised: call "
+                             "graphpipe.train.distributed.init_process_group() first")
+        self.group = process_group if process_group is not None else dist.group.WORLD
+        self.rank = dist.get_rank(self.group)
+        self.world_size = dist.get_world_size(self.group)
+        self.is_main = self.rank == 0
+        self.shard_mode, self.drop_last = shard, bool(drop_last)
+        self.shard: BaseShard | None = None
+        device = torch.device(kwargs.get("device", "cpu"))
+        if device.type == "cuda" and device.index is None:
+            kwargs["device"] = torch.device("cuda", local_rank())
+        kwargs["quiet"] = bool(kwargs.get("quiet", False)) or not self.is_main
+        super().__init__(model, store, **kwargs)
+        from torch.nn.parallel import DistributedDataParallel
+
+        ids = [self.device.index] if self.device.type == "cuda" else None
+        self.forward_model = DistributedDataParallel(self.model, device_ids=ids,
+                                                     process_group=self.group)
+        self.comm = RankCounters()
+        self.forward_model.register_comm_hook((self.comm, self.group), _counting_allreduce)
+
+    def _make_shard(self) -> BaseShard:
+        if self.shard_mode == "seeds":
+            return SeedShard(self.rank, self.world_size, drop_last=self.drop_last)
+        _k, part = stored_partition(self.store, self.world_size)
+        return PartitionShard(part, self.rank, self.world_size, seeds=self._split_ids("train"),
+                              drop_last=self.drop_last)
+
+    def _make_loader(self, seed: int) -> NeighborLoader:
+        if self.shard is None:
+            self.shard = self._make_shard()
+        self.loader_options["shard"] = self.shard  # the training loader only (not evaluation's)
+        return super()._make_loader(seed)
+
+    def checkpoint_extra(self) -> dict[str, Any]:
+        """The Trainer's ``train`` key plus the number of ranks that wrote it (not checked:
+        a run resumes with any number)."""
+        extra = super().checkpoint_extra()
+        extra["train"]["world_size"] = self.world_size
+        return extra
+
+    def train_epoch(self, epoch: int) -> dict[str, Any]:
+        self.comm.reset()
+        return super().train_epoch(epoch)
+
+    def epoch_record(self, epoch: int, loss_sum: float, correct: int, seen: int, steps: int,
+                     seconds: float) -> dict[str, Any]:
+        """The record of all ranks: sums all-reduced, each rank's figures gathered."""
+        sums = torch.tensor([loss_sum, correct, seen], dtype=torch.float64)
+        dist.all_reduce(sums, group=self.group)
+        ranks = self._gather_ranks(steps, seen, seconds)
+        record = super().epoch_record(epoch, float(sums[0]), int(sums[1]), int(sums[2]), steps,
+                                      max(r["seconds"] for r in ranks))
+        record["world_size"] = self.world_size
+        record["ranks"] = ranks
+        return record
+
+    def _gather_ranks(self, steps: int, seen: int, seconds: float) -> list[dict[str, Any]]:
+        """Every rank's :data:`RANK_KEYS` figures (an all-gather of one float64 row each)."""
+        stats = self.loader.stats.as_dict()
+        own = {"steps": steps, "seeds": seen, "seconds": seconds, "allreduce_calls": self.comm.calls,
+               "allreduce_bytes": self.comm.bytes, **{k: stats[k] for k in RANK_KEYS[5:]}}
+        row = torch.tensor([float(own[k]) for k in RANK_KEYS], dtype=torch.float64)
+        rows = [torch.empty_like(row) for _ in range(self.world_size)]
+        dist.all_gather(rows, row, group=self.group)
+        return [{"rank": r, **{k: (float(v) if k.endswith("_s") or k == "seconds" else int(v))
+                               for k, v in zip(RANK_KEYS, rows[r].tolist())}}
+                for r in range(self.world_size)]
+
+    def evaluate(self) -> dict[str, float]:
+        """Rank 0 evaluates (:meth:`Trainer.evaluate`); every rank gets its accuracies."""
+        accs = super().evaluate() if self.is_main else dict.fromkeys(_SPLITS, 0.0)
+        values = torch.tensor([accs[s] for s in _SPLITS], dtype=torch.float64)
+        dist.broadcast(values, src=dist.get_global_rank(self.group, 0), group=self.group)
+        return dict(zip(_SPLITS, values.tolist()))
