@@ -25,6 +25,9 @@ _TRANSFORMER_ONLY = ("seq_len", "attention", "parts", "block", "switch_freq", "r
                      "global_token", "placement", "threshold", "hamiltonian_test",
                      "enforce", "dense_budget_mb", "seq_parallel")
 _GNN_ONLY = ("fanouts", "feature_bits", "eval_batch_size")
+_LINK_UNUSED = ("feature_bits", "patience", "checkpoint", "resume", "metrics_log", "optimizer",
+                "weight_decay", "heads", "evaluation", "seq_parallel", "partition_parallel",
+                "halo_bits", "staleness", "nproc", "shard_parts")
 
 
 def _given(name: str) -> bool:
@@ -133,6 +136,11 @@ def _parse_fanouts(text: str | None, layers: int) -> list[int]:
 @click.option("--halo-bits", type=click.Choice(["1", "2", "4", "8", "32", "auto"]), default="32",
               show_default=True, help="--partition-parallel: bits per exchanged halo value "
                                       "(32 = float32; auto = per row by degree rank).")
+@click.option("--task", type=click.Choice(["node", "link"]), default="node", show_default=True,
+              help="node classification, or link prediction on the store's link splits "
+                   "(cli/train_link.py).")
+@click.option("--decoder", type=click.Choice(["dot", "mlp"]), default=None,
+              help="--task link: edge decoder on the encoder's embeddings [mlp].")
 @click.option("--staleness", type=click.IntRange(0), default=0, show_default=True,
               help="--partition-parallel: epochs a halo may be reused (0 = exchange every epoch).")
 @friendly_errors
@@ -156,6 +164,19 @@ def command(store: str, model_name: str, hidden: int | None, layers: int | None,
     from graphpipe.train import MODELS, SEQUENCE_MODELS, Trainer, build_model
     from graphpipe.train.memory_plan import plan_training
 
+    task, decoder = transformer.pop("task"), transformer.pop("decoder")
+    if task == "link":  # link prediction: cli/train_link.py
+        from graphpipe.cli.train_link import train_link_command
+
+        return train_link_command(
+            store, model_name=model_name, epochs=epochs, seed=seed, max_steps=max_steps,
+            device=device, quiet=quiet, eval_batch_size=eval_batch_size,
+            options={"hidden": hidden, "layers": layers, "dropout": dropout, "lr": lr,
+                     "batch_size": batch_size, "decoder": decoder,
+                     "fanouts": None if fanouts is None else _parse_fanouts(fanouts, 0)},
+            given=[_flag(n) for n in (*_LINK_UNUSED, *_TRANSFORMER_ONLY) if _given(n)])
+    if decoder is not None:
+        fail("--decoder applies to --task link only")
     if transformer.get("partition_parallel") is not None:  # Sylvie: cli/train_sylvie.py
         from graphpipe.cli.train_sylvie import train_partition_parallel
         return train_partition_parallel(store, model_name=model_name, epochs=epochs, seed=seed,

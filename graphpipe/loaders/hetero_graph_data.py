@@ -140,6 +140,43 @@ class HeteroGraphData:
                 deg += np.diff(self.graph.csc[et][0])
         return deg
 
+    def with_reverse_relations(self, prefix: str = "rev_") -> HeteroGraphData:
+        """A copy with the reverse of every relation added after them: ``(d, prefix + r, s)``
+        for each ``(s, r, d)``, as PyG's ``T.ToUndirected(merge=False)`` (so hops also reach
+        the sources' types, e.g. papers -> authors). Each reverse CSC is the transpose of its
+        relation (sources ascending per row); its ``e_id`` is the forward edge's.
+
+        >>> import numpy as np
+        >>> data = HeteroGraphData.from_dicts({"paper": 2, "author": 2},
+        ...     {("author", "writes", "paper"): (np.array([1, 0, 1]), np.array([0, 1, 1]))})
+        >>> both = data.with_reverse_relations()
+        >>> both.edge_types
+        [('author', 'writes', 'paper'), ('paper', 'rev_writes', 'author')]
+        >>> [a.tolist() for a in both.typed_csc(("paper", "rev_writes", "author"))]
+        [[0, 1, 3], [1, 0, 1]]
+        >>> both.edge_order[("paper", "rev_writes", "author")].tolist()
+        [1, 0, 2]
+        """
+        csc = dict(self.graph.csc)
+        order = dict(self.edge_order)
+        for et in self.graph.edge_types:
+            rev = (et[2], prefix + et[1], et[0])
+            if rev in csc:
+                raise ValueError(f"relation {etype_str(rev)!r} exists already; pick another 'prefix'")
+            indptr, indices = self.graph.csc[et]
+            indices = np.asarray(indices)
+            num_src = self.graph.num_nodes[et[0]]
+            slots = np.argsort(indices, kind="stable")       # by source, destinations ascending
+            rev_indptr = np.zeros(num_src + 1, dtype=np.int64)
+            np.cumsum(np.bincount(indices, minlength=num_src), out=rev_indptr[1:])
+            dst = np.repeat(np.arange(indptr.shape[0] - 1), np.diff(indptr))[slots]
+            csc[rev] = (rev_indptr, dst.astype(indices.dtype if len(indptr) - 1 < 2**31 else np.int64))
+            order[rev] = self.edge_order[et][slots] if et in self.edge_order else slots
+        graph = HeteroCSC(num_nodes=dict(self.graph.num_nodes), edge_types=list(csc), csc=csc)
+        return HeteroGraphData(graph=graph, features=self.features, labels=self.labels,
+                               splits=self.splits, target_type=self.target_type, edge_order=order,
+                               store=self.store)
+
     # -- construction --------------------------------------------------------------------------
     @classmethod
     def from_dicts(cls, num_nodes: Mapping[str, int], edges: Mapping[Any, tuple[Any, Any]], *,
@@ -222,6 +259,11 @@ class HeteroGraphData:
             if named:
                 splits[t] = named
         return cls.from_dicts(counts, edges, x=x, y=y, splits=splits)
+
+    @classmethod
+    def open(cls, path: str | os.PathLike) -> HeteroGraphData:
+        """The typed store at ``path`` (:meth:`from_store` of ``GraphStore.open(path)``)."""
+        return resolve_hetero_data(os.fspath(path))
 
     @classmethod
     def from_store(cls, store: Any) -> HeteroGraphData:

@@ -48,6 +48,32 @@ class ReplicaSet:
     Attributes:
         failovers: batches re-requested from another replica after a failure.
         calls: per replica, the sample calls it answered.
+
+    Two services over one store; the second is shut down between two requests, and its
+    batches go to the first with the same seeds and keys, so the samples are the same:
+
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> from graphpipe.ingest import ingest
+    >>> from graphpipe.service import RemoteSampler, SamplingServer
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> npz = os.path.join(tmp.name, "g.npz")
+    >>> np.savez(npz, src=np.array([1, 2, 3, 0, 0]), dst=np.array([0, 0, 1, 2, 3]))
+    >>> store = ingest(npz, os.path.join(tmp.name, "g"))
+    >>> servers = [SamplingServer(store, "grpc://127.0.0.1:0", threads=1) for _ in range(2)]
+    >>> sampler = RemoteSampler([f"grpc://127.0.0.1:{s.port}" for s in servers], fanouts=[2],
+    ...                         shared_memory=False)
+    >>> seeds, keys = [np.array([0]), np.array([1]), np.array([2]), np.array([3])], [5, 6, 7, 8]
+    >>> sampler.replicas.assign(4)                    # batch i to replica i mod 2
+    [0, 1, 0, 1]
+    >>> before = [o.n_id.tolist() for o in sampler.sample_from_nodes(seeds, keys)]
+    >>> sampler.replicas.calls
+    [1, 1]
+    >>> servers[1].close()                            # replica 1 goes away
+    >>> after = [o.n_id.tolist() for o in sampler.sample_from_nodes(seeds, keys)]
+    >>> after == before, sampler.replicas.failovers, sampler.replicas.live()
+    (True, 2, [0])
+    >>> sampler.close(); servers[0].close(); tmp.cleanup()
     """
 
     def __init__(self, clients: Sequence[Any], *, revive_after: float = 30.0):

@@ -148,6 +148,15 @@ class RemotePrefix:
         keys = list(keys)
         return self._run(self._gather(self._get_one, [(k,) for k in keys]), keys)
 
+    def download_ranges(self, key: str, size: int, fd: int, part_bytes: int) -> None:
+        """Write object ``key`` (``size`` bytes) into the open file ``fd`` at its offsets, in
+        ranged GETs of ``part_bytes`` (:data:`MAX_CONCURRENCY` at a time): a large object never
+        sits whole in memory. Raises :class:`StoreError` when the object is missing or its
+        parts do not have the expected sizes."""
+        starts = list(range(0, size, part_bytes))
+        self._run(self._gather(self._get_range_into,
+                               [(key, s, min(size, s + part_bytes), fd) for s in starts]), [key])
+
     def put_many(self, items: Iterable[tuple[str, bytes | memoryview]]) -> None:
         """Write each ``(key, bytes)``, :data:`MAX_CONCURRENCY` at a time."""
         items = list(items)
@@ -195,6 +204,21 @@ class RemotePrefix:
             self.stats.gets += 1
             self.stats.get_bytes += data.nbytes
         return data
+
+    async def _get_range_into(self, key: str, start: int, end: int, fd: int) -> None:
+        from zarr.abc.store import RangeByteRequest
+        from zarr.core.buffer import default_buffer_prototype
+
+        buf = await self.store.get(key, default_buffer_prototype(), RangeByteRequest(start, end))
+        data = None if buf is None else buf.as_numpy_array().data
+        if data is None or data.nbytes != end - start:
+            got = "no object" if data is None else f"{data.nbytes} bytes"
+            raise StoreError(f"{self.url}/{key}: bytes [{start}, {end}) of the object: {got}, "
+                             f"expected {end - start} (the object is missing or shorter than its metadata says)")
+        os.pwrite(fd, data, start)
+        with self._lock:
+            self.stats.gets += 1
+            self.stats.get_bytes += data.nbytes
 
     async def _put_one(self, key: str, data: bytes | memoryview) -> None:
         from zarr.core.buffer import cpu

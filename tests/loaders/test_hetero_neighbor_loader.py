@@ -348,3 +348,38 @@ def test_pyg_dataloader_options_are_ignored_with_a_warning():
     assert len(loader) == 3
     with pytest.raises(TypeError, match="unexpected keyword"):
         HeteroNeighborLoader(data, [2], input_nodes="paper", bogus=1)
+
+
+def test_on_graphpipe_generate_mag_store(tmp_path):
+    """`graphpipe generate mag` -> `graphpipe ingest` -> the loader on the store path, with
+    the reverse relations PyG's ogbn-mag examples add: every sampled edge is an edge of the
+    generated edge lists (through e_id), rows and labels are the store's."""
+    from graphpipe.ingest import ingest
+    from graphpipe.synthetic.mag import mag_dataset, write_ogb_mag
+
+    gen = mag_dataset(papers=400, authors=500, institutions=20, fields=40, num_classes=4,
+                      feature_dim=8, seed=1)
+    write_ogb_mag(tmp_path / "raw", gen)
+    ingest(tmp_path / "raw", tmp_path / "store")
+    data = HeteroGraphData.open(tmp_path / "store").with_reverse_relations()
+    assert data.target_type == "paper" and len(data.edge_types) == 8
+    loader = HeteroNeighborLoader(data, [5, 3], input_nodes=("paper", "train"), batch_size=64,
+                                  shuffle=True, seed=0)
+    x, y = np.array(data.typed_features("paper")), np.asarray(gen.y)
+    assert np.allclose(x, gen.x, atol=1e-6)  # the CSV holds 6 decimals
+    seen = []
+    for batch in loader:
+        assert torch.equal(batch.x["paper"], torch.from_numpy(x)[batch.n_id["paper"]])
+        assert torch.equal(batch.y, torch.from_numpy(y)[batch.n_id["paper"]])
+        assert set(batch.x) == {"paper"} and len(batch.n_id) == 4
+        for et, ei in batch.edge_index.items():
+            fwd = (et[2], et[1][len("rev_"):], et[0]) if et[1].startswith("rev_") else et
+            src, dst = (np.asarray(a) for a in gen.edges[fwd])
+            if fwd != et:
+                src, dst = dst, src
+            e = batch.e_id[et].numpy()
+            assert np.array_equal(batch.n_id[et[0]][ei[0]].numpy(), src[e])
+            assert np.array_equal(batch.n_id[et[2]][ei[1]].numpy(), dst[e])
+        seen.append(batch.seeds)
+    assert sorted(torch.cat(seen).tolist()) == sorted(np.asarray(gen.splits["train"]).tolist())
+    assert batch.num_sampled_nodes["author"][1] > 0 and batch.num_sampled_nodes["institution"][2] > 0

@@ -203,3 +203,29 @@ def test_cli_train_on_a_store_on_s3(s3_server, ogb_raw_folder, tmp_path, monkeyp
     result = CliRunner().invoke(cli, ["train", url, "--epochs", "1", "--hidden", "16"])
     assert result.exit_code == 0, result.output
     assert result.output.startswith(f"{url}: 2000 nodes") and "test acc" in result.output
+
+
+def test_large_objects_come_in_ranged_parts(s3_server, local_store, tmp_path, monkeypatch) -> None:
+    """Objects above RANGED_BYTES are fetched in ranged GETs written at their offsets."""
+    url = f"s3://{s3_server.bucket}/ranged/g"
+    upload_store(local_store.path, url)
+    monkeypatch.setattr(remote_mod, "RANGED_BYTES", 4096)
+    monkeypatch.setattr(remote_mod, "PART_BYTES", 5000)
+    store = GraphStore.open(url, cache_dir=tmp_path / "cache")
+    before = store.requests.gets
+    feat = store.feat
+    nbytes = local_store.feat.nbytes
+    assert store.requests.gets - before == 1 + -(-nbytes // 5000)     # zarr.json + the parts
+    assert np.array_equal(feat, local_store.feat)
+    assert validate(url) == []
+
+
+def test_a_truncated_object_is_an_error_naming_it(s3_server, local_store, tmp_path, monkeypatch) -> None:
+    url = f"s3://{s3_server.bucket}/truncated/g"
+    upload_store(local_store.path, url)
+    RemotePrefix(url, read_only=False).put_many([("node/feat/c/0/0", b"\0" * 100)])
+    monkeypatch.setattr(remote_mod, "RANGED_BYTES", 4096)
+    store = GraphStore.open(url, cache_dir=tmp_path / "cache")
+    with pytest.raises(StoreError, match="node/feat/c/0/0"):
+        store.features(np.array([0]))
+    assert not list((tmp_path / "cache").rglob("node/feat/c/0/0"))       # nothing half written
