@@ -6,7 +6,7 @@
         --feature-dim 64 [--homophily 0.8] [--binary] [--seed 0]
     graphpipe generate papers100m-bin DEST --nodes 8400000 --edges-per-node 5 --dim 128
         [--num-classes 172] [--label-frac 0.014] [--seed 0]
-    graphpipe generate link DEST [--style collab|citation2] --nodes 4000 --avg-degree 8
+    graphpipe generate link DEST [--style collab|citation2] --nodes 4000 --avg-degree 6
         [--feature-dim 32] [--num-neg 3000] [--seed 0]
     graphpipe generate mag DEST [--papers 20000 --authors 30000 --institutions 500
         --fields 2000 --num-classes 20 --feature-dim 64] [--seed 0]
@@ -367,7 +367,7 @@ def papers100m_bin(dest, nodes, edges_per_node, dim, num_classes, label_frac, se
               show_default=True, help="ogbl-collab layout (undirected, weight + year, edge_neg "
                                       "pairs) or ogbl-citation2 (directed, target_node_neg).")
 @click.option("--nodes", type=click.IntRange(4), default=4000, show_default=True)
-@click.option("--avg-degree", type=click.FloatRange(1), default=8.0, show_default=True)
+@click.option("--avg-degree", type=click.FloatRange(1), default=6.0, show_default=True)
 @click.option("--feature-dim", type=click.IntRange(1), default=32, show_default=True)
 @click.option("--pool", type=click.IntRange(1), default=100, show_default=True,
               help="Partners are drawn from each node's POOL nearest nodes in latent space.")

@@ -13,6 +13,7 @@ keeps each CSC slot's position in the given edge list, which a batch's ``e_id`` 
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ import torch
 
 from graphpipe.ops.sampling.hetero_types import EdgeType, HeteroCSC, as_etype, etype_str
 
-__all__ = ["MASK_SPLITS", "HeteroGraphData", "resolve_hetero_data"]
+__all__ = ["MASK_SPLITS", "HeteroGraphData", "is_typed_data", "resolve_hetero_data"]
 
 MASK_SPLITS = {"train_mask": "train", "val_mask": "valid", "test_mask": "test"}
 """PyG's boolean split masks and the split names they become."""
@@ -140,6 +141,50 @@ class HeteroGraphData:
                 deg += np.diff(self.graph.csc[et][0])
         return deg
 
+    def with_reverse_relations(self, prefix: str = "rev_", *, merge: bool = False) -> HeteroGraphData:
+        """A copy with the reverse of every relation added after them: ``(d, prefix + r, s)``
+        for each ``(s, r, d)``, as PyG's ``T.ToUndirected(merge=False)`` (so hops also reach
+        the sources' types, e.g. papers -> authors). Each reverse CSC is the transpose of its
+        relation (sources ascending per row); its ``e_id`` is the forward edge's.
+        ``merge=True`` is PyG's default ``T.ToUndirected()`` instead: a relation within one
+        type (``paper cites paper``) is made symmetric in place rather than reversed
+        (:func:`graphpipe.loaders.hetero_reverse.add_reverse_relations`).
+
+        >>> import numpy as np
+        >>> data = HeteroGraphData.from_dicts({"paper": 2, "author": 2},
+        ...     {("author", "writes", "paper"): (np.array([1, 0, 1]), np.array([0, 1, 1]))})
+        >>> both = data.with_reverse_relations()
+        >>> both.edge_types
+        [('author', 'writes', 'paper'), ('paper', 'rev_writes', 'author')]
+        >>> [a.tolist() for a in both.typed_csc(("paper", "rev_writes", "author"))]
+        [[0, 1, 3], [1, 0, 1]]
+        >>> both.edge_order[("paper", "rev_writes", "author")].tolist()
+        [1, 0, 2]
+        """
+        if merge:
+            from graphpipe.loaders.hetero_reverse import add_reverse_relations
+
+            return add_reverse_relations(self)
+        csc = dict(self.graph.csc)
+        order = dict(self.edge_order)
+        for et in self.graph.edge_types:
+            rev = (et[2], prefix + et[1], et[0])
+            if rev in csc:
+                raise ValueError(f"relation {etype_str(rev)!r} exists already; pick another 'prefix'")
+            indptr, indices = self.graph.csc[et]
+            indices = np.asarray(indices)
+            num_src = self.graph.num_nodes[et[0]]
+            slots = np.argsort(indices, kind="stable")       # by source, destinations ascending
+            rev_indptr = np.zeros(num_src + 1, dtype=np.int64)
+            np.cumsum(np.bincount(indices, minlength=num_src), out=rev_indptr[1:])
+            dst = np.repeat(np.arange(indptr.shape[0] - 1), np.diff(indptr))[slots]
+            csc[rev] = (rev_indptr, dst.astype(indices.dtype if len(indptr) - 1 < 2**31 else np.int64))
+            order[rev] = self.edge_order[et][slots] if et in self.edge_order else slots
+        graph = HeteroCSC(num_nodes=dict(self.graph.num_nodes), edge_types=list(csc), csc=csc)
+        return HeteroGraphData(graph=graph, features=self.features, labels=self.labels,
+                               splits=self.splits, target_type=self.target_type, edge_order=order,
+                               store=self.store)
+
     # -- construction --------------------------------------------------------------------------
     @classmethod
     def from_dicts(cls, num_nodes: Mapping[str, int], edges: Mapping[Any, tuple[Any, Any]], *,
@@ -224,6 +269,11 @@ class HeteroGraphData:
         return cls.from_dicts(counts, edges, x=x, y=y, splits=splits)
 
     @classmethod
+    def open(cls, path: str | os.PathLike) -> HeteroGraphData:
+        """The typed store at ``path`` (:meth:`from_store` of ``GraphStore.open(path)``)."""
+        return resolve_hetero_data(os.fspath(path))
+
+    @classmethod
     def from_store(cls, store: Any) -> HeteroGraphData:
         """From a typed :class:`graphpipe.store.GraphStore` (``store.is_typed``): its
         relations (:meth:`GraphStore.typed_csc` checks each once), feature memory maps,
@@ -267,3 +317,22 @@ def resolve_hetero_data(data: Any) -> HeteroGraphData:
         return HeteroGraphData.from_store(data)
     raise ValueError("'data' must be a HeteroGraphData, a typed GraphStore or its path, or a PyG "
                      f"HeteroData (got {type(data).__name__})")
+
+
+def is_typed_data(data: Any) -> bool:
+    """Whether ``data`` is a typed graph a :class:`HeteroNeighborLoader` reads: a
+    :class:`HeteroGraphData`, a PyG ``HeteroData``, a typed store, or the path of a store
+    whose manifest names node types (anything unreadable answers False)."""
+    if isinstance(data, HeteroGraphData):
+        return True
+    kind = type(data)
+    if kind.__name__ == "HeteroData" and kind.__module__.split(".")[0] == "torch_geometric":
+        return True
+    if isinstance(data, (str, os.PathLike)):
+        try:
+            with open(Path(data) / "manifest.json", encoding="utf-8") as fh:
+                manifest = json.load(fh)
+        except (OSError, ValueError):
+            return False
+        return isinstance(manifest, dict) and bool(manifest.get("node_types"))
+    return hasattr(data, "manifest") and bool(getattr(data, "is_typed", False))

@@ -24,14 +24,17 @@ def _pair_codes(src: np.ndarray, dst: np.ndarray, num_nodes: int) -> np.ndarray:
 
 
 def _filter_block(block: SampledBlock, n_id: np.ndarray, banned: np.ndarray,
-                  num_nodes: int) -> SampledBlock:
+                  num_nodes: int, num_seeds: int) -> SampledBlock:
     dst_local = block.dst_of_edges()
-    codes = _pair_codes(n_id[block.indices], n_id[dst_local], num_nodes)
+    # a seed edge joins two seed nodes, and seeds are the first local IDs
+    cand = np.flatnonzero((block.indices < num_seeds) & (dst_local < num_seeds))
+    codes = _pair_codes(n_id[block.indices[cand]], n_id[dst_local[cand]], num_nodes)
     pos = np.searchsorted(banned, codes)
     hit = (pos < banned.shape[0]) & (banned[np.minimum(pos, banned.shape[0] - 1)] == codes)
     if not hit.any():
         return block
-    keep = ~hit
+    keep = np.ones(block.num_edges, dtype=bool)
+    keep[cand[hit]] = False
     indptr = np.zeros(block.num_dst + 1, dtype=np.int64)
     np.cumsum(np.bincount(dst_local[keep], minlength=block.num_dst), out=indptr[1:])
     weight = None if block.edge_weight is None else block.edge_weight[keep]
@@ -41,7 +44,8 @@ def _filter_block(block: SampledBlock, n_id: np.ndarray, banned: np.ndarray,
 
 def exclude_seed_edges(out: SampleOutput, src: np.ndarray, dst: np.ndarray,
                        num_nodes: int) -> SampleOutput:
-    """``out`` without any sampled edge equal to ``src[i] -> dst[i]`` or ``dst[i] -> src[i]``.
+    """``out`` without any sampled edge equal to ``src[i] -> dst[i]`` or ``dst[i] -> src[i]``
+    (every endpoint must be one of ``out``'s seeds, ``n_id[:batch_size]``).
 
     >>> import numpy as np
     >>> from graphpipe.ops.sampling import sample_neighbors
@@ -58,7 +62,7 @@ def exclude_seed_edges(out: SampleOutput, src: np.ndarray, dst: np.ndarray,
     banned = np.unique(np.concatenate([_pair_codes(src, dst, num_nodes),
                                        _pair_codes(dst, src, num_nodes)]))
     n_id = np.asarray(out.n_id, dtype=np.int64)
-    blocks = [_filter_block(b, n_id, banned, num_nodes) for b in out.blocks]
+    blocks = [_filter_block(b, n_id, banned, num_nodes, int(out.batch_size)) for b in out.blocks]
     return SampleOutput(n_id=out.n_id, blocks=blocks, batch_size=out.batch_size,
                         num_sampled_nodes=list(out.num_sampled_nodes),
                         num_sampled_edges=[b.num_edges for b in reversed(blocks)], batch=out.batch)

@@ -218,7 +218,34 @@ class NeighborLoader:
     ([0, 1, 5, 2], [0, 1, 1, 0])
     >>> torch.equal(data.edge_index[:, pyg_batch.e_id], pyg_batch.n_id[pyg_batch.edge_index])
     True
+
+    Temporal sampling (PyG's ``time_attr``): node 0 hears from 1, 2, 3 at times 5, 1, 3
+    (an edge attribute ``stamp``); seeded twice, at times 4 and 9, with the two most recent
+    edges each time (one tree per seed, ``batch.batch``):
+
+    >>> data = Data(edge_index=torch.tensor([[1, 2, 3], [0, 0, 0]]), num_nodes=4,
+    ...             stamp=torch.tensor([5, 1, 3]))
+    >>> loader = NeighborLoader(data, [2], input_nodes=torch.tensor([0, 0]), batch_size=2,
+    ...                         time_attr="stamp", input_time=torch.tensor([4, 9]),
+    ...                         temporal_strategy="last", features=False)
+    >>> batch = next(iter(loader))
+    >>> batch.n_id.tolist(), batch.batch.tolist(), batch.stamp.tolist(), batch.seed_time.tolist()
+    ([0, 0, 2, 3, 3, 1], [0, 1, 0, 0, 1, 1], [1, 3, 3, 5], [4, 9])
     """
+
+    def __new__(cls, data: Any = None, *args: Any, **kwargs: Any) -> Any:
+        """A typed graph (a PyG ``HeteroData``, a typed store or its path, a
+        :class:`graphpipe.loaders.HeteroGraphData`) gets a
+        :class:`graphpipe.loaders.HeteroNeighborLoader` with the same arguments, as PyG's
+        ``NeighborLoader`` serves ``Data`` and ``HeteroData`` alike; anything else this class."""
+        if cls is NeighborLoader and data is not None:
+            from graphpipe.loaders.hetero_graph_data import is_typed_data
+
+            if is_typed_data(data):
+                from graphpipe.loaders.hetero_neighbor_loader import HeteroNeighborLoader
+
+                return HeteroNeighborLoader(data, *args, **kwargs)
+        return super().__new__(cls)
 
     def __init__(self, data: Any, num_neighbors: Sequence[int] | None = None,
                  input_nodes: str | np.ndarray | torch.Tensor | None = None, *, batch_size: int = 1,
@@ -236,7 +263,7 @@ class NeighborLoader:
                  **loader_kwargs: Any):
         self.temporal = time_attr is not None
         check_temporal_options(time_attr, input_time, temporal_strategy, sampler=sampler, shard=shard,
-                               frontier=frontier, replace=replace)
+                               frontier=frontier, replace=replace, backend=sampler_backend, output=output)
         fanouts = _resolve_fanouts(num_neighbors, fanouts)
         _check_pyg_options(subgraph_type, disjoint, directed)
         prefetch, generator = _data_loader_kwargs(loader_kwargs, prefetch)

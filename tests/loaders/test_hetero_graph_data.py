@@ -94,3 +94,50 @@ def test_bad_input_is_one_line_value_error():
         HeteroGraphData.from_dicts(COUNTS, {RELS[0]: ([0, 1], [0])})
     with pytest.raises(ValueError, match=r"splits\['paper'\]\['train'\]"):
         HeteroGraphData.from_dicts(COUNTS, edges, splits={"paper": {"train": [50]}})
+
+
+def test_reverse_relations_equal_pygs_to_undirected():
+    """with_reverse_relations() adds what PyG's ToUndirected(merge=False) adds: the reverse of
+    every relation, the same edges, and e_id of a reverse edge = its forward edge's index."""
+    import torch_geometric.transforms as T
+    from torch_geometric.data import HeteroData
+
+    edges = edge_lists(3, 120)
+    pyg = HeteroData()
+    for t, n in COUNTS.items():
+        pyg[t].num_nodes = n
+    for et, (s, d) in edges.items():
+        pyg[et].edge_index = torch.from_numpy(np.stack([s, d]))
+    pyg = T.ToUndirected(merge=False)(pyg)
+    data = HeteroGraphData.from_dicts(COUNTS, edges).with_reverse_relations()
+    assert sorted(data.edge_types) == sorted(pyg.edge_types)
+    for et in data.edge_types:
+        indptr, indices = data.typed_csc(et)
+        dst = np.repeat(np.arange(indptr.shape[0] - 1), np.diff(indptr))
+        ours = sorted(zip(indices.tolist(), dst.tolist()))
+        assert ours == sorted(map(tuple, pyg[et].edge_index.t().tolist())), et
+        order = data.edge_order[et]                      # slot -> column of pyg[et].edge_index
+        assert np.array_equal(pyg[et].edge_index[0].numpy()[order], indices)
+        assert np.array_equal(pyg[et].edge_index[1].numpy()[order], dst)
+        assert np.all(np.diff(indptr) >= 0) and np.all(indices < COUNTS[et[0]])
+    with pytest.raises(ValueError, match="exists already"):
+        data.with_reverse_relations(prefix="")  # ('paper', 'cites', 'paper') reversed is itself
+
+
+def test_merged_reverse_relations_equal_pygs_default_to_undirected():
+    import torch_geometric.transforms as T
+    from torch_geometric.data import HeteroData
+
+    edges = edge_lists(4, 100)
+    pyg = HeteroData()
+    for t, n in COUNTS.items():
+        pyg[t].num_nodes = n
+    for et, (s, d) in edges.items():
+        pyg[et].edge_index = torch.from_numpy(np.stack([s, d]))
+    pyg = T.ToUndirected()(pyg)
+    data = HeteroGraphData.from_dicts(COUNTS, edges).with_reverse_relations(merge=True)
+    assert sorted(data.edge_types) == sorted(pyg.edge_types)
+    for et in data.edge_types:
+        indptr, indices = data.typed_csc(et)
+        dst = np.repeat(np.arange(indptr.shape[0] - 1), np.diff(indptr))
+        assert set(zip(indices.tolist(), dst.tolist())) == set(map(tuple, pyg[et].edge_index.t().tolist()))

@@ -221,6 +221,12 @@ def test_input_node_forms_and_errors():
         HeteroNeighborLoader(data, {RELS[0]: [2]}, input_nodes="paper")
     with pytest.raises(ValueError, match="batch_size"):
         HeteroNeighborLoader(data, [1], input_nodes="paper", batch_size=0)
+    with pytest.raises(ValueError, match="not a torch device"):
+        HeteroNeighborLoader(data, [1], input_nodes="paper", device="gpu9")
+    with pytest.raises(ValueError, match="once"):
+        HeteroNeighborLoader(data, [1], input_nodes="paper", fanouts=[1])
+    with pytest.raises(ValueError, match="match_reorder"):
+        HeteroNeighborLoader(data, [1], input_nodes="paper", match_reorder="auto")
 
 
 def test_blocks_follow_edge_index():
@@ -348,3 +354,81 @@ def test_pyg_dataloader_options_are_ignored_with_a_warning():
     assert len(loader) == 3
     with pytest.raises(TypeError, match="unexpected keyword"):
         HeteroNeighborLoader(data, [2], input_nodes="paper", bogus=1)
+
+
+def test_on_graphpipe_generate_mag_store(tmp_path):
+    """`graphpipe generate mag` -> `graphpipe ingest` -> the loader on the store path, with
+    the reverse relations PyG's ogbn-mag examples add: every sampled edge is an edge of the
+    generated edge lists (through e_id), rows and labels are the store's."""
+    from graphpipe.ingest import ingest
+    from graphpipe.synthetic.mag import mag_dataset, write_ogb_mag
+
+    gen = mag_dataset(papers=400, authors=500, institutions=20, fields=40, num_classes=4,
+                      feature_dim=8, seed=1)
+    write_ogb_mag(tmp_path / "raw", gen)
+    ingest(tmp_path / "raw", tmp_path / "store")
+    data = HeteroGraphData.open(tmp_path / "store").with_reverse_relations()
+    assert data.target_type == "paper" and len(data.edge_types) == 8
+    loader = HeteroNeighborLoader(data, [5, 3], input_nodes=("paper", "train"), batch_size=64,
+                                  shuffle=True, seed=0)
+    x, y = np.array(data.typed_features("paper")), np.asarray(gen.y)
+    assert np.allclose(x, gen.x, atol=1e-6)  # the CSV holds 6 decimals
+    seen = []
+    for batch in loader:
+        assert torch.equal(batch.x["paper"], torch.from_numpy(x)[batch.n_id["paper"]])
+        assert torch.equal(batch.y, torch.from_numpy(y)[batch.n_id["paper"]])
+        assert set(batch.x) == {"paper"} and len(batch.n_id) == 4
+        for et, ei in batch.edge_index.items():
+            fwd = (et[2], et[1][len("rev_"):], et[0]) if et[1].startswith("rev_") else et
+            src, dst = (np.asarray(a) for a in gen.edges[fwd])
+            if fwd != et:
+                src, dst = dst, src
+            e = batch.e_id[et].numpy()
+            assert np.array_equal(batch.n_id[et[0]][ei[0]].numpy(), src[e])
+            assert np.array_equal(batch.n_id[et[2]][ei[1]].numpy(), dst[e])
+        seen.append(batch.seeds)
+    assert sorted(torch.cat(seen).tolist()) == sorted(np.asarray(gen.splits["train"]).tolist())
+    assert batch.num_sampled_nodes["author"][1] > 0 and batch.num_sampled_nodes["institution"][2] > 0
+
+
+def test_neighbor_loader_serves_typed_graphs_as_pyg_does(tmp_path):
+    """PyG's NeighborLoader takes Data and HeteroData alike; graphpipe's hands a typed graph
+    (a HeteroData, a typed store or its path) to HeteroNeighborLoader with the same arguments."""
+    from graphpipe.loaders import NeighborLoader
+
+    _, raw = make_data(9)
+    pyg = _pyg_data(raw)
+    mask = torch.zeros(300, dtype=torch.bool)
+    mask[:40] = True
+    with pytest.warns(UserWarning, match="num_workers"):
+        loader = NeighborLoader(pyg, num_neighbors=[3, 2], input_nodes=("paper", mask), batch_size=16,
+                                shuffle=True, num_workers=2, seed=0)
+    assert isinstance(loader, HeteroNeighborLoader) and len(loader) == 3
+    for batch in loader:
+        check_batch(batch, raw, batch.seeds.numpy())
+    write_typed_store(tmp_path / "typed", raw)
+    by_path = NeighborLoader(str(tmp_path / "typed"), fanouts=[2], input_nodes=("paper", "train"),
+                             batch_size=50)
+    assert isinstance(by_path, HeteroNeighborLoader) and len(by_path) == 2
+    assert isinstance(NeighborLoader(by_path.data.store, [2], ("paper", "train")), HeteroNeighborLoader)
+    plain = NeighborLoader((np.array([0, 1, 2]), np.array([1, 0])), [1], batch_size=1, features=False)
+    assert type(plain) is NeighborLoader and len(plain) == 2
+
+
+@pytest.mark.parametrize(("replace", "frontier"), [(True, "new"), (False, "all")])
+def test_replace_and_dgl_frontier_batches_are_the_samplers(replace, frontier):
+    """The loader's batch is the typed sampler's output for its seeds and key, whatever the
+    sampling options, with rows and labels gathered for it."""
+    from graphpipe.ops.sampling import sample_hetero_neighbors
+
+    data, raw = make_data(10)
+    loader = HeteroNeighborLoader(data, [3, 2], input_nodes="paper", batch_size=30, seed=6,
+                                  replace=replace, frontier=frontier, prefetch=0)
+    keys = loader.batch_keys(0, len(loader))
+    for batch, key in zip(loader, keys):
+        out = sample_hetero_neighbors(data.graph, {"paper": batch.seeds.numpy()}, [3, 2], seed=key,
+                                      replace=replace, frontier=frontier)
+        assert all(np.array_equal(batch.n_id[t].numpy(), out.n_id[t]) for t in COUNTS)
+        assert all(np.array_equal(batch.edge_index[et].numpy(), np.stack([out.row[et], out.col[et]]))
+                   for et in RELS)
+        check_batch(batch, raw, batch.seeds.numpy())

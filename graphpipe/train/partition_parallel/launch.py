@@ -58,16 +58,19 @@ def resolve_parts(store: Any, num_parts: int) -> np.ndarray:
     return metis_partition(*store.topology(), num_parts, seed=0).parts.astype(np.int64)
 
 
-def _rank_main(rank: int, world: int, port: int, store_path: str, parts: np.ndarray | None,
-               config: dict, out_dir: str | None) -> dict:
-    if port:
-        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
-                          WORLD_SIZE=str(world))
+def _rank_main(rank: int, world: int, init: str, store_path: str, parts: np.ndarray | None,
+               config: dict, out_dir: str | None, spawned: bool = True) -> dict:
+    """One rank: join the group at ``init`` (``env://`` or ``tcp://127.0.0.1:PORT``), train,
+    write ``out_dir`` files (rank 0: ``result.json``; every rank its parameters)."""
+    if spawned:
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
         torch.set_num_threads(1)
     from graphpipe.store import GraphStore
 
-    dist.init_process_group("gloo", init_method="env://")
+    if init == "env://":
+        dist.init_process_group("gloo", init_method=init)
+    else:
+        dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
     try:
         store = GraphStore.open(store_path)
         if parts is None:
@@ -94,8 +97,22 @@ def run_partition_parallel(store_path: str | os.PathLike, num_parts: int,
     bytes_per_epoch, max_staleness, ...).
 
     Under ``torchrun`` this process is one rank (``num_parts`` must equal ``WORLD_SIZE``);
-    otherwise ``num_parts`` local processes are spawned. ``out_dir`` (optional) receives
-    ``result.json`` and each rank's parameters ``params_rank{r}.npz``.
+    otherwise ``num_parts`` local processes are spawned (one: this process). ``out_dir``
+    (optional) receives ``result.json`` and each rank's parameters ``params_rank{r}.npz``.
+
+    >>> import tempfile
+    >>> from graphpipe.ingest.pipeline import ingest
+    >>> from graphpipe.synthetic import community_graph, write_ogb_raw
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> _ = write_ogb_raw(tmp.name + "/raw", community_graph(120, 3, feature_dim=8, seed=0))
+    >>> _ = ingest(tmp.name + "/raw", tmp.name + "/store")
+    >>> result = run_partition_parallel(tmp.name + "/store", 1,
+    ...                                 PartitionConfig(hidden=8, epochs=3, bits=4))
+    >>> len(result["records"]), result["bytes_per_epoch"], result["halo_rows"]  # one part: no halo
+    (3, 0.0, 0)
+    >>> 0.0 <= result["test_acc"] <= 1.0
+    True
+    >>> tmp.cleanup()
     """
     config.check()
     store_path = str(store_path)
@@ -103,14 +120,18 @@ def run_partition_parallel(store_path: str | os.PathLike, num_parts: int,
         if int(os.environ["WORLD_SIZE"]) != num_parts:
             raise ValueError(f"--partition-parallel {num_parts} but torchrun started "
                              f"WORLD_SIZE={os.environ['WORLD_SIZE']} ranks")
-        return _rank_main(int(os.environ["RANK"]), num_parts, 0, store_path, None,
-                          asdict(config), None if out_dir is None else str(out_dir))
+        return _rank_main(int(os.environ["RANK"]), num_parts, "env://", store_path, None,
+                          asdict(config), None if out_dir is None else str(out_dir), False)
     from graphpipe.store import GraphStore
 
     parts = resolve_parts(GraphStore.open(store_path), num_parts)
+    init = f"tcp://127.0.0.1:{free_port()}"
+    target = None if out_dir is None else str(out_dir)
+    if num_parts == 1:  # one rank: this process
+        return _rank_main(0, 1, init, store_path, parts, asdict(config), target, False)
     with tempfile.TemporaryDirectory() as tmp:
-        target = str(out_dir) if out_dir is not None else tmp
-        torch.multiprocessing.spawn(_rank_main, args=(num_parts, free_port(), store_path, parts,
+        target = target or tmp
+        torch.multiprocessing.spawn(_rank_main, args=(num_parts, init, store_path, parts,
                                                       asdict(config), target),
                                     nprocs=num_parts, join=True)
         return json.loads((Path(target) / "result.json").read_text())

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from graphpipe.ops.negative import degree_weight, negative_sample, negative_sample_reference
+from graphpipe.ops.negative.cpu import PARALLEL_FROM
 
 CASES = [  # num_samples, num_nodes, seed, weight
     (200, 17, 0, None),
@@ -14,6 +15,8 @@ CASES = [  # num_samples, num_nodes, seed, weight
     (0, 9, 1, None),
     (300, 6, 2**63 + 11, np.array([0.0, 2.0, 0.0, 1.0, 5.0, 0.0])),
     (128, 4, 9, np.array([1, 1, 1, 1])),
+    (PARALLEL_FROM + 5, 1000, 3, None),  # the parallel kernels
+    (PARALLEL_FROM + 5, 50, 4, np.arange(50) % 7),
 ]
 
 
