@@ -85,7 +85,8 @@ def test_npz_node_year_and_edge_time(tmp_path: Path) -> None:
     store = ingest(path, tmp_path / "s")
     assert store.node_time().tolist() == [3, 1, 2]
     assert np.array_equal(store.edge_time(), np.array([10, 11, 12, 13])[store.edge_id])
-    assert store.manifest["time"] == {"node": True, "edge": True, "dtype": "int64", "edge_order": "csc"}
+    assert store.manifest["time"] == {"node": True, "edge": True, "dtype": "int64", "edge_order": "csc",
+                                      "node_range": [1, 3], "edge_range": [10, 13]}
     assert "ignored_keys" not in store.manifest["provenance"]
 
 
@@ -195,3 +196,17 @@ def test_ogb_processed_node_year(tmp_path: Path) -> None:
     store = ingest(folder, tmp_path / "s")
     assert store.manifest["provenance"]["source_format"] == "ogb-processed"
     assert np.array_equal(store.node_time(), np.asarray(dataset.graph["node_year"]).reshape(-1))
+
+
+def test_info_reads_the_range_of_times_added_later(tmp_path: Path) -> None:
+    from graphpipe.store.summary import summarize
+
+    np.savez(tmp_path / "g.npz", edge_index=np.array([[0, 1, 2], [1, 2, 0]]))
+    store = ingest(tmp_path / "g.npz", tmp_path / "s")
+    assert summarize(store)["time"] is None and store.node_time() is None
+    with StoreEditor(store.path) as editor:   # no manifest "time" entry: read from the array
+        editor.write_array("nodes/time", np.array([7, -3, 5]))
+        editor.commit()
+    store = GraphStore.open(store.path)
+    assert summarize(store)["time"] == {"nodes/time": {"min": -3, "max": 7}}
+    assert validate(store.path) == []
