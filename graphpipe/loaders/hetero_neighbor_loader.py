@@ -130,7 +130,12 @@ class HeteroNeighborLoader:
         self.num_threads = num_threads
         self.fixed_seed = seed is not None
         self.seed = int(seed) if seed is not None else _draw_seed(self._generator)
-        self.device = torch.device(device)
+        try:
+            self.device = torch.device(device)
+        except (RuntimeError, TypeError):
+            raise ValueError(f"'device' is not a torch device (got {device!r})") from None
+        if self.device.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError(f"'device' is {device!r} but CUDA is not available")
         self.target_type, self.input_nodes, self._input_by_node = _resolve_input(self.data, input_nodes)
         self.rows: dict[str, RowSource] = (
             {t: self._row_source(t, cache, cache_rows) for t in self.data.features} if features else {})
