@@ -141,11 +141,14 @@ class HeteroGraphData:
                 deg += np.diff(self.graph.csc[et][0])
         return deg
 
-    def with_reverse_relations(self, prefix: str = "rev_") -> HeteroGraphData:
+    def with_reverse_relations(self, prefix: str = "rev_", *, merge: bool = False) -> HeteroGraphData:
         """A copy with the reverse of every relation added after them: ``(d, prefix + r, s)``
         for each ``(s, r, d)``, as PyG's ``T.ToUndirected(merge=False)`` (so hops also reach
         the sources' types, e.g. papers -> authors). Each reverse CSC is the transpose of its
         relation (sources ascending per row); its ``e_id`` is the forward edge's.
+        ``merge=True`` is PyG's default ``T.ToUndirected()`` instead: a relation within one
+        type (``paper cites paper``) is made symmetric in place rather than reversed
+        (:func:`graphpipe.loaders.hetero_reverse.add_reverse_relations`).
 
         >>> import numpy as np
         >>> data = HeteroGraphData.from_dicts({"paper": 2, "author": 2},
@@ -158,6 +161,10 @@ class HeteroGraphData:
         >>> both.edge_order[("paper", "rev_writes", "author")].tolist()
         [1, 0, 2]
         """
+        if merge:
+            from graphpipe.loaders.hetero_reverse import add_reverse_relations
+
+            return add_reverse_relations(self)
         csc = dict(self.graph.csc)
         order = dict(self.edge_order)
         for et in self.graph.edge_types:

@@ -221,6 +221,12 @@ def test_input_node_forms_and_errors():
         HeteroNeighborLoader(data, {RELS[0]: [2]}, input_nodes="paper")
     with pytest.raises(ValueError, match="batch_size"):
         HeteroNeighborLoader(data, [1], input_nodes="paper", batch_size=0)
+    with pytest.raises(ValueError, match="not a torch device"):
+        HeteroNeighborLoader(data, [1], input_nodes="paper", device="gpu9")
+    with pytest.raises(ValueError, match="once"):
+        HeteroNeighborLoader(data, [1], input_nodes="paper", fanouts=[1])
+    with pytest.raises(ValueError, match="match_reorder"):
+        HeteroNeighborLoader(data, [1], input_nodes="paper", match_reorder="auto")
 
 
 def test_blocks_follow_edge_index():
@@ -407,3 +413,22 @@ def test_neighbor_loader_serves_typed_graphs_as_pyg_does(tmp_path):
     assert isinstance(NeighborLoader(by_path.data.store, [2], ("paper", "train")), HeteroNeighborLoader)
     plain = NeighborLoader((np.array([0, 1, 2]), np.array([1, 0])), [1], batch_size=1, features=False)
     assert type(plain) is NeighborLoader and len(plain) == 2
+
+
+@pytest.mark.parametrize(("replace", "frontier"), [(True, "new"), (False, "all")])
+def test_replace_and_dgl_frontier_batches_are_the_samplers(replace, frontier):
+    """The loader's batch is the typed sampler's output for its seeds and key, whatever the
+    sampling options, with rows and labels gathered for it."""
+    from graphpipe.ops.sampling import sample_hetero_neighbors
+
+    data, raw = make_data(10)
+    loader = HeteroNeighborLoader(data, [3, 2], input_nodes="paper", batch_size=30, seed=6,
+                                  replace=replace, frontier=frontier, prefetch=0)
+    keys = loader.batch_keys(0, len(loader))
+    for batch, key in zip(loader, keys):
+        out = sample_hetero_neighbors(data.graph, {"paper": batch.seeds.numpy()}, [3, 2], seed=key,
+                                      replace=replace, frontier=frontier)
+        assert all(np.array_equal(batch.n_id[t].numpy(), out.n_id[t]) for t in COUNTS)
+        assert all(np.array_equal(batch.edge_index[et].numpy(), np.stack([out.row[et], out.col[et]]))
+                   for et in RELS)
+        check_batch(batch, raw, batch.seeds.numpy())
