@@ -221,6 +221,12 @@ def test_input_node_forms_and_errors():
         HeteroNeighborLoader(data, {RELS[0]: [2]}, input_nodes="paper")
     with pytest.raises(ValueError, match="batch_size"):
         HeteroNeighborLoader(data, [1], input_nodes="paper", batch_size=0)
+    with pytest.raises(ValueError, match="not a torch device"):
+        HeteroNeighborLoader(data, [1], input_nodes="paper", device="gpu9")
+    with pytest.raises(ValueError, match="once"):
+        HeteroNeighborLoader(data, [1], input_nodes="paper", fanouts=[1])
+    with pytest.raises(ValueError, match="match_reorder"):
+        HeteroNeighborLoader(data, [1], input_nodes="paper", match_reorder="auto")
 
 
 def test_blocks_follow_edge_index():
