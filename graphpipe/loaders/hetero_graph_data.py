@@ -319,16 +319,16 @@ class HeteroGraphData:
             feat = store.typed_features(t)
             if feat is not None:
                 data.features[t] = feat.reshape(-1, 1) if feat.ndim == 1 else feat
-        for et in csc:
-            feat = store.typed_edge_features(et)
-            if feat is not None:
-                data.edge_features[et] = feat
             label = store.typed_labels(t)
             if label is not None:
                 data.labels[t] = label
             names = store.typed_split_names(t)
             if names:
                 data.splits[t] = {n: np.asarray(store.typed_split(t, n), dtype=np.int64) for n in names}
+        for et in csc:
+            feat = store.typed_edge_features(et)
+            if feat is not None:
+                data.edge_features[et] = feat
         return data
 
 
