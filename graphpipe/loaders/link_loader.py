@@ -174,7 +174,9 @@ class LinkNeighborLoader(NeighborLoader):
             sampled graph, so a model cannot read its labels off the messages (default False,
             PyG's behaviour).
         **kwargs: the other options of :class:`~graphpipe.loaders.NeighborLoader`
-            (``features``, ``device``, ``prefetch``, ``match_reorder``, ...).
+            (``features``, ``device``, ``prefetch``, ``match_reorder``, ``sampler``...):
+            ``sampler=RemoteSampler(url)`` samples the endpoints on a graphpipe service
+            (seed-edge exclusion happens here, on what it returns).
 
     A four-node ring (both directions) and two positive edges per batch, one binary
     negative each:
@@ -196,7 +198,7 @@ class LinkNeighborLoader(NeighborLoader):
                  edge_label_index: Any = None, edge_label: Any = None, neg_sampling: Any = None,
                  neg_sampling_ratio: float | None = None, batch_size: int = 1,
                  exclude_seed_edges: bool = False, **kwargs: Any):
-        for refused in ("input_nodes", "disjoint", "output", "edge_label_time", "sampler", "time_attr",
+        for refused in ("input_nodes", "disjoint", "output", "edge_label_time", "time_attr",
                         "input_time"):
             if kwargs.get(refused) not in (None, False, "minibatch"):
                 raise ValueError(f"LinkNeighborLoader does not support {refused!r}")
