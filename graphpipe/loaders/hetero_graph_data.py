@@ -192,7 +192,8 @@ class HeteroGraphData:
             order[rev] = self.edge_order[et][slots] if et in self.edge_order else slots
             if et in self.edge_features:
                 feats[rev] = np.asarray(self.edge_features[et])[slots]
-        graph = HeteroCSC(num_nodes=dict(self.graph.num_nodes), edge_types=list(csc), csc=csc)
+        graph = HeteroCSC(num_nodes=dict(self.graph.num_nodes), edge_types=list(csc), csc=csc,
+                          checked=self.graph.checked)  # transposes of checked relations
         return HeteroGraphData(graph=graph, features=self.features, labels=self.labels,
                                splits=self.splits, target_type=self.target_type, edge_order=order,
                                store=self.store, edge_features=feats)
@@ -311,7 +312,7 @@ class HeteroGraphData:
             raise ValueError(f"{getattr(store, 'path', 'the store')}: not a typed store "
                              "(no node_types in its manifest); use NeighborLoader")
         csc = {et: store.typed_csc(et) for et in store.edge_types}  # checked by the store, once
-        graph = HeteroCSC(num_nodes=store.num_nodes_dict, edge_types=list(csc), csc=csc)
+        graph = HeteroCSC(num_nodes=store.num_nodes_dict, edge_types=list(csc), csc=csc, checked=True)
         order = {et: store.typed_edge_ids(et) for et in csc}
         data = cls(graph=graph, store=store, target_type=store.target_type,
                    edge_order={et: o for et, o in order.items() if o is not None})
