@@ -140,7 +140,32 @@ def test_generate_link_cli_then_ingest(tmp_path) -> None:
     assert result.exit_code == 0, result.output
     store = GraphStore.open(ingest(dest, tmp_path / "s").path)
     assert store.manifest["graph"]["num_input_edges"] == store.num_edges  # inverse edges added
+    assert store.manifest["graph"]["ogb_inverse_edges"] is True
     valid = read_link_split(store, "valid")
     assert valid.neg_src.shape == (30,) and valid.num_pos > 0
+    info = CliRunner().invoke(cli, ["info", str(tmp_path / "s"), "--json"])
+    assert info.exit_code == 0 and '"link_splits"' in info.output
     again = CliRunner().invoke(cli, ["generate", "link", str(dest), "--nodes", "120", "--pool", "20"])
     assert again.exit_code == 2 and "exists" in again.output
+
+
+def test_ppa_layout_named_like_ogb(folders, tmp_path) -> None:
+    """ogbl-ppa: 'edge' / 'edge_neg' only, no weights or years; the folder's OGB name picks
+    add_inverse_edge from ogb's master.csv (and an explicit option overrides it)."""
+    from ogb.linkproppred import LinkPropPredDataset
+
+    ppa = shutil.copytree(folders["collab"], tmp_path / "ogbl_ppa")
+    for name in ("edge_weight.csv.gz", "edge_year.csv.gz"):
+        (ppa / "raw" / name).unlink()
+    for part in ("train", "valid", "test"):
+        path = ppa / "split" / "time" / f"{part}.pt"
+        entry = torch.load(path, weights_only=True)
+        torch.save({k: v for k, v in entry.items() if k in ("edge", "edge_neg")}, path)
+    meta = {**ogb_link_meta_dict(ppa), "additional edge files": "None", "eval metric": "hits@100"}
+    oracle = LinkPropPredDataset("ogbl-x", meta_dict=meta)[0]
+    store = ingest(ppa, tmp_path / "store")
+    assert store.num_edges == oracle["edge_index"].shape[1] and not store.has_array("csc/weight")
+    eid = store.edge_id if store.has_edge_ids else None
+    assert eid is None  # nothing per edge: no edge order needed
+    directed = ingest(ppa, tmp_path / "directed", reader_options={"add_inverse_edge": False})
+    assert directed.num_edges * 2 == store.num_edges

@@ -221,6 +221,12 @@ def test_input_node_forms_and_errors():
         HeteroNeighborLoader(data, {RELS[0]: [2]}, input_nodes="paper")
     with pytest.raises(ValueError, match="batch_size"):
         HeteroNeighborLoader(data, [1], input_nodes="paper", batch_size=0)
+    with pytest.raises(ValueError, match="not a torch device"):
+        HeteroNeighborLoader(data, [1], input_nodes="paper", device="gpu9")
+    with pytest.raises(ValueError, match="once"):
+        HeteroNeighborLoader(data, [1], input_nodes="paper", fanouts=[1])
+    with pytest.raises(ValueError, match="match_reorder"):
+        HeteroNeighborLoader(data, [1], input_nodes="paper", match_reorder="auto")
 
 
 def test_blocks_follow_edge_index():
@@ -240,12 +246,12 @@ def test_blocks_follow_edge_index():
     assert batch.to("cpu").n_id["paper"].tolist() == batch.n_id["paper"].tolist()
 
 
-def write_typed_store(path, raw: dict) -> None:
+def write_typed_store(path, raw: dict, edge_attr: dict | None = None) -> None:
     from graphpipe.store.typed_writer import TypedStoreWriter
 
     with TypedStoreWriter(path, COUNTS, target_type="paper") as w:
         for et, (s, d) in raw["edges"].items():
-            w.add_relation(et, s, d)
+            w.add_relation(et, s, d, edge_feat=(edge_attr or {}).get(et))
         for t, x in raw["x"].items():
             w.write_node_array(t, "feat", x)
         w.write_node_array("paper", "label", raw["y"]["paper"])
@@ -383,3 +389,77 @@ def test_on_graphpipe_generate_mag_store(tmp_path):
         seen.append(batch.seeds)
     assert sorted(torch.cat(seen).tolist()) == sorted(np.asarray(gen.splits["train"]).tolist())
     assert batch.num_sampled_nodes["author"][1] > 0 and batch.num_sampled_nodes["institution"][2] > 0
+
+
+def test_neighbor_loader_serves_typed_graphs_as_pyg_does(tmp_path):
+    """PyG's NeighborLoader takes Data and HeteroData alike; graphpipe's hands a typed graph
+    (a HeteroData, a typed store or its path) to HeteroNeighborLoader with the same arguments."""
+    from graphpipe.loaders import NeighborLoader
+
+    _, raw = make_data(9)
+    pyg = _pyg_data(raw)
+    mask = torch.zeros(300, dtype=torch.bool)
+    mask[:40] = True
+    with pytest.warns(UserWarning, match="num_workers"):
+        loader = NeighborLoader(pyg, num_neighbors=[3, 2], input_nodes=("paper", mask), batch_size=16,
+                                shuffle=True, num_workers=2, seed=0)
+    assert isinstance(loader, HeteroNeighborLoader) and len(loader) == 3
+    for batch in loader:
+        check_batch(batch, raw, batch.seeds.numpy())
+    write_typed_store(tmp_path / "typed", raw)
+    by_path = NeighborLoader(str(tmp_path / "typed"), fanouts=[2], input_nodes=("paper", "train"),
+                             batch_size=50)
+    assert isinstance(by_path, HeteroNeighborLoader) and len(by_path) == 2
+    assert isinstance(NeighborLoader(by_path.data.store, [2], ("paper", "train")), HeteroNeighborLoader)
+    plain = NeighborLoader((np.array([0, 1, 2]), np.array([1, 0])), [1], batch_size=1, features=False)
+    assert type(plain) is NeighborLoader and len(plain) == 2
+
+
+@pytest.mark.parametrize(("replace", "frontier"), [(True, "new"), (False, "all")])
+def test_replace_and_dgl_frontier_batches_are_the_samplers(replace, frontier):
+    """The loader's batch is the typed sampler's output for its seeds and key, whatever the
+    sampling options, with rows and labels gathered for it."""
+    from graphpipe.ops.sampling import sample_hetero_neighbors
+
+    data, raw = make_data(10)
+    loader = HeteroNeighborLoader(data, [3, 2], input_nodes="paper", batch_size=30, seed=6,
+                                  replace=replace, frontier=frontier, prefetch=0)
+    keys = loader.batch_keys(0, len(loader))
+    for batch, key in zip(loader, keys):
+        out = sample_hetero_neighbors(data.graph, {"paper": batch.seeds.numpy()}, [3, 2], seed=key,
+                                      replace=replace, frontier=frontier)
+        assert all(np.array_equal(batch.n_id[t].numpy(), out.n_id[t]) for t in COUNTS)
+        assert all(np.array_equal(batch.edge_index[et].numpy(), np.stack([out.row[et], out.col[et]]))
+                   for et in RELS)
+        check_batch(batch, raw, batch.seeds.numpy())
+
+
+def test_edge_features_follow_their_edges(tmp_path):
+    """Edge features given in edge-list order (dicts, a HeteroData, a typed store) reach each
+    batch as rows of its sampled edges: edge_attr[et] == input edge_attr[et][e_id[et]], also
+    for the reverse relations and in to_pyg()."""
+    _, raw = make_data(11)
+    rng = np.random.default_rng(0)
+    attrs = {et: rng.standard_normal((raw["edges"][et][0].shape[0], 2)).astype(np.float32)
+             for et in RELS[:3]}
+    data = HeteroGraphData.from_dicts(COUNTS, raw["edges"], x=raw["x"], y=raw["y"], edge_attr=attrs)
+    pyg = _pyg_data(raw)
+    for et, a in attrs.items():
+        pyg[et].edge_attr = torch.from_numpy(a)
+    write_typed_store(tmp_path / "typed", raw, edge_attr=attrs)
+    for source in (data, HeteroGraphData.from_pyg(pyg), HeteroGraphData.open(tmp_path / "typed"),
+                   data.with_reverse_relations(prefix="back_")):
+        loader = HeteroNeighborLoader(source, [4, 3], input_nodes="paper", batch_size=40, seed=1)
+        for batch in loader:
+            for et in batch.edge_types:
+                fwd = (et[2], et[1][len("back_"):], et[0]) if et[1].startswith("back_") else et
+                if fwd not in attrs:
+                    assert et not in batch.edge_attr
+                    continue
+                want = torch.from_numpy(attrs[fwd])[batch.e_id[et]]
+                assert torch.equal(batch.edge_attr[et], want), et
+        pyg_batch = batch.to_pyg()
+        assert torch.equal(pyg_batch[RELS[0]].edge_attr, batch.edge_attr[RELS[0]])
+    merged = data.with_reverse_relations(merge=True)
+    assert ("paper", "cites", "paper") not in merged.edge_features  # symmetrised: rows dropped
+    assert RELS[0] in merged.edge_features
