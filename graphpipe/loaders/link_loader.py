@@ -165,7 +165,8 @@ class LinkNeighborLoader(NeighborLoader):
         neg_sampling: None, ``"binary"``, ``"triplet"``, a dict ``{"mode", "amount",
             "weight"}`` (``weight``: ``"uniform"``, ``"degree"`` or an ``(N,)`` array; or
             ``src_weight`` / ``dst_weight``) or a PyG ``NegativeSampling``.
-        neg_sampling_ratio: PyG's older spelling of ``{"mode": "binary", "amount": ratio}``.
+        neg_sampling_ratio: PyG's older spelling of ``{"mode": "binary", "amount": ratio}``
+            (given and non-zero, it replaces ``neg_sampling``, as in PyG).
         batch_size: positive edges per batch.
         shuffle, drop_last, seed: as :class:`~graphpipe.loaders.NeighborLoader` (over edges;
             negatives are drawn from each batch's key, so equal seeds give equal batches).
@@ -203,7 +204,7 @@ class LinkNeighborLoader(NeighborLoader):
                 raise ValueError(f"LinkNeighborLoader does not support {refused!r}")
             kwargs.pop(refused, None)
         super().__init__(data, num_neighbors, None, batch_size=batch_size, **kwargs)
-        if neg_sampling is None and neg_sampling_ratio:
+        if neg_sampling_ratio:  # PyG: the older spelling wins over neg_sampling
             neg_sampling = {"mode": "binary", "amount": neg_sampling_ratio}
         self.neg_sampling = resolve_negatives(neg_sampling, self.data.indptr, self.data.num_nodes)
         self.edge_src, self.edge_dst = _resolve_edges(edge_label_index, self.data)
