@@ -2,11 +2,12 @@
 HeteroNeighborLoader vs PyG's heterogeneous NeighborLoader, on the same typed graph, in one run.
 
 Graph: ogbn-mag-like (``graphpipe.synthetic.mag.mag_dataset`` when present, else the
-generator below with the same four relations and Pareto degree skew), plus the reverse
-relations PyG's ogbn-mag examples add (``T.ToUndirected()``: ``rev_writes``,
-``rev_affiliated_with``, ``rev_has_topic``), so every hop expands papers and authors.
-Or a typed store: ``--store PATH`` (e.g. ``graphpipe generate mag`` + ``graphpipe ingest``),
-read memory-mapped, its reverse relations added (``with_reverse_relations()``).
+generator below with the same four relations and Pareto degree skew), plus the reverse of
+each relation between two types (``rev_writes``, ``rev_affiliated_with``, ``rev_has_topic``,
+as ``T.ToUndirected()`` adds them; ``cites`` stays one-way), so every hop expands papers
+and authors. Or a typed store: ``--store PATH`` (e.g. ``graphpipe generate mag`` +
+``graphpipe ingest``), read memory-mapped, the reverse of every relation added
+(``with_reverse_relations()``, PyG's ``ToUndirected(merge=False)``: 8 relations).
 Seeds: papers, batch 1024, fanouts [15, 10] for every relation (PyG's hetero examples).
 The same seed batches for every contender; rounds interleave the contenders so all see
 the same load. Metric: seeds per second (best and median round), ratio ours / PyG.
@@ -143,7 +144,7 @@ def contenders(data: HeteroGraphData, pyg, batches: list[np.ndarray]) -> dict:
 
 
 def load_data(args: argparse.Namespace) -> HeteroGraphData:
-    if args.store:  # with the reverse relations, as PyG's ogbn-mag examples (T.ToUndirected())
+    if args.store:  # with the reverse of every relation (PyG's ToUndirected(merge=False))
         return HeteroGraphData.open(args.store).with_reverse_relations()
     counts, edges, x, y, train = mag_like(args.scale)
     return HeteroGraphData.from_dicts(counts, with_reverse(edges), x={"paper": x}, y={"paper": y},

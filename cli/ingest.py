@@ -15,7 +15,9 @@ from graphpipe.cli._common import friendly_errors, human_bytes
               help="Replace DEST if it is a graphpipe store (only once the new store is complete; "
                    "never a plain folder or an input).")
 @click.option("--name", default=None, help="Dataset name recorded in the manifest.")
-@click.option("--add-reverse-edges", is_flag=True, help="Add d→s for every s→d (OGB's add_inverse_edge).")
+@click.option("--add-reverse-edges", is_flag=True,
+              help="Add d→s for every s→d (OGB's add_inverse_edge); typed datasets: a relation "
+                   "(dst, rev_<rel>, src) for every (src, rel, dst), as PyG's ToUndirected(merge=False).")
 @click.option("--remove-self-loops", is_flag=True, help="Drop edges v→v.")
 @click.option("--dedup", "deduplicate", is_flag=True, help="Keep one copy of repeated edges.")
 @click.option("--no-sort", "no_sort", is_flag=True, help="Keep edge-list order within each row.")

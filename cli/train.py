@@ -55,7 +55,10 @@ def _parse_fanouts(text: str | None, layers: int) -> list[int]:
 @click.command(name="train")
 @click.argument("store", type=click.Path(file_okay=False))
 @click.option("--model", "model_name", default="sage", show_default=True,
-              help="sage, gcn, gin, gat or mlp (GNNs); graphormer or gt (graph transformers).")
+              help="sage, gcn, gin, gat or mlp (GNNs); graphormer or gt (graph transformers); "
+                   "rgcn, hetero-sage or mlp on a typed store.")
+@click.option("--target-type", default=None,
+              help="Typed store: the node type to classify [the store's target type].")
 @click.option("--hidden", type=click.IntRange(1), default=None,
               help="Hidden size [GNNs 256, graphormer 64, gt 128].")
 @click.option("--layers", type=click.IntRange(1), default=None,
@@ -150,7 +153,7 @@ def command(store: str, model_name: str, hidden: int | None, layers: int | None,
             feature_bits: int | None, evaluation: str | None, eval_batch_size: int,
             patience: int | None, checkpoint: str | None, resume: str | None,
             metrics_log: str | None, seed: int, max_steps: int | None, device: str, quiet: bool,
-            **transformer: Any) -> None:
+            target_type: str | None, **transformer: Any) -> None:
     """Train a GNN (or the MLP baseline) on the labelled nodes of STORE: sampled mini-batches
     from the NeighborLoader, evaluation on the valid and test splits after every epoch, and
     a final line ``test acc <value>`` (test accuracy at the best valid epoch).
@@ -159,6 +162,7 @@ def command(store: str, model_name: str, hidden: int | None, layers: int | None,
     of --seq-len positions with --attention sparse, cluster-sparse, interleaved or dense."""
     import torch
     from graphpipe.cli import train_ddp
+    from graphpipe.cli.train_typed import is_typed_store, train_typed
 
     from graphpipe.store import GraphStore
     from graphpipe.train import MODELS, SEQUENCE_MODELS, Trainer, build_model
@@ -185,14 +189,25 @@ def command(store: str, model_name: str, hidden: int | None, layers: int | None,
                                         **transformer)
     if _given("halo_bits") or _given("staleness"):
         fail("--halo-bits and --staleness apply to --partition-parallel only")
-    if train_ddp.wanted(click.get_current_context().params):  # --nproc N, or under torchrun
-        train_ddp.run(click.get_current_context().params)
-        return
-    if model_name not in MODELS:
-        fail(f"unknown model {model_name!r}; known models: {', '.join(sorted(MODELS))}")
     shared = {"hidden": hidden, "layers": layers, "heads": heads, "dropout": dropout, "lr": lr,
               "weight_decay": weight_decay, "optimizer": optimizer, "batch_size": batch_size,
               "evaluation": evaluation}
+    if is_typed_store(store):
+        given = [_flag(n) for n in (*_TRANSFORMER_ONLY, "heads", "feature_bits", "nproc",
+                                    "shard_parts") if _given(n)]
+        layer_count = layers or 2
+        train_typed(store, model_name if _given("model_name") else "rgcn", target_type, shared,
+                    _parse_fanouts(fanouts, layer_count), given, epochs=epochs,
+                    patience=patience, checkpoint=checkpoint, resume=resume,
+                    metrics_log=metrics_log, seed=seed, max_steps=max_steps, quiet=quiet)
+        return
+    if train_ddp.wanted(click.get_current_context().params):  # --nproc N, or under torchrun
+        train_ddp.run(click.get_current_context().params)
+        return
+    if target_type is not None:
+        fail(f"--target-type applies to a typed store; {store!r} has one node type")
+    if model_name not in MODELS:
+        fail(f"unknown model {model_name!r}; known models: {', '.join(sorted(MODELS))}")
     if model_name in SEQUENCE_MODELS:
         given = [_flag(n) for n in _GNN_ONLY if _given(n)]
         if given:

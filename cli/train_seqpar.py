@@ -129,19 +129,11 @@ def _spawn(job: dict[str, Any], world: int) -> None:
 
     logging.getLogger("torch.multiprocessing.spawn").setLevel(logging.ERROR)
     try:
-        spawn_local(_spawned_rank, world, (job,))
+        spawn_local(_rank_main, world, (job,))
     except mp.ProcessExitedException as exc:   # the rank printed its error
         sys.exit(exc.exit_code if exc.exit_code and exc.exit_code > 0 else 1)
     except mp.ProcessRaisedException as exc:
         fail(f"internal error in a rank ({str(exc).strip().splitlines()[-1]})", code=1)
-
-
-def _spawned_rank(job: dict[str, Any]) -> None:
-    import torch
-
-    if "OMP_NUM_THREADS" not in os.environ:        # P ranks share this machine's cores
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(job["world"])))
-    _rank_main(job)
 
 
 def _rank_main(job: dict[str, Any], distributed: bool = True) -> None:

@@ -21,6 +21,8 @@ from graphpipe.loaders import (
     HeteroNeighborLoader,
     MiniBatch,
     NeighborLoader,
+    PartitionShard,
+    SeedShard,
 )
 from graphpipe.loaders.disjoint import DisjointSampler
 from graphpipe.ops.aggregate import aggregate
@@ -31,13 +33,14 @@ from graphpipe.store import GraphStore
 from graphpipe.synthetic.npz_stream import NpzStreamWriter
 from graphpipe.synthetic.papers import write_papers100m_bin
 from graphpipe.train import Trainer
+from graphpipe.train.distributed import DistributedTrainer
 
 ENTRY_POINTS = [GraphStore.open, ingest, NeighborLoader, MiniBatch.to_pyg, ClusterLoader,
                 sample_neighbors, aggregate, sparse_attention, Client, Trainer, write_pyg_store,
                 DisjointSampler, GraphStore.labels_for_evaluator, write_papers100m_bin,
                 NpzStreamWriter, read_generated, read_split_files,
                 HeteroNeighborLoader, HeteroMiniBatch.to_pyg, HeteroGraphData, HeteroCSC,
-                sample_hetero_neighbors]
+                sample_hetero_neighbors, SeedShard, PartitionShard, DistributedTrainer]
 
 
 @pytest.mark.parametrize("obj", ENTRY_POINTS, ids=lambda obj: obj.__qualname__)

@@ -35,7 +35,7 @@ from graphpipe.ingest.chunks import EdgeChunk
 from graphpipe.ingest.errors import IngestError
 from graphpipe.ingest.ogb import _labels_from_float
 from graphpipe.ingest.safe_load import load_torch_file
-from graphpipe.ingest.typed_csc import build_relation
+from graphpipe.ingest.typed_csc import build_relation, build_reverse, check_reverse
 from graphpipe.store import typed_schema as ts
 from graphpipe.store.errors import StoreError
 from graphpipe.store.typed_writer import TypedStoreWriter
@@ -216,13 +216,16 @@ def write_splits(writer: TypedStoreWriter, base: Path, target: str) -> None:
 def ingest_mag240m(folder: str | os.PathLike, dest: str | os.PathLike, *, name: str | None = None,
                    overwrite: bool = False, target_type: str | None = None,
                    memory_limit: int | None = None, feature_dtype: str = "float32",
-                   allow_nonfinite: bool = False, progress: ProgressFn | None = None) -> Path:
+                   allow_nonfinite: bool = False, add_reverse_edges: bool = False,
+                   progress: ProgressFn | None = None) -> Path:
     """Write the MAG240M-layout folder ``folder`` as a typed store at ``dest``; returns ``dest``."""
     base = mag240m_dir(folder)
     if base is None:
         raise IngestError(f"{folder}: no meta.pt and processed/ (not a MAG240M folder)")
     counts, num_classes = read_meta(base)
     etypes = relation_types(base, counts)
+    if add_reverse_edges:
+        check_reverse(etypes, _rel(base, base / "processed"))
     if target_type is not None and target_type not in counts:
         raise IngestError(f"--target-type {target_type!r} is not a node type of meta.pt ({sorted(counts)})")
     report = progress or (lambda stage, done, total: None)
@@ -233,6 +236,9 @@ def ingest_mag240m(folder: str | os.PathLike, dest: str | os.PathLike, *, name: 
             edges = open_npy(path, _rel(base, path))
             build_relation(writer, etype, edge_blocks(edges, _rel(base, path)),
                            memory_limit=memory_limit)
+            if add_reverse_edges:
+                build_reverse(writer, etype, edge_blocks(edges, _rel(base, path)),
+                              memory_limit=memory_limit)
             del edges
         labelled = [t for t in counts if write_node_arrays(writer, base, t, feature_dtype=feature_dtype,
                                                            allow_nonfinite=allow_nonfinite)]

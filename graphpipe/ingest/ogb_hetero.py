@@ -34,7 +34,7 @@ from graphpipe.ingest.chunks import EdgeChunk
 from graphpipe.ingest.errors import IngestError
 from graphpipe.ingest.ogb import _labels_from_float, iter_csv_rows, read_csv_table
 from graphpipe.ingest.textio import iter_line_blocks
-from graphpipe.ingest.typed_csc import build_relation
+from graphpipe.ingest.typed_csc import build_relation, build_reverse, check_reverse
 from graphpipe.store import typed_schema as ts
 from graphpipe.store.errors import StoreError
 from graphpipe.store.typed_writer import TypedStoreWriter
@@ -170,7 +170,8 @@ def edge_chunks(folder: HeteroFolder, path: Path) -> Iterator[EdgeChunk]:
 
 
 def write_relation(writer: TypedStoreWriter, folder: HeteroFolder, etype: ts.EdgeType, *,
-                   memory_limit: int | None, progress: ProgressFn | None) -> int:
+                   memory_limit: int | None, progress: ProgressFn | None,
+                   reverse: bool = False) -> int:
     """One relation folder into the store; returns its edge count."""
     rel = folder.raw / "relations" / ts.etype_key(etype)
     declared = _single_count(folder, rel / "num-edge-list.csv.gz")
@@ -185,6 +186,11 @@ def write_relation(writer: TypedStoreWriter, folder: HeteroFolder, etype: ts.Edg
             raise IngestError(f"{folder.rel(feat_path)}: {feat.shape[0]} rows, but the relation has "
                               f"{num_edges} edges")
         writer.write_edge_arrays(etype, edge_feat=feat)
+    if reverse:
+        rev = build_reverse(writer, etype, edge_chunks(folder, rel / "edge.csv.gz"),
+                            memory_limit=memory_limit)
+        if feat_path.is_file():
+            writer.write_edge_arrays(rev, edge_feat=feat)
     return num_edges
 
 
@@ -288,12 +294,15 @@ def ingest_ogb_hetero(folder: str | os.PathLike, dest: str | os.PathLike, *, nam
                       overwrite: bool = False, split: str | None = None,
                       target_type: str | None = None, memory_limit: int | None = None,
                       feature_dtype: str = "float32", allow_nonfinite: bool = False,
-                      progress: ProgressFn | None = None) -> Path:
+                      add_reverse_edges: bool = False, progress: ProgressFn | None = None) -> Path:
     """Write the OGB heterogeneous folder ``folder`` as a typed store at ``dest`` (module
-    docstring); returns ``dest``. ``target_type`` defaults to the type with labels."""
+    docstring); returns ``dest``. ``target_type`` defaults to the type with labels;
+    ``add_reverse_edges`` adds ``(dst, rev_<rel>, src)`` for every relation."""
     ogb = HeteroFolder(folder)
     counts = read_num_nodes(ogb)
     etypes = read_relations(ogb, counts)
+    if add_reverse_edges:
+        check_reverse(etypes, ogb.rel(ogb.raw))
     if target_type is not None and target_type not in counts:
         raise IngestError(f"--target-type {target_type!r} is not a node type of "
                           f"{ogb.rel(ogb.raw / 'num-node-dict.csv.gz')} ({sorted(counts)})")
@@ -301,7 +310,8 @@ def ingest_ogb_hetero(folder: str | os.PathLike, dest: str | os.PathLike, *, nam
     with TypedStoreWriter(dest, counts, name=name or ogb.folder.name, overwrite=overwrite) as writer:
         for i, etype in enumerate(etypes):
             report("relations", i, len(etypes))
-            write_relation(writer, ogb, etype, memory_limit=memory_limit, progress=None)
+            write_relation(writer, ogb, etype, memory_limit=memory_limit, progress=None,
+                           reverse=add_reverse_edges)
         report("relations", len(etypes), len(etypes))
         labelled, years = [], {}
         for ntype in counts:

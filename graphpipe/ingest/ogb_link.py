@@ -265,7 +265,22 @@ def read_ogb_link(folder: str | os.PathLike, *, split: str | None = None, name: 
     """Open an OGB link-property folder as a :class:`DatasetSource` whose ingest also writes
     the link splits (see the module docstring). Every split file is read and checked here,
     before any store is written. ``from_raw`` is accepted for symmetry with
-    :func:`graphpipe.ingest.ogb.read_ogb` (only ``raw/`` is ever read)."""
+    :func:`graphpipe.ingest.ogb.read_ogb` (only ``raw/`` is ever read).
+
+    >>> import tempfile
+    >>> from graphpipe.ingest import ingest
+    >>> from graphpipe.store.link import read_link_split
+    >>> from graphpipe.synthetic.link import link_dataset, write_ogb_link
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> folder = write_ogb_link(tmp.name + "/ogbl", link_dataset(100, pool=10), num_neg=20)
+    >>> source = read_ogb_link(folder)
+    >>> source.num_nodes, source.extra["add_inverse_edge"], source.num_input_edges > 0
+    (100, 1, True)
+    >>> store = ingest(source, tmp.name + "/store")
+    >>> store.num_edges == source.num_input_edges, read_link_split(store, "test").neg_src.shape
+    (True, (20,))
+    >>> tmp.cleanup()
+    """
     ogb = OgbRawFolder(folder, from_raw=True)
     if not (ogb.raw / "edge.csv.gz").is_file():
         raise IngestError(f"{ogb.folder}: not an OGB link-property folder: raw/edge.csv.gz not found")
@@ -299,29 +314,37 @@ def read_ogb_link(folder: str | os.PathLike, *, split: str | None = None, name: 
         extra={"edge_file": ogb.rel(ogb.raw / "edge.csv.gz"),
                "num_nodes_file": ogb.rel(ogb.raw / "num-node-list.csv.gz"),
                "num_edges_file": f"{ogb.rel(ogb.raw / 'num-edge-list.csv.gz')} (x{factor})",
-               "link_split": split_dir.name, "add_inverse_edge": int(inverse)},
-        needs_edge_ids=weight is not None or year is not None)
-    source.finish = _finisher(links, num_nodes, factor, weight, year, node_year)
+               "link_split": split_dir.name, "add_inverse_edge": int(inverse),
+               **({"edge_time_file": ogb.rel(ogb.raw / "edge_year.csv.gz")} if year is not None else {}),
+               **({"node_time_file": ogb.rel(ogb.raw / "node_year.csv.gz")} if node_year is not None
+                  else {})},
+        node_time=node_year, edge_time=None if year is None else _per_input_edge(year, factor),
+        needs_edge_ids=weight is not None)
+    source.finish = _finisher(links, num_nodes, factor, weight)
     return source
 
 
-def _finisher(links: dict[str, LinkSplit], num_nodes: int, factor: int, weight, year, node_year):
-    """What the ingest writes into the store before its commit: the link splits, the
-    per-edge arrays in CSC order (through ``csc/edge_id``) and the node years."""
+def _per_input_edge(values: np.ndarray, factor: int):
+    """Row blocks of ``values`` per input edge (each value twice with inverse edges)."""
+    def blocks() -> Iterator[RowBlock]:
+        yield RowBlock(0, np.repeat(values, factor).reshape(-1, 1), "raw/edge_year.csv.gz", 1)
+
+    return blocks
+
+
+def _finisher(links: dict[str, LinkSplit], num_nodes: int, factor: int, weight):
+    """What the ingest writes into the store before its commit: the link splits and the
+    edge weights in CSC order (through ``csc/edge_id``). Edge and node years go through
+    the pipeline's timestamps (``csc/time``, ``nodes/time``)."""
 
     def finish(writer: Any) -> None:
         from graphpipe.store import arrays as _arrays
 
         for part, link in links.items():
             write_link_split(writer, part, link, num_nodes)
-        if weight is not None or year is not None:
+        if weight is not None:
             rows = np.asarray(_arrays.read_array(writer.path, "csc/edge_id")) // factor
-            if weight is not None:
-                writer.write_array("csc/weight", weight[rows])
-            if year is not None:
-                writer.write_array("csc/time", year[rows])
-        if node_year is not None:
-            writer.write_array("nodes/time", node_year)
+            writer.write_array("csc/weight", weight[rows])
         writer.manifest.setdefault("link", {})["source"] = "ogb"
 
     return finish

@@ -54,12 +54,17 @@ def as_time_values(values: np.ndarray, where: str, first_line: int = 1) -> np.nd
     return values.astype(np.int64, copy=False)
 
 
-def write_node_time(writer: StoreWriter, values: np.ndarray, num_nodes: int, where: str) -> None:
-    """``nodes/time`` from ``values`` (``(N,)`` integers)."""
+def _range(times: np.ndarray) -> list[int] | None:
+    return [int(times.min()), int(times.max())] if times.size else None
+
+
+def write_node_time(writer: StoreWriter, values: np.ndarray, num_nodes: int, where: str) -> list[int] | None:
+    """``nodes/time`` from ``values`` (``(N,)`` integers); returns their ``[min, max]``."""
     times = as_time_values(values, where)
     if times.shape[0] != num_nodes:
         raise IngestError(f"{where}: {times.shape[0]} node timestamps, but the graph has {num_nodes} nodes")
     writer.write_array("nodes/time", times)
+    return _range(times)
 
 
 def _stage_edge_times(path: str, blocks: Iterator[RowBlock], num_input: int, where: str) -> np.ndarray:
@@ -78,20 +83,28 @@ def _stage_edge_times(path: str, blocks: Iterator[RowBlock], num_input: int, whe
     return staged
 
 
-def write_edge_time(writer: StoreWriter, blocks: Iterator[RowBlock], num_input: int, where: str) -> None:
-    """``csc/time`` from edge times in edge-list order; needs ``csc/edge_id`` in ``writer``."""
+def write_edge_time(writer: StoreWriter, blocks: Iterator[RowBlock], num_input: int, where: str
+                    ) -> list[int] | None:
+    """``csc/time`` from edge times in edge-list order; needs ``csc/edge_id`` in ``writer``.
+    Returns the ``[min, max]`` of the stored (CSC) times."""
     spill = os.path.join(writer.path, f".time-spill-{uuid.uuid4().hex}.npy")
     try:
         staged = _stage_edge_times(spill, blocks, num_input, where)
         edge_id = _arrays.read_array(writer.path, "csc/edge_id")
         out = writer.create_raw_array("csc/time", (edge_id.shape[0],), np.int64)
+        lo = hi = None
         for start in range(0, edge_id.shape[0], _GATHER_BLOCK):
             eid = np.asarray(edge_id[start:start + _GATHER_BLOCK])
             rows = np.where(eid >= num_input, eid - num_input, eid)  # a reverse edge: its edge's time
-            out[start:start + rows.shape[0]] = staged[rows]
+            part = staged[rows]
+            out[start:start + rows.shape[0]] = part
+            if part.size:
+                lo = int(part.min()) if lo is None else min(lo, int(part.min()))
+                hi = int(part.max()) if hi is None else max(hi, int(part.max()))
         if hasattr(out, "flush"):
             out.flush()
         del out, staged, edge_id
+        return None if lo is None else [lo, hi]
     finally:
         if os.path.exists(spill):
             os.remove(spill)
@@ -99,14 +112,16 @@ def write_edge_time(writer: StoreWriter, blocks: Iterator[RowBlock], num_input: 
 
 def write_times(writer: StoreWriter, source: DatasetSource, num_input: int) -> dict | None:
     """Write the source's node and edge timestamps (if any); returns the manifest entry
-    (``{"node": bool, "edge": bool, "dtype": "int64"}``) or None when there are none."""
+    (``{"node": bool, "edge": bool, "dtype": "int64", "node_range" / "edge_range": [min, max]}``)
+    or None when there are none."""
     if source.node_time is None and source.edge_time is None:
         return None
+    entry: dict = {"node": source.node_time is not None, "edge": source.edge_time is not None,
+                   "dtype": "int64", "edge_order": "csc"}
     if source.node_time is not None:
-        write_node_time(writer, source.node_time, source.num_nodes,
-                        source.extra.get("node_time_file", "node timestamps"))
+        entry["node_range"] = write_node_time(writer, source.node_time, source.num_nodes,
+                                              source.extra.get("node_time_file", "node timestamps"))
     if source.edge_time is not None:
-        write_edge_time(writer, source.edge_time(), num_input,
-                        source.extra.get("edge_time_file", "edge timestamps"))
-    return {"node": source.node_time is not None, "edge": source.edge_time is not None,
-            "dtype": "int64", "edge_order": "csc"}
+        entry["edge_range"] = write_edge_time(writer, source.edge_time(), num_input,
+                                              source.extra.get("edge_time_file", "edge timestamps"))
+    return entry

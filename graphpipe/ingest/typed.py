@@ -6,9 +6,12 @@ edge lists and node tables, :mod:`graphpipe.ingest.typed_edgelist`); :func:`inge
 (:mod:`graphpipe.store.typed_writer`), atomically. ``graphpipe ingest`` and
 :func:`graphpipe.ingest.ingest` dispatch here when the source is typed, so the same
 command ingests both kinds. Of :class:`~graphpipe.ingest.pipeline.IngestOptions`, a typed
-ingest honours ``overwrite``, ``name``, ``memory_limit``, ``feature_dtype`` and
-``allow_nonfinite``; options that rewrite the topology (reverse edges, self-loop
-removal, deduplication, unsorted rows, CSR, compression) are refused rather than ignored.
+ingest honours ``overwrite``, ``name``, ``memory_limit``, ``feature_dtype``,
+``allow_nonfinite`` and ``add_reverse_edges`` (every relation ``(src, rel, dst)`` gains
+its reverse ``(dst, rev_<rel>, src)``, PyG's ``ToUndirected(merge=False)`` naming; the
+manifest's ``reverse_edge_types`` maps each to the relation it reverses); the options
+that rewrite a topology otherwise (self-loop removal, deduplication, unsorted rows, CSR,
+compression) are refused rather than ignored.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ def is_typed_source(path: str | os.PathLike) -> bool:
 
 
 def _check_options(options: Any) -> None:
-    refused = {"add_reverse_edges": "--add-reverse-edges", "remove_self_loops": "--remove-self-loops",
+    refused = {"remove_self_loops": "--remove-self-loops",
                "deduplicate": "--dedup", "build_csr": "--csr", "compression": "--compression"}
     for field, flag in refused.items():
         if getattr(options, field):
@@ -89,5 +92,6 @@ def ingest_typed(source: str | os.PathLike, dest: str | os.PathLike, options: An
         raise IngestError(f"{source}: --split applies to OGB folders only")
     reader(Path(source), dest, name=options.name, overwrite=options.overwrite,
            memory_limit=memory_limit, feature_dtype=options.feature_dtype,
-           allow_nonfinite=options.allow_nonfinite, progress=progress, **reader_options)
+           allow_nonfinite=options.allow_nonfinite, add_reverse_edges=options.add_reverse_edges,
+           progress=progress, **reader_options)
     return GraphStore.open(dest)

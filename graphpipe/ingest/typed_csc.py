@@ -80,3 +80,40 @@ def _write_empty(sink, n_src: int, n_dst: int, edge_ids: bool) -> None:
     sink.write_array("csc/indices", np.zeros(0, dtype=indices_dtype(max(n_src, n_dst))))
     if edge_ids:
         sink.write_array("csc/edge_id", np.zeros(0, dtype=np.int64))
+
+
+REVERSE_PREFIX = "rev_"
+"""A reverse relation ``(dst, "rev_" + rel, src)``: PyG's ``ToUndirected(merge=False)`` naming."""
+
+
+def reverse_etype(etype: ts.EdgeType) -> ts.EdgeType:
+    """``(dst, "rev_" + rel, src)``.
+
+    >>> reverse_etype(("author", "writes", "paper"))
+    ('paper', 'rev_writes', 'author')
+    """
+    return ts.as_etype((etype[2], REVERSE_PREFIX + etype[1], etype[0]))
+
+
+def check_reverse(etypes: list[ts.EdgeType], where: str) -> None:
+    """IngestError when a reverse relation would collide with a relation of the dataset."""
+    present = set(etypes)
+    for etype in etypes:
+        try:
+            reverse = reverse_etype(etype)
+        except Exception as exc:  # noqa: BLE001 - a name too long once prefixed
+            raise IngestError(f"{where}: --add-reverse-edges: {exc}") from None
+        if reverse in present:
+            raise IngestError(f"{where}: --add-reverse-edges would add {ts.etype_key(reverse)}, "
+                              f"which the dataset already has")
+
+
+def build_reverse(writer: TypedStoreWriter, etype: ts.EdgeType, chunks: Iterable[EdgeChunk], *,
+                  memory_limit: int | None = None) -> ts.EdgeType:
+    """Build relation ``(dst, rev_<rel>, src)`` from ``etype``'s edge list ``chunks`` (read
+    again): its edge IDs are positions in ``etype``'s edge list. Returns the reverse type."""
+    reverse = reverse_etype(etype)
+    swapped = (EdgeChunk(c.dst, c.src, c.first_row, c.source, c.first_line) for c in chunks)
+    build_relation(writer, reverse, swapped, memory_limit=memory_limit)
+    writer.reverse_of[reverse] = etype
+    return reverse

@@ -38,7 +38,7 @@ from graphpipe.ingest.chunks import EdgeChunk
 from graphpipe.ingest.edgelist import _iter_batches, _null_check, _open_file, _TableFile
 from graphpipe.ingest.errors import IngestError
 from graphpipe.ingest.idmap_build import DuplicateIdError, IntIdIndex, StringIdIndex
-from graphpipe.ingest.typed_csc import build_relation
+from graphpipe.ingest.typed_csc import build_relation, build_reverse, check_reverse
 from graphpipe.store import typed_schema as ts
 from graphpipe.store.errors import StoreError
 from graphpipe.store.typed_writer import TypedStoreWriter
@@ -360,12 +360,14 @@ def ingest_typed_edgelist(folder: str | os.PathLike, dest: str | os.PathLike, *,
                           name: str | None = None, overwrite: bool = False,
                           target_type: str | None = None, memory_limit: int | None = None,
                           feature_dtype: str = "float32", allow_nonfinite: bool = False,
-                          progress: ProgressFn | None = None) -> Path:
+                          add_reverse_edges: bool = False, progress: ProgressFn | None = None) -> Path:
     """Write the typed edge-list folder ``folder`` (module docstring) as a typed store."""
     folder = Path(folder)
     tables = read_node_tables(folder)
     sources = relation_sources(folder)
     counts = _counts(sources, tables)
+    if add_reverse_edges:
+        check_reverse([s.etype for s in sources], str(folder / "edges"))
     if target_type is not None and target_type not in counts:
         raise IngestError(f"--target-type {target_type!r} is not a node type of {folder} ({sorted(counts)})")
     report = progress or (lambda stage, done, total: None)
@@ -376,8 +378,13 @@ def ingest_typed_edgelist(folder: str | os.PathLike, dest: str | os.PathLike, *,
             times = [] if source.has_time else None
             build_relation(writer, source.etype, _chunks(source, tables, times),
                            memory_limit=memory_limit)
-            if times:
-                writer.write_edge_arrays(source.etype, time=np.concatenate(times))
+            time = np.concatenate(times) if times else None
+            if time is not None:
+                writer.write_edge_arrays(source.etype, time=time)
+            if add_reverse_edges:
+                reverse = build_reverse(writer, source.etype, _chunks(source, tables, None),
+                                        memory_limit=memory_limit)
+                writer.write_edge_arrays(reverse, time=time)
         for table in tables.values():
             _write_node_table(writer, table, feature_dtype=feature_dtype,
                               allow_nonfinite=allow_nonfinite)

@@ -13,6 +13,7 @@ keeps each CSC slot's position in the given edge list, which a batch's ``e_id`` 
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ import torch
 
 from graphpipe.ops.sampling.hetero_types import EdgeType, HeteroCSC, as_etype, etype_str
 
-__all__ = ["MASK_SPLITS", "HeteroGraphData", "resolve_hetero_data"]
+__all__ = ["MASK_SPLITS", "HeteroGraphData", "is_typed_data", "resolve_hetero_data"]
 
 MASK_SPLITS = {"train_mask": "train", "val_mask": "valid", "test_mask": "test"}
 """PyG's boolean split masks and the split names they become."""
@@ -140,11 +141,14 @@ class HeteroGraphData:
                 deg += np.diff(self.graph.csc[et][0])
         return deg
 
-    def with_reverse_relations(self, prefix: str = "rev_") -> HeteroGraphData:
+    def with_reverse_relations(self, prefix: str = "rev_", *, merge: bool = False) -> HeteroGraphData:
         """A copy with the reverse of every relation added after them: ``(d, prefix + r, s)``
         for each ``(s, r, d)``, as PyG's ``T.ToUndirected(merge=False)`` (so hops also reach
         the sources' types, e.g. papers -> authors). Each reverse CSC is the transpose of its
         relation (sources ascending per row); its ``e_id`` is the forward edge's.
+        ``merge=True`` is PyG's default ``T.ToUndirected()`` instead: a relation within one
+        type (``paper cites paper``) is made symmetric in place rather than reversed
+        (:func:`graphpipe.loaders.hetero_reverse.add_reverse_relations`).
 
         >>> import numpy as np
         >>> data = HeteroGraphData.from_dicts({"paper": 2, "author": 2},
@@ -157,6 +161,10 @@ class HeteroGraphData:
         >>> both.edge_order[("paper", "rev_writes", "author")].tolist()
         [1, 0, 2]
         """
+        if merge:
+            from graphpipe.loaders.hetero_reverse import add_reverse_relations
+
+            return add_reverse_relations(self)
         csc = dict(self.graph.csc)
         order = dict(self.edge_order)
         for et in self.graph.edge_types:
@@ -309,3 +317,22 @@ def resolve_hetero_data(data: Any) -> HeteroGraphData:
         return HeteroGraphData.from_store(data)
     raise ValueError("'data' must be a HeteroGraphData, a typed GraphStore or its path, or a PyG "
                      f"HeteroData (got {type(data).__name__})")
+
+
+def is_typed_data(data: Any) -> bool:
+    """Whether ``data`` is a typed graph a :class:`HeteroNeighborLoader` reads: a
+    :class:`HeteroGraphData`, a PyG ``HeteroData``, a typed store, or the path of a store
+    whose manifest names node types (anything unreadable answers False)."""
+    if isinstance(data, HeteroGraphData):
+        return True
+    kind = type(data)
+    if kind.__name__ == "HeteroData" and kind.__module__.split(".")[0] == "torch_geometric":
+        return True
+    if isinstance(data, (str, os.PathLike)):
+        try:
+            with open(Path(data) / "manifest.json", encoding="utf-8") as fh:
+                manifest = json.load(fh)
+        except (OSError, ValueError):
+            return False
+        return isinstance(manifest, dict) and bool(manifest.get("node_types"))
+    return hasattr(data, "manifest") and bool(getattr(data, "is_typed", False))

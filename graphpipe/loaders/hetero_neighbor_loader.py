@@ -44,6 +44,7 @@ class HeteroNeighborLoader:
             its path, or a PyG ``HeteroData``.
         num_neighbors: one list for every relation (``[15, 10]``, seed hop first) or
             ``{etype: list}`` for each relation (PyG's rules); ``-1`` all, ``0`` none.
+            ``fanouts=`` is the same (give one of them).
         input_nodes: ``(ntype, ids)`` with ``ids`` int IDs of that type, a boolean mask,
             a split name (``"train"``) or None (every node of the type); a node type
             name alone; None: every node of ``data.target_type``.
@@ -98,8 +99,9 @@ class HeteroNeighborLoader:
     (True, ['paper'])
     """
 
-    def __init__(self, data: Any, num_neighbors: Sequence[int] | Mapping[Any, Sequence[int]],
-                 input_nodes: Any = None, *, batch_size: int = 1, shuffle: bool = False,
+    def __init__(self, data: Any, num_neighbors: Sequence[int] | Mapping[Any, Sequence[int]] | None = None,
+                 input_nodes: Any = None, *, fanouts: Sequence[int] | Mapping[Any, Sequence[int]] | None = None,
+                 batch_size: int = 1, shuffle: bool = False,
                  drop_last: bool = False, seed: int | None = None, replace: bool = False,
                  frontier: str = "new", window: int = 8, num_threads: int | None = None,
                  features: bool = True, cache: str | None = None, cache_rows: float = 0.1,
@@ -109,8 +111,10 @@ class HeteroNeighborLoader:
         if match_reorder not in (False, True, "match"):
             raise ValueError(f"'match_reorder' must be False, True or 'match' (got {match_reorder!r})")
         self.match_reorder = match_reorder
+        if (num_neighbors is None) == (fanouts is None):
+            raise ValueError("give the fanouts once: 'num_neighbors' (PyG's name) or 'fanouts'")
         self.data: HeteroGraphData = resolve_hetero_data(data)
-        self.fanouts = resolve_fanouts(num_neighbors, self.data.edge_types)
+        self.fanouts = resolve_fanouts(num_neighbors if fanouts is None else fanouts, self.data.edge_types)
         self.frontier = check_frontier(frontier)
         self.batch_size = _positive("batch_size", batch_size)
         self.window = _positive("window", window)

@@ -195,7 +195,8 @@ class LinkNeighborLoader(NeighborLoader):
                  edge_label_index: Any = None, edge_label: Any = None, neg_sampling: Any = None,
                  neg_sampling_ratio: float | None = None, batch_size: int = 1,
                  exclude_seed_edges: bool = False, **kwargs: Any):
-        for refused in ("input_nodes", "disjoint", "output", "edge_label_time", "sampler"):
+        for refused in ("input_nodes", "disjoint", "output", "edge_label_time", "sampler", "time_attr",
+                        "input_time"):
             if kwargs.get(refused) not in (None, False, "minibatch"):
                 raise ValueError(f"LinkNeighborLoader does not support {refused!r}")
             kwargs.pop(refused, None)

@@ -233,6 +233,20 @@ class NeighborLoader:
     ([0, 0, 2, 3, 3, 1], [0, 1, 0, 0, 1, 1], [1, 3, 3, 5], [4, 9])
     """
 
+    def __new__(cls, data: Any = None, *args: Any, **kwargs: Any) -> Any:
+        """A typed graph (a PyG ``HeteroData``, a typed store or its path, a
+        :class:`graphpipe.loaders.HeteroGraphData`) gets a
+        :class:`graphpipe.loaders.HeteroNeighborLoader` with the same arguments, as PyG's
+        ``NeighborLoader`` serves ``Data`` and ``HeteroData`` alike; anything else this class."""
+        if cls is NeighborLoader and data is not None:
+            from graphpipe.loaders.hetero_graph_data import is_typed_data
+
+            if is_typed_data(data):
+                from graphpipe.loaders.hetero_neighbor_loader import HeteroNeighborLoader
+
+                return HeteroNeighborLoader(data, *args, **kwargs)
+        return super().__new__(cls)
+
     def __init__(self, data: Any, num_neighbors: Sequence[int] | None = None,
                  input_nodes: str | np.ndarray | torch.Tensor | None = None, *, batch_size: int = 1,
                  shuffle: bool = False, drop_last: bool = False, seed: int | None = None,
@@ -249,7 +263,7 @@ class NeighborLoader:
                  **loader_kwargs: Any):
         self.temporal = time_attr is not None
         check_temporal_options(time_attr, input_time, temporal_strategy, sampler=sampler, shard=shard,
-                               frontier=frontier, replace=replace)
+                               frontier=frontier, replace=replace, backend=sampler_backend, output=output)
         fanouts = _resolve_fanouts(num_neighbors, fanouts)
         _check_pyg_options(subgraph_type, disjoint, directed)
         prefetch, generator = _data_loader_kwargs(loader_kwargs, prefetch)

@@ -139,7 +139,8 @@ def build_temporal_sampler(data: Any, time_attr: str, fanouts: Sequence[int], *,
 
 
 def check_temporal_options(time_attr: str | None, input_time: Any, strategy: Any, *, sampler: Any,
-                           shard: Any, frontier: str | None, replace: bool) -> None:
+                           shard: Any, frontier: str | None, replace: bool, backend: str = "auto",
+                           output: str = "minibatch") -> None:
     """A loader's temporal options, before any work: PyG's rules (``input_time`` needs
     ``time_attr``), and what temporal sampling does not combine with here."""
     if strategy not in STRATEGIES:
@@ -157,6 +158,10 @@ def check_temporal_options(time_attr: str | None, input_time: Any, strategy: Any
         raise ValueError(f"temporal sampling expands PyG's frontier 'new' (got frontier={frontier!r})")
     if strategy == "last" and replace:
         raise ValueError("'replace=True' has no meaning with temporal_strategy='last'")
+    if backend not in ("auto", "cpu"):
+        raise ValueError(f"temporal sampling runs on the CPU (got sampler_backend={backend!r})")
+    if output != "minibatch":
+        raise ValueError(f"temporal sampling yields MiniBatches (got output={output!r})")
 
 
 def resolve_input_time(input_time: Any, input_nodes: np.ndarray, sampler: TemporalSampler) -> np.ndarray | None:

@@ -68,11 +68,18 @@ def summarize(store: GraphStore) -> dict[str, Any]:
 
 
 def _time_summary(store: GraphStore) -> dict[str, Any] | None:
-    """Which timestamps the store has and their range (``nodes/time``, ``csc/time``)."""
+    """Which timestamps the store has and their range (``nodes/time``, ``csc/time``): from
+    the manifest (recorded at ingest), else read from the arrays."""
+    recorded = store.manifest.get("time") or {}
     out: dict[str, Any] = {}
-    for key, times in (("nodes/time", store.node_time()), ("csc/time", store.edge_time())):
-        if times is not None:
-            out[key] = {"min": int(times.min()), "max": int(times.max())} if times.size else {}
+    for key, field in (("nodes/time", "node_range"), ("csc/time", "edge_range")):
+        if not store.has_array(key):
+            continue
+        span = recorded.get(field)
+        if span is None:
+            times = store.array(key)
+            span = [int(times.min()), int(times.max())] if times.size else None
+        out[key] = {"min": span[0], "max": span[1]} if span else {}
     return out or None
 
 

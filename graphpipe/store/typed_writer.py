@@ -112,6 +112,7 @@ class TypedStoreWriter(StoreWriter):
         self.num_edges_dict: dict[ts.EdgeType, int] = {}
         self.splits: dict[str, dict[str, np.ndarray]] = {}
         self.labels_meta: dict[str, dict[str, Any]] = {}
+        self.reverse_of: dict[ts.EdgeType, ts.EdgeType] = {}
 
     # -- relations ----------------------------------------------------------------------------
     def _new_relation(self, etype: Any) -> ts.EdgeType:
@@ -300,6 +301,8 @@ class TypedStoreWriter(StoreWriter):
         m["target_type"] = target
         m["typed_splits"] = {t: {k: int(v.size) for k, v in s.items()} for t, s in self.splits.items()}
         m["typed_labels"] = self.labels_meta
+        if self.reverse_of:  # relation -> the relation it reverses (ingest --add-reverse-edges)
+            m["reverse_edge_types"] = {ts.etype_key(r): ts.etype_key(f) for r, f in self.reverse_of.items()}
         return super().commit()
 
 

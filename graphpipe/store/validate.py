@@ -39,7 +39,7 @@ def validate(path: str | os.PathLike, *, checksums: bool = True) -> list[str]:
         from graphpipe.store.typed_validate import typed_problems
 
         problems += typed_problems(store)
-    for section in (_topology_problems, _row_problems, _split_problems):
+    for section in (_topology_problems, _row_problems, _split_problems, _link_problems):
         try:
             problems += section(store)
         except (StoreError, OSError, ValueError) as exc:
@@ -181,4 +181,17 @@ def check_csc(indptr: np.ndarray, indices: np.ndarray, num_nodes: int, num_edges
             pos = start + int(np.flatnonzero((block < 0) | (block >= num_nodes))[0])
             problems.append(f"{prefix}/indices: entry {pos} = {indices[pos]} out of range [0, {num_nodes})")
             break
+    return problems
+
+
+def _link_problems(store: GraphStore) -> list[str]:
+    """Each link split (``link/<split>/*``): shapes, dtypes, node IDs in range."""
+    from graphpipe.store.link import link_split_names, read_link_split
+
+    problems = []
+    for name in link_split_names(store):
+        try:
+            read_link_split(store, name)
+        except StoreError as exc:
+            problems.append(str(exc))
     return problems

@@ -8,6 +8,8 @@
   schedule, early stopping, metrics log, checkpoints with exact resume);
 - :mod:`graphpipe.train.trainer`: :class:`Trainer` (NeighborLoader epochs, layer-wise
   full-neighbour or sampled evaluation);
+- :mod:`graphpipe.train.distributed`: :class:`DistributedTrainer` (data-parallel ranks on
+  ``torch.distributed``: DDP, seed shards, rank 0 evaluates and writes), ``launch``;
 - :mod:`graphpipe.train.checkpoint`: atomic checkpoint files;
 - :mod:`graphpipe.train.graph_transformer`: :class:`GraphormerSlim` and :class:`GT` on
   ClusterLoader sequences, attention modes in :mod:`graphpipe.train.sequence_attention`;

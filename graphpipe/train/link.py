@@ -225,7 +225,18 @@ def train_link(store: Any, *, encoder: str = "sage", decoder: str = "mlp", hidde
     """Train a :class:`LinkPredictor` on ``store``'s link split ``train`` (binary negatives,
     one per positive; seed edges excluded from the sampled graph), evaluate ``valid`` and
     ``test`` after every epoch (Hits@``hits_k`` or MRR, :func:`link_metric`) and the
-    common-neighbours heuristic once. ``log(record)`` is called after every epoch."""
+    common-neighbours heuristic once. ``log(record)`` is called after every epoch.
+
+    >>> import tempfile
+    >>> from graphpipe.ingest import ingest
+    >>> from graphpipe.synthetic.link import link_dataset, write_ogb_link
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> folder = write_ogb_link(tmp.name + "/f", link_dataset(200, pool=20), num_neg=100)
+    >>> result = train_link(ingest(folder, tmp.name + "/s"), hidden=8, epochs=2, fanouts=[5, 5])
+    >>> result.metric, len(result.history), sorted(result.heuristic)
+    ('hits@50', 2, ['test', 'valid'])
+    >>> tmp.cleanup()
+    """
     from graphpipe.loaders import LinkNeighborLoader
     from graphpipe.store import GraphStore
     from graphpipe.store.link import link_split_names, read_link_split

@@ -57,17 +57,15 @@ True
 from __future__ import annotations
 
 import hashlib
-import os
-import socket
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from datetime import timedelta
 from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch.nn import functional as F
 
+from graphpipe.train.distributed import free_port, init_process_group, launch
 from graphpipe.train.sequence_attention import AttentionContext, attend
 
 __all__ = [
@@ -336,39 +334,17 @@ def check_same_batch(batch: Any, exchange: HeadExchange) -> None:
 # =========================================================================== process groups
 
 
-def free_port() -> int:
-    """A free TCP port on 127.0.0.1 (for a local rendezvous)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def init_from_env(backend: str = "gloo", timeout_s: float = 300.0) -> tuple[int, int]:
-    """``init_process_group`` from torchrun's ``env://`` variables (``MASTER_ADDR``,
-    ``MASTER_PORT``, ``RANK``, ``WORLD_SIZE``); returns ``(rank, world)``."""
-    missing = [k for k in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE") if k not in os.environ]
-    if missing:
-        raise ValueError(f"torch.distributed environment incomplete: {', '.join(missing)} not set")
-    if not dist.is_initialized():
-        dist.init_process_group(backend, init_method="env://",
-                                timeout=timedelta(seconds=timeout_s))
+def init_from_env(timeout_s: float = 300.0) -> tuple[int, int]:
+    """Join the gloo process group from torchrun's ``env://`` variables (``MASTER_ADDR``,
+    ``MASTER_PORT``, ``RANK``, ``WORLD_SIZE``;
+    :func:`graphpipe.train.distributed.init_process_group`); returns ``(rank, world)``."""
+    init_process_group("cpu", timeout_s=timeout_s)
     return dist.get_rank(), dist.get_world_size()
 
 
-def _spawned(index: int, world: int, port: int, fn: Callable[..., Any], args: tuple) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(index),
-                      LOCAL_RANK=str(index), WORLD_SIZE=str(world))
-    fn(*args)
-
-
 def spawn_local(fn: Callable[..., Any], world: int, args: tuple = ()) -> None:
-    """Run ``fn(*args)`` in ``world`` spawned processes with torchrun's environment on
-    a free loopback port (each calls :func:`init_from_env` itself). Raises when a rank
-    fails (the others are terminated): ``torch.multiprocessing``'s
-    ``ProcessRaisedException`` / ``ProcessExitedException``."""
-    import torch.multiprocessing as mp
-
-    if isinstance(world, bool) or not isinstance(world, int) or world < 1:
-        raise ValueError(f"'world' must be a positive integer (got {world!r})")
-    mp.start_processes(_spawned, args=(world, free_port(), fn, args), nprocs=world,
-                       join=True, start_method="spawn")
+    """Run ``fn(*args)`` in ``world`` spawned local ranks with torchrun's variables on a
+    free loopback port (:func:`graphpipe.train.distributed.launch`); ``fn`` calls
+    :func:`init_from_env`. Raises when a rank fails (the others are ended):
+    ``torch.multiprocessing``'s ``ProcessRaisedException`` / ``ProcessExitedException``."""
+    launch(fn, world, args)

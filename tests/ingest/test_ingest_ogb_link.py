@@ -144,3 +144,25 @@ def test_generate_link_cli_then_ingest(tmp_path) -> None:
     assert valid.neg_src.shape == (30,) and valid.num_pos > 0
     again = CliRunner().invoke(cli, ["generate", "link", str(dest), "--nodes", "120", "--pool", "20"])
     assert again.exit_code == 2 and "exists" in again.output
+
+
+def test_ppa_layout_named_like_ogb(folders, tmp_path) -> None:
+    """ogbl-ppa: 'edge' / 'edge_neg' only, no weights or years; the folder's OGB name picks
+    add_inverse_edge from ogb's master.csv (and an explicit option overrides it)."""
+    from ogb.linkproppred import LinkPropPredDataset
+
+    ppa = shutil.copytree(folders["collab"], tmp_path / "ogbl_ppa")
+    for name in ("edge_weight.csv.gz", "edge_year.csv.gz"):
+        (ppa / "raw" / name).unlink()
+    for part in ("train", "valid", "test"):
+        path = ppa / "split" / "time" / f"{part}.pt"
+        entry = torch.load(path, weights_only=True)
+        torch.save({k: v for k, v in entry.items() if k in ("edge", "edge_neg")}, path)
+    meta = {**ogb_link_meta_dict(ppa), "additional edge files": "None", "eval metric": "hits@100"}
+    oracle = LinkPropPredDataset("ogbl-x", meta_dict=meta)[0]
+    store = ingest(ppa, tmp_path / "store")
+    assert store.num_edges == oracle["edge_index"].shape[1] and not store.has_array("csc/weight")
+    eid = store.edge_id if store.has_edge_ids else None
+    assert eid is None  # nothing per edge: no edge order needed
+    directed = ingest(ppa, tmp_path / "directed", reader_options={"add_inverse_edge": False})
+    assert directed.num_edges * 2 == store.num_edges

@@ -213,3 +213,13 @@ def test_feature_file_larger_than_memory_cap(tmp_path):
     assert feat.shape == (ROWS, DIM) and feat.dtype == np.float16
     for start in range(0, ROWS, 1 << 17):
         np.testing.assert_array_equal(feat[start:start + (1 << 17)], _block(start, min(1 << 17, ROWS - start)))
+
+
+def test_reverse_edges(generated, tmp_path):
+    from graphpipe.ingest import IngestOptions
+
+    data, root = generated
+    store = ingest(root, tmp_path / "s", IngestOptions(add_reverse_edges=True))
+    assert len(store.edge_types) == 2 * len(data.edges)
+    for (src, rel, dst), (s, d) in data.edges.items():
+        np.testing.assert_array_equal(_edges(store, (dst, f"rev_{rel}", src)), np.stack([d, s]))

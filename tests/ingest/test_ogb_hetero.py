@@ -93,6 +93,28 @@ def test_out_of_core_build_is_identical(generated, tmp_path):
             np.testing.assert_array_equal(store.typed_edge_ids(etype), big.typed_edge_ids(etype))
 
 
+def test_reverse_edges_as_pyg_to_undirected(generated, ogb_graph, tmp_path):
+    """--add-reverse-edges: the relations of PyG's ToUndirected(merge=False), edge for edge."""
+    import torch
+    from torch_geometric.data import HeteroData
+    from torch_geometric.transforms import ToUndirected
+
+    _, folder = generated
+    graph, _, _ = ogb_graph
+    pyg = HeteroData()
+    for etype, edge_index in graph["edge_index_dict"].items():
+        pyg[etype].edge_index = torch.from_numpy(edge_index)
+    for ntype, n in graph["num_nodes_dict"].items():
+        pyg[ntype].num_nodes = n
+    pyg = ToUndirected(merge=False)(pyg)
+    store = ingest(folder, tmp_path / "s", IngestOptions(add_reverse_edges=True))
+    assert sorted(store.edge_types) == sorted(pyg.edge_types)
+    for etype in pyg.edge_types:
+        np.testing.assert_array_equal(edge_list(store, etype), pyg[etype].edge_index.numpy())
+    assert store.manifest["reverse_edge_types"]["paper___rev_writes___author"] == "author___writes___paper"
+    assert validate(store.path) == []
+
+
 def test_cli_ingest_info_validate(generated, tmp_path):
     _, folder = generated
     runner = CliRunner()
@@ -113,7 +135,7 @@ def test_target_type_option(generated, tmp_path):
     assert GraphStore.open(tmp_path / "a").target_type == "author"
     result = runner.invoke(cli, ["ingest", str(folder), str(tmp_path / "b"), "--target-type", "venue"])
     assert result.exit_code == 2 and "venue" in result.output and not (tmp_path / "b").exists()
-    result = runner.invoke(cli, ["ingest", str(folder), str(tmp_path / "c"), "--add-reverse-edges"])
+    result = runner.invoke(cli, ["ingest", str(folder), str(tmp_path / "c"), "--dedup"])
     assert result.exit_code == 2 and "not supported for typed" in result.output
 
 

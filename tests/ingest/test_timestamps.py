@@ -85,7 +85,8 @@ def test_npz_node_year_and_edge_time(tmp_path: Path) -> None:
     store = ingest(path, tmp_path / "s")
     assert store.node_time().tolist() == [3, 1, 2]
     assert np.array_equal(store.edge_time(), np.array([10, 11, 12, 13])[store.edge_id])
-    assert store.manifest["time"] == {"node": True, "edge": True, "dtype": "int64", "edge_order": "csc"}
+    assert store.manifest["time"] == {"node": True, "edge": True, "dtype": "int64", "edge_order": "csc",
+                                      "node_range": [1, 3], "edge_range": [10, 13]}
     assert "ignored_keys" not in store.manifest["provenance"]
 
 
@@ -171,3 +172,41 @@ def test_validate_finds_bad_timestamps(tmp_path: Path) -> None:
     assert any("nodes/time: shape (4,), expected (3,)" in p for p in problems)
     assert any("csc/time: dtype int32" in p for p in problems)
     assert any("csc/time: shape (2,), expected (3,)" in p for p in problems)
+
+
+def test_ogb_processed_node_year(tmp_path: Path) -> None:
+    """OGB's own NodePropPredDataset reads node_year (``additional node files``); its
+    processed graph saved (torch's default protocol), ingested: the same years."""
+    import shutil
+
+    import torch
+    from ogb.nodeproppred import NodePropPredDataset
+
+    from graphpipe.synthetic import ogb_meta_dict
+
+    graph = community_graph(200, 4, avg_degree=6, feature_dim=4, seed=6)
+    folder = tmp_path / "arxiv_like"
+    write_ogb_raw(folder, graph)
+    with gzip.open(folder / "raw" / "node_year.csv.gz", "wt") as fh:
+        fh.write("\n".join(str(2000 + i % 20) for i in range(graph.num_nodes)) + "\n")
+    meta = ogb_meta_dict(folder) | {"additional node files": "node_year"}
+    dataset = NodePropPredDataset(name=folder.name, root=str(tmp_path), meta_dict=meta)
+    shutil.rmtree(folder / "raw")
+    torch.save({"graph": dataset.graph, "labels": dataset.labels}, folder / "processed" / "data_processed")
+    store = ingest(folder, tmp_path / "s")
+    assert store.manifest["provenance"]["source_format"] == "ogb-processed"
+    assert np.array_equal(store.node_time(), np.asarray(dataset.graph["node_year"]).reshape(-1))
+
+
+def test_info_reads_the_range_of_times_added_later(tmp_path: Path) -> None:
+    from graphpipe.store.summary import summarize
+
+    np.savez(tmp_path / "g.npz", edge_index=np.array([[0, 1, 2], [1, 2, 0]]))
+    store = ingest(tmp_path / "g.npz", tmp_path / "s")
+    assert summarize(store)["time"] is None and store.node_time() is None
+    with StoreEditor(store.path) as editor:   # no manifest "time" entry: read from the array
+        editor.write_array("nodes/time", np.array([7, -3, 5]))
+        editor.commit()
+    store = GraphStore.open(store.path)
+    assert summarize(store)["time"] == {"nodes/time": {"min": -3, "max": 7}}
+    assert validate(store.path) == []

@@ -127,3 +127,19 @@ def test_hostile(tmp_path, case):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["g"]
     with pytest.raises(IngestError):
         ingest(folder, tmp_path / "s2")
+
+
+def test_reverse_edges_keep_time(tmp_path):
+    from graphpipe.ingest import IngestOptions
+
+    folder = tmp_path / "g"
+    (folder / "edges").mkdir(parents=True)
+    pcsv.write_csv(pa.table({"src": [2, 0, 1], "dst": [1, 1, 0], "time": [30, 10, 20]}),
+                   folder / "edges" / "user___rates___item.csv")
+    store = ingest(folder, tmp_path / "s", IngestOptions(add_reverse_edges=True))
+    reverse = ("item", "rev_rates", "user")
+    assert store.edge_types == [("user", "rates", "item"), reverse]
+    np.testing.assert_array_equal(_edges(store, reverse), [[1, 1, 0], [2, 0, 1]])
+    assert [a.tolist() for a in store.typed_csc(reverse)] == [[0, 1, 2, 3], [1, 0, 1]]
+    assert store.typed_edge_time(reverse).tolist() == [10, 20, 30]
+    assert validate(store.path) == []

@@ -122,3 +122,22 @@ def test_reverse_relations_equal_pygs_to_undirected():
         assert np.all(np.diff(indptr) >= 0) and np.all(indices < COUNTS[et[0]])
     with pytest.raises(ValueError, match="exists already"):
         data.with_reverse_relations(prefix="")  # ('paper', 'cites', 'paper') reversed is itself
+
+
+def test_merged_reverse_relations_equal_pygs_default_to_undirected():
+    import torch_geometric.transforms as T
+    from torch_geometric.data import HeteroData
+
+    edges = edge_lists(4, 100)
+    pyg = HeteroData()
+    for t, n in COUNTS.items():
+        pyg[t].num_nodes = n
+    for et, (s, d) in edges.items():
+        pyg[et].edge_index = torch.from_numpy(np.stack([s, d]))
+    pyg = T.ToUndirected()(pyg)
+    data = HeteroGraphData.from_dicts(COUNTS, edges).with_reverse_relations(merge=True)
+    assert sorted(data.edge_types) == sorted(pyg.edge_types)
+    for et in data.edge_types:
+        indptr, indices = data.typed_csc(et)
+        dst = np.repeat(np.arange(indptr.shape[0] - 1), np.diff(indptr))
+        assert set(zip(indices.tolist(), dst.tolist())) == set(map(tuple, pyg[et].edge_index.t().tolist()))

@@ -383,3 +383,46 @@ def test_on_graphpipe_generate_mag_store(tmp_path):
         seen.append(batch.seeds)
     assert sorted(torch.cat(seen).tolist()) == sorted(np.asarray(gen.splits["train"]).tolist())
     assert batch.num_sampled_nodes["author"][1] > 0 and batch.num_sampled_nodes["institution"][2] > 0
+
+
+def test_neighbor_loader_serves_typed_graphs_as_pyg_does(tmp_path):
+    """PyG's NeighborLoader takes Data and HeteroData alike; graphpipe's hands a typed graph
+    (a HeteroData, a typed store or its path) to HeteroNeighborLoader with the same arguments."""
+    from graphpipe.loaders import NeighborLoader
+
+    _, raw = make_data(9)
+    pyg = _pyg_data(raw)
+    mask = torch.zeros(300, dtype=torch.bool)
+    mask[:40] = True
+    with pytest.warns(UserWarning, match="num_workers"):
+        loader = NeighborLoader(pyg, num_neighbors=[3, 2], input_nodes=("paper", mask), batch_size=16,
+                                shuffle=True, num_workers=2, seed=0)
+    assert isinstance(loader, HeteroNeighborLoader) and len(loader) == 3
+    for batch in loader:
+        check_batch(batch, raw, batch.seeds.numpy())
+    write_typed_store(tmp_path / "typed", raw)
+    by_path = NeighborLoader(str(tmp_path / "typed"), fanouts=[2], input_nodes=("paper", "train"),
+                             batch_size=50)
+    assert isinstance(by_path, HeteroNeighborLoader) and len(by_path) == 2
+    assert isinstance(NeighborLoader(by_path.data.store, [2], ("paper", "train")), HeteroNeighborLoader)
+    plain = NeighborLoader((np.array([0, 1, 2]), np.array([1, 0])), [1], batch_size=1, features=False)
+    assert type(plain) is NeighborLoader and len(plain) == 2
+
+
+@pytest.mark.parametrize(("replace", "frontier"), [(True, "new"), (False, "all")])
+def test_replace_and_dgl_frontier_batches_are_the_samplers(replace, frontier):
+    """The loader's batch is the typed sampler's output for its seeds and key, whatever the
+    sampling options, with rows and labels gathered for it."""
+    from graphpipe.ops.sampling import sample_hetero_neighbors
+
+    data, raw = make_data(10)
+    loader = HeteroNeighborLoader(data, [3, 2], input_nodes="paper", batch_size=30, seed=6,
+                                  replace=replace, frontier=frontier, prefetch=0)
+    keys = loader.batch_keys(0, len(loader))
+    for batch, key in zip(loader, keys):
+        out = sample_hetero_neighbors(data.graph, {"paper": batch.seeds.numpy()}, [3, 2], seed=key,
+                                      replace=replace, frontier=frontier)
+        assert all(np.array_equal(batch.n_id[t].numpy(), out.n_id[t]) for t in COUNTS)
+        assert all(np.array_equal(batch.edge_index[et].numpy(), np.stack([out.row[et], out.col[et]]))
+                   for et in RELS)
+        check_batch(batch, raw, batch.seeds.numpy())

@@ -179,3 +179,33 @@ def test_train_split_of_a_store(link_store) -> None:
 def test_bad_arguments(link_store, kwargs, message) -> None:
     with pytest.raises(ValueError, match=message):
         LinkNeighborLoader(link_store, [2], batch_size=4, **kwargs)
+
+
+def test_pyg_negative_sampling_object_with_weights() -> None:
+    from torch_geometric.sampler import NegativeSampling
+
+    edge_index, x = _graph(n=50, e=200, seed=6)
+    weight = torch.zeros(50)
+    weight[[3, 7]] = 1.0  # destinations of negatives: only nodes 3 and 7
+    loader = LinkNeighborLoader(_data(edge_index, x), [2], edge_label_index=edge_index, batch_size=20,
+                                seed=1, neg_sampling=NegativeSampling("binary", 2, dst_weight=weight))
+    batch = next(iter(loader))
+    neg = batch.n_id[batch.edge_label_index[:, batch.edge_label == 0]]
+    assert neg.shape == (2, 40) and set(neg[1].tolist()) <= {3, 7}
+    assert len(set(neg[0].tolist())) > 2  # sources stay uniform
+
+
+def test_reordered_batches_keep_their_edges(link_store) -> None:
+    """Match-Reorder permutes a shuffled window's batches: each batch's edges travel with it."""
+    train = read_link_split(link_store, "train")
+    loader = LinkNeighborLoader(link_store, [3, 3], edge_label_index="train", batch_size=16,
+                                shuffle=True, seed=5, match_reorder=True, window=4,
+                                neg_sampling={"mode": "triplet", "amount": 2})
+    seen = []
+    for b in loader:
+        assert torch.equal(b.n_id[b.src_index], torch.from_numpy(train.src)[b.input_id])
+        assert torch.equal(b.n_id[b.dst_pos_index], torch.from_numpy(train.dst)[b.input_id])
+        assert b.dst_neg_index.shape == (b.input_id.numel(), 2)
+        assert torch.equal(b.x, torch.from_numpy(np.asarray(link_store.feat))[b.n_id])
+        seen.append(b.input_id)
+    assert torch.equal(torch.cat(seen).sort().values, torch.arange(train.num_pos))

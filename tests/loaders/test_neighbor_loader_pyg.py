@@ -330,7 +330,7 @@ def test_pygs_script_runs_with_the_import_changed(data: Data) -> None:
 def test_bad_data_is_refused() -> None:
     from torch_geometric.data import HeteroData
 
-    with pytest.raises(ValueError, match="HeteroData is not supported"):
+    with pytest.raises(ValueError, match="'input_nodes' is needed"):  # HeteroNeighborLoader's check
         NeighborLoader(HeteroData(), [2])
     with pytest.raises(ValueError, match="edge_index"):
         NeighborLoader(Data(x=torch.zeros(3, 2)), [2])

@@ -11,6 +11,7 @@ import torch
 
 from graphpipe.ingest import IngestOptions, ingest
 from graphpipe.loaders import NeighborLoader
+from graphpipe.loaders.link_loader import LinkNeighborLoader
 from graphpipe.loaders.temporal import TemporalSampler
 from graphpipe.ops.sampling.temporal import sample_temporal, temporal_graph
 
@@ -148,6 +149,12 @@ def test_bad_options(store, plain_store) -> None:
         NeighborLoader(plain_store, [2], time_attr="time")
     with pytest.raises(ValueError, match="neither a node-level nor an edge-level"):
         NeighborLoader((store.indptr, store.indices), [2], time_attr="time", features=False)
+    with pytest.raises(ValueError, match="runs on the CPU"):
+        NeighborLoader(store, [2], time_attr="time", sampler_backend="cuda")
+    with pytest.raises(ValueError, match="yields MiniBatches"):
+        NeighborLoader(store, [2], time_attr="time", output="dgl")
+    with pytest.raises(ValueError, match="does not support 'time_attr'"):
+        LinkNeighborLoader(store, [2], time_attr="time", edge_label_index=(np.array([0]), np.array([1])))
     with pytest.raises(ValueError, match="must not repeat a node"):   # only temporal seeds may repeat
         NeighborLoader(store, [2], input_nodes=np.array([1, 1]))
 

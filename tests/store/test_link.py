@@ -56,3 +56,14 @@ def test_corrupt_ids_in_a_store_are_refused_on_read(tmp_path) -> None:
         editor.commit()
     with pytest.raises(CorruptStoreError, match="dst: node id 9 out of range"):
         read_link_split(GraphStore.open(store.path), "train")
+
+
+def test_validate_reports_a_corrupt_link_split(tmp_path) -> None:
+    from graphpipe.store.validate import validate
+
+    store = _store(tmp_path, train=LinkSplit(np.array([0]), np.array([1])))
+    assert validate(store.path) == []
+    with StoreEditor(store.path) as editor:
+        editor.write_array("link/train/src", np.array([0, 1]), replace=True)
+        editor.commit()
+    assert any("link split 'train'" in p and "shape" in p for p in validate(store.path))

@@ -99,3 +99,10 @@ def test_store_without_link_splits(tmp_path) -> None:
     np.savez(npz, edge_index=np.array([[0, 1], [1, 0]]), x=np.eye(2, dtype=np.float32))
     with pytest.raises(ValueError, match="no link split"):
         train_link(ingest(npz, tmp_path / "s"), epochs=1)
+
+
+def test_citation2_layout_is_mrr(tmp_path) -> None:
+    folder = write_ogb_link(tmp_path / "f", link_dataset(300, feature_dim=8, pool=30, seed=4),
+                            style="citation2", neg_per_source=20)
+    result = train_link(ingest(folder, tmp_path / "s"), hidden=8, epochs=1, fanouts=[4, 4])
+    assert result.metric == "mrr" and 0 < result.test <= 1 and 0 <= result.heuristic["test"] <= 1

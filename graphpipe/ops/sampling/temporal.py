@@ -71,6 +71,24 @@ class TemporalGraph:
     key: np.ndarray
     level: str
 
+    def __post_init__(self) -> None:
+        """Every array the kernels index with is checked once here (``O(N + E)``)."""
+        indptr, indices = check_csc(self.indptr, self.indices)
+        n, e = indptr.shape[0] - 1, indices.shape[0]
+        if int(np.diff(indptr).min(initial=0)) < 0:
+            raise ValueError("'indptr' must be non-decreasing")
+        if e and (int(indices.min()) < 0 or int(indices.max()) >= n):
+            raise ValueError(f"'indices' must be node IDs in [0, {n})")
+        for name in ("order", "key"):
+            arr = getattr(self, name)
+            if not isinstance(arr, np.ndarray) or arr.dtype != np.int64 or arr.shape != (e,):
+                raise ValueError(f"'{name}' must be an int64 array of shape ({e},)")
+        if e and (int(self.order.min()) < 0 or int(self.order.max()) >= e):
+            raise ValueError(f"'order' must hold CSC slots in [0, {e})")
+        check_choice("level", self.level, ("edge", "node"))
+        object.__setattr__(self, "indptr", indptr)
+        object.__setattr__(self, "indices", indices)
+
     @property
     def num_nodes(self) -> int:
         return int(self.indptr.shape[0] - 1)
@@ -117,10 +135,10 @@ def temporal_graph(indptr: np.ndarray, indices: np.ndarray, *, node_time: np.nda
     """
     indptr, indices = check_csc(indptr, indices)
     n = indptr.shape[0] - 1
-    if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= n):
-        raise ValueError(f"'indices' must be node IDs in [0, {n})")
-    if int(np.diff(indptr).min(initial=0)) < 0:
+    if int(np.diff(indptr).min(initial=0)) < 0:   # before the row sort slices by it
         raise ValueError("'indptr' must be non-decreasing")
+    if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= n):  # before node_time[indices]
+        raise ValueError(f"'indices' must be node IDs in [0, {n})")
     if edge_time is None and node_time is None:
         raise ValueError("temporal sampling needs 'node_time' or 'edge_time'")
     if edge_time is not None:

@@ -247,3 +247,42 @@ def test_equals_pyg_hetero_loader_with_all_neighbours(seeds):
         got = _global_edges(ours.n_id[s], ours.n_id[d], ours.row[et], ours.col[et], ours.edge_ids[et])
         assert got == want, et
         assert pyg[et].edge_index.shape[1] == ours.row[et].shape[0]
+
+
+def _random_case(data):
+    """A small random typed graph, seeds and fanouts drawn by hypothesis."""
+    from hypothesis import strategies as st
+
+    counts = {t: data.draw(st.integers(1, 12), label=f"n_{t}") for t in ("a", "b", "c")}
+    rels = data.draw(st.lists(st.sampled_from([(s, r, d) for s in "abc" for d in "abc" for r in ("x", "y")]),
+                              min_size=1, max_size=5, unique=True), label="relations")
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16), label="graph seed"))
+    csc = {}
+    for s, r, d in rels:
+        e = int(rng.integers(0, 4 * counts[d] + 1))
+        dst = np.sort(rng.integers(0, counts[d], e))
+        indptr = np.zeros(counts[d] + 1, dtype=np.int64)
+        np.cumsum(np.bincount(dst, minlength=counts[d]), out=indptr[1:])
+        csc[(s, r, d)] = (indptr, rng.integers(0, counts[s], e).astype(np.int32))
+    g = HeteroCSC.from_arrays(counts, csc)
+    hops = data.draw(st.integers(1, 3), label="hops")
+    fanouts = {et: data.draw(st.lists(st.integers(-1, 4), min_size=hops, max_size=hops)) for et in rels}
+    seeds = {t: rng.permutation(counts[t])[:data.draw(st.integers(0, counts[t]), label=f"B_{t}")]
+             for t in counts}
+    return g, seeds, fanouts
+
+
+def test_random_graphs_equal_the_oracle_and_hold_the_properties():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=60, deadline=None)
+    @given(st.data(), st.booleans(), st.sampled_from(["new", "all"]), st.integers(0, 2**31))
+    def check(data, replace, frontier, seed):
+        g, seeds, fanouts = _random_case(data)
+        kw = {"replace": replace, "seed": seed, "frontier": frontier}
+        out = sample_hetero_neighbors(g, seeds, fanouts, **kw)
+        assert_same(out, sample_hetero_neighbors(g, seeds, fanouts, backend="reference", **kw))
+        check_properties(g, seeds, out, fanouts, replace)
+
+    check()

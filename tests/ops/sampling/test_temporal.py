@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from graphpipe.loaders import LocalSampler
 from graphpipe.loaders.disjoint import DisjointSampler
 from graphpipe.ops.sampling.keys import batch_key, hop_key, tree_hop_keys, tree_key
-from graphpipe.ops.sampling.temporal import sample_temporal, temporal_graph
+from graphpipe.ops.sampling.temporal import TemporalGraph, sample_temporal, temporal_graph
 from graphpipe.ops.sampling.temporal_reference import sample_temporal_reference
 
 
@@ -143,6 +143,10 @@ def test_bad_arguments() -> None:
     with pytest.raises(ValueError, match=r"'indices' must be node IDs in \[0, 40\)"):
         temporal_graph(indptr, np.where(np.arange(300) == 7, 40, indices), edge_time=edge_time)
     graph = temporal_graph(indptr, indices, edge_time=edge_time)
+    with pytest.raises(ValueError, match=r"'order' must hold CSC slots in \[0, 300\)"):
+        TemporalGraph(indptr, indices, graph.order + 1, graph.key, "edge")
+    with pytest.raises(ValueError, match="'key' must be an int64 array"):
+        TemporalGraph(indptr, indices, graph.order, graph.key[:-1], "edge")
     with pytest.raises(ValueError, match="'seeds' must be node IDs"):
         sample_temporal(graph, np.array([40]), np.array([0]), [2])
     with pytest.raises(ValueError, match="'seed_time' must have shape"):
