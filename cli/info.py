@@ -46,6 +46,10 @@ def command(store: str, as_json: bool) -> None:
         ("timestamps", ", ".join(f"{k} {v.get('min')}..{v.get('max')}" for k, v in
                                  (info.get("time") or {}).items()) or "none"),
         ("splits", ", ".join(f"{k} {v:,}" for k, v in info["splits"].items()) or "none"),
+        ("link splits", ", ".join(
+            f"{k} {v['num_pos']:,}" + (f" (+{v['num_neg']:,} neg)" if "num_neg" in v else "")
+            + (f" (x{v['neg_per_pos']} neg)" if "neg_per_pos" in v else "")
+            for k, v in (info.get("link_splits") or {}).items()) or "none"),
         ("id map", _describe(info["id_map"])),
         ("size on disk", human_bytes(info["total_bytes"])),
     ]

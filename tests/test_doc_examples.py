@@ -13,6 +13,7 @@ import pytest
 from graphpipe.ingest import ingest
 from graphpipe.ingest.generated import read_generated
 from graphpipe.ingest.splitfiles import read_split_files
+from graphpipe.ingest.typed import ingest_typed
 from graphpipe.interop.pyg_data import write_pyg_store
 from graphpipe.loaders import (
     ClusterLoader,
@@ -30,6 +31,10 @@ from graphpipe.ops.attention import sparse_attention
 from graphpipe.ops.sampling import HeteroCSC, sample_hetero_neighbors, sample_neighbors
 from graphpipe.service import Client
 from graphpipe.store import GraphStore
+from graphpipe.store.typed_reader import TypedFace
+from graphpipe.store.typed_writer import TypedStoreWriter
+from graphpipe.synthetic.mag import mag_dataset, write_ogb_mag
+from graphpipe.synthetic.mag240m import mag240m_dataset
 from graphpipe.synthetic.npz_stream import NpzStreamWriter
 from graphpipe.synthetic.papers import write_papers100m_bin
 from graphpipe.train import Trainer
@@ -40,7 +45,8 @@ ENTRY_POINTS = [GraphStore.open, ingest, NeighborLoader, MiniBatch.to_pyg, Clust
                 DisjointSampler, GraphStore.labels_for_evaluator, write_papers100m_bin,
                 NpzStreamWriter, read_generated, read_split_files,
                 HeteroNeighborLoader, HeteroMiniBatch.to_pyg, HeteroGraphData, HeteroCSC,
-                sample_hetero_neighbors, SeedShard, PartitionShard, DistributedTrainer]
+                sample_hetero_neighbors, SeedShard, PartitionShard, DistributedTrainer,
+                TypedStoreWriter, TypedFace, ingest_typed, mag_dataset, write_ogb_mag, mag240m_dataset]
 
 
 @pytest.mark.parametrize("obj", ENTRY_POINTS, ids=lambda obj: obj.__qualname__)

@@ -346,5 +346,7 @@ def _finisher(links: dict[str, LinkSplit], num_nodes: int, factor: int, weight):
             rows = np.asarray(_arrays.read_array(writer.path, "csc/edge_id")) // factor
             writer.write_array("csc/weight", weight[rows])
         writer.manifest.setdefault("link", {})["source"] = "ogb"
+        # OGB's add_inverse_edge, added by this reader (edge i is input edges 2i and 2i + 1)
+        writer.manifest["graph"]["ogb_inverse_edges"] = factor == 2
 
     return finish

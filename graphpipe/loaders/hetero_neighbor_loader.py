@@ -63,6 +63,9 @@ class HeteroNeighborLoader:
         cache_rows: the cache budget per type: rows (int) or a fraction (float in [0, 1]).
         prefetch: batches prepared ahead in a background thread (0: in the caller's).
         device: where batches go.
+        sampler: None (the local typed sampler), or one that samples elsewhere with the
+            same results, e.g. :class:`graphpipe.service.typed_client.RemoteHeteroSampler`
+            (``sample(seed_dicts, fanouts, keys, replace=, frontier=)``, ``check_graph``).
         match_reorder: False (default): every row read from the row sources; ``"match"``:
             per node type, rows the batch before held are copied from its ``x`` (Match);
             True: Match, and with ``shuffle=True`` each window's batches reordered so that
@@ -106,7 +109,7 @@ class HeteroNeighborLoader:
                  frontier: str = "new", window: int = 8, num_threads: int | None = None,
                  features: bool = True, cache: str | None = None, cache_rows: float = 0.1,
                  prefetch: int = 2, device: str | torch.device = "cpu",
-                 match_reorder: bool | str = False, **loader_kwargs: Any):
+                 match_reorder: bool | str = False, sampler: Any = None, **loader_kwargs: Any):
         prefetch, self._generator = _data_loader_kwargs(loader_kwargs, prefetch)
         if match_reorder not in (False, True, "match"):
             raise ValueError(f"'match_reorder' must be False, True or 'match' (got {match_reorder!r})")
@@ -127,11 +130,19 @@ class HeteroNeighborLoader:
         self.num_threads = num_threads
         self.fixed_seed = seed is not None
         self.seed = int(seed) if seed is not None else _draw_seed(self._generator)
-        self.device = torch.device(device)
+        try:
+            self.device = torch.device(device)
+        except (RuntimeError, TypeError):
+            raise ValueError(f"'device' is not a torch device (got {device!r})") from None
+        if self.device.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError(f"'device' is {device!r} but CUDA is not available")
         self.target_type, self.input_nodes, self._input_by_node = _resolve_input(self.data, input_nodes)
         self.rows: dict[str, RowSource] = (
             {t: self._row_source(t, cache, cache_rows) for t in self.data.features} if features else {})
         self.gather = TypedGather(self.rows, match=match_reorder in (True, "match"))
+        self.sampler = sampler  # None: the local typed sampler; else e.g. RemoteHeteroSampler
+        if sampler is not None:
+            sampler.check_graph(self.data.num_nodes_dict, self.data.edge_types)
         self._epoch = 0
 
     def _row_source(self, ntype: str, cache: str | None, cache_rows: float) -> RowSource:
@@ -176,10 +187,14 @@ class HeteroNeighborLoader:
         keys = self.batch_keys(epoch, len(batches))
         for s in range(0, len(batches), self.window):
             window = batches[s:s + self.window]
-            outs = sample_hetero_neighbors_batches(
-                self.data.graph, [{self.target_type: self.input_nodes[p]} for p in window],
-                self.fanouts, seeds=keys[s:s + self.window], replace=self.replace,
-                frontier=self.frontier, num_threads=self.num_threads)
+            seed_dicts = [{self.target_type: self.input_nodes[p]} for p in window]
+            if self.sampler is not None:
+                outs = self.sampler.sample(seed_dicts, self.fanouts, keys[s:s + self.window],
+                                           replace=self.replace, frontier=self.frontier)
+            else:
+                outs = sample_hetero_neighbors_batches(
+                    self.data.graph, seed_dicts, self.fanouts, seeds=keys[s:s + self.window],
+                    replace=self.replace, frontier=self.frontier, num_threads=self.num_threads)
             order = range(len(outs))
             if self.match_reorder is True and self.shuffle and len(outs) > 2 and self.rows:
                 order = typed_reorder([o.n_id for o in outs], {
@@ -201,7 +216,8 @@ class HeteroNeighborLoader:
             e_id={et: torch.from_numpy(order[et][e] if et in order else e) for et, e in out.edge_ids.items()},
             num_sampled_nodes=out.num_sampled_nodes, num_sampled_edges=out.num_sampled_edges,
             input_id=torch.from_numpy(seeds if self._input_by_node else pos.astype(np.int64)),
-            y_dict=y_dict)
+            y_dict=y_dict, edge_attr={et: torch.from_numpy(np.asarray(f[out.edge_ids[et]]))
+                                      for et, f in self.data.edge_features.items()})
         return batch if self.device.type == "cpu" else batch.to(self.device)
 
     def __iter__(self) -> Iterator[HeteroMiniBatch]:

@@ -40,7 +40,7 @@ __all__ = [
 PROTOCOL_VERSION = 1
 
 #: operations carried by DoExchange (request and response are Arrow record batches)
-DATA_OPS = ("sample", "lookup", "reverse_lookup", "features")
+DATA_OPS = ("sample", "lookup", "reverse_lookup", "features", "sample_typed")
 #: operations carried by DoAction (JSON result body)
 ACTIONS = ("info", "health", "attach_arena", "detach_arena")
 

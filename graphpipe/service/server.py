@@ -114,6 +114,9 @@ class SamplingServer(fl.FlightServerBase):
         shared_memory_dir: where arena files are created (a tmpfs).
         tls_certificates: ``[(certificate PEM, key PEM)]`` to serve TLS; ``location``
             must then be ``grpc+tls://host:port``.
+        typed_reverse: a typed store only: serve its relations plus their reverses (the
+            default, what the typed trainer samples) or, False, the stored ones only
+            (:mod:`graphpipe.service.typed_server`).
 
     Error replies carry the server's message; to keep pyarrow from appending the Python
     traceback to them call :func:`hide_reply_tracebacks` (``graphpipe serve`` does).
@@ -125,7 +128,7 @@ class SamplingServer(fl.FlightServerBase):
                  max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
                  max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
                  shared_memory_bytes: int = DEFAULT_SHARED_MEMORY_BYTES, shared_memory_dir: str = "/dev/shm",
-                 tls_certificates: list[tuple[bytes, bytes]] | None = None):
+                 tls_certificates: list[tuple[bytes, bytes]] | None = None, typed_reverse: bool = True):
         self.store = store if isinstance(store, GraphStore) else GraphStore.open(store)
         threads = (os.cpu_count() or 1) if threads is None else threads
         for name, value in (("threads", threads), ("max_seeds", max_seeds), ("max_rows", max_rows),
@@ -138,6 +141,36 @@ class SamplingServer(fl.FlightServerBase):
         if isinstance(shared_memory_bytes, bool) or not isinstance(shared_memory_bytes, (int, np.integer)) \
                 or shared_memory_bytes < 0:
             raise ValueError(f"'shared_memory_bytes' must be an integer >= 0 (got {shared_memory_bytes!r})")
+        self.typed = None
+        if self.store.is_typed:  # a typed store answers sample_typed (service/typed_server.py)
+            from graphpipe.service.typed_server import TypedSampling
+
+            self.typed = TypedSampling(self.store, reverse=typed_reverse, threads=self.threads,
+                                       max_seeds=self.max_seeds, max_request_bytes=self.max_request_bytes,
+                                       max_response_bytes=self.max_response_bytes)
+        else:
+            self._init_homogeneous()
+        self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="graphpipe-serve")
+        self._slots = threading.BoundedSemaphore(self.threads)
+        self._lock = threading.Lock()
+        self._in_flight = 0
+        self._idle = 0  # calls in flight waiting for their client's next request batch
+        self.draining = False
+        self.closed = False
+        self._handlers: dict[str, Callable[..., int]] = {
+            "sample": self._sample, "lookup": self._lookup,
+            "reverse_lookup": self._reverse_lookup, "features": self._features,
+            "sample_typed": self._sample_typed,
+        }
+        if self.typed is not None:
+            self._handlers = {op: self._typed_only for op in self._handlers}
+            self._handlers["sample_typed"] = self._sample_typed
+        self.arenas = ArenaRegistry(int(shared_memory_bytes), shared_memory_dir)
+        middleware = {"auth": BearerTokenMiddlewareFactory(token)} if token is not None else None
+        super().__init__(location, middleware=middleware, tls_certificates=tls_certificates or [])
+
+    def _init_homogeneous(self) -> None:
+        """Topology, feature/label shapes and ID map of a one-type store (checked once)."""
         indptr, indices = self.store.topology()  # checked once: the sampling kernels trust it
         self.indptr = np.ascontiguousarray(indptr, dtype=np.int64)
         self.indices = np.asarray(indices)
@@ -160,20 +193,6 @@ class SamplingServer(fl.FlightServerBase):
         self._shape = limits.GraphShape(self.indptr)  # the request bound's view of the graph
         if self.num_nodes:  # load the compiled sampling kernels before the first call
             sample_neighbors(self.indptr, self.indices, np.zeros(1, np.int64), [1])
-        self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="graphpipe-serve")
-        self._slots = threading.BoundedSemaphore(self.threads)
-        self._lock = threading.Lock()
-        self._in_flight = 0
-        self._idle = 0  # calls in flight waiting for their client's next request batch
-        self.draining = False
-        self.closed = False
-        self._handlers: dict[str, Callable[..., int]] = {
-            "sample": self._sample, "lookup": self._lookup,
-            "reverse_lookup": self._reverse_lookup, "features": self._features,
-        }
-        self.arenas = ArenaRegistry(int(shared_memory_bytes), shared_memory_dir)
-        middleware = {"auth": BearerTokenMiddlewareFactory(token)} if token is not None else None
-        super().__init__(location, middleware=middleware, tls_certificates=tls_certificates or [])
 
     # -- plumbing ---------------------------------------------------------------------------------
     def _call(self, context: fl.ServerCallContext, op: str, work: Callable[[dict[str, Any]], int]) -> None:
@@ -239,7 +258,16 @@ class SamplingServer(fl.FlightServerBase):
                 ("detach_arena", "drop an arena: body {\"arena\": ID}")]
 
     def info(self) -> dict[str, Any]:
-        """The manifest plus a ``server`` section (protocol version, limits, threads)."""
+        """The manifest plus a ``server`` section (protocol version, limits, threads); for a
+        typed store a ``typed`` section (the graph ``sample_typed`` samples) instead of the
+        one-type fields."""
+        if self.typed is not None:
+            return {**self.store.manifest, "typed": self.typed.info(),
+                    "server": {"protocol_version": protocol.PROTOCOL_VERSION,
+                               "max_seeds": self.max_seeds, "max_request_bytes": self.max_request_bytes,
+                               "max_response_bytes": self.max_response_bytes,
+                               "threads": self.threads, "operations": ["sample_typed"],
+                               "actions": ["info", "health"]}}
         return {**self.store.manifest,
                 "server": {"protocol_version": protocol.PROTOCOL_VERSION, "max_seeds": self.max_seeds,
                            "max_rows": self.max_rows, "max_response_bytes": self.max_response_bytes,
@@ -362,6 +390,21 @@ class SamplingServer(fl.FlightServerBase):
             if segment is not None:
                 return segment
         return batch
+
+    def _sample_typed(self, params: dict[str, Any], reader: fl.MetadataRecordBatchReader,
+                      writer: fl.MetadataRecordBatchWriter, call: dict[str, Any],
+                      context: fl.ServerCallContext) -> int:
+        if self.typed is None:
+            raise ValueError("'sample_typed' needs a typed store; this store has one node type "
+                             "(use 'sample')")
+        batches = _request_batches(self, reader, protocol.sample_request_schema(), "sample_typed")
+        with self._slots:
+            return self.typed.handle(params, batches, writer, call)
+
+    def _typed_only(self, params: dict[str, Any], reader: fl.MetadataRecordBatchReader,
+                    writer: fl.MetadataRecordBatchWriter, call: dict[str, Any],
+                    context: fl.ServerCallContext) -> int:
+        raise ValueError(f"the store is typed: it serves 'sample_typed' only (not {call['op']!r})")
 
     def _check_response(self, nbytes: int, what: str, hint: str) -> None:
         if nbytes > self.max_response_bytes:

@@ -59,6 +59,7 @@ def summarize(store: GraphStore) -> dict[str, Any]:
         "labels": m.get("labels"),
         "time": _time_summary(store),
         "splits": m.get("splits", {}),
+        "link_splits": (m.get("link") or {}).get("splits", {}),
         "id_map": m.get("id_map"),
         "sizes_bytes": sizes,
         "total_bytes": total,

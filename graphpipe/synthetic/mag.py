@@ -154,7 +154,16 @@ def mag_dataset(papers: int = 20000, authors: int = 30000, institutions: int = 5
                 authors_per_paper: float = 3.0, fields_per_paper: float = 4.0,
                 cites_per_paper: float = 5.0, homophily: float = 0.75,
                 feature_signal: float = 0.12, seed: int = 0) -> HeteroDataset:
-    """Generate an ogbn-mag-like typed graph (module docstring); deterministic for ``seed``."""
+    """Generate an ogbn-mag-like typed graph (module docstring); deterministic for ``seed``.
+
+    >>> data = mag_dataset(papers=30, authors=20, institutions=2, fields=5, num_classes=2,
+    ...                    feature_dim=3, seed=1)
+    >>> data.num_nodes_dict["paper"], data.x.shape, int(data.y.max()) < 2
+    (30, (30, 3), True)
+    >>> src, dst = data.edges[("author", "writes", "paper")]
+    >>> bool(src.max() < 20 and dst.max() < 30)
+    True
+    """
     for name, value in (("papers", papers), ("authors", authors), ("institutions", institutions),
                         ("fields", fields), ("num_classes", num_classes), ("feature_dim", feature_dim)):
         if value < 1:
@@ -239,7 +248,17 @@ def _text_gz(path: Path, text: str, level: int) -> None:
 
 def write_ogb_mag(folder: str | os.PathLike, data: HeteroDataset, *, compresslevel: int = 1,
                   feat_format: str = "%.6f", workers: int | None = None) -> Path:
-    """Write ``data`` in OGB's heterogeneous raw layout (module docstring) under ``folder``."""
+    """Write ``data`` in OGB's heterogeneous raw layout (module docstring) under ``folder``.
+
+    >>> import tempfile
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> data = mag_dataset(papers=30, authors=20, institutions=2, fields=5, num_classes=2, feature_dim=3)
+    >>> folder = write_ogb_mag(tmp.name + "/mag", data)
+    >>> sorted(p.name for p in (folder / "raw" / "relations").iterdir())  # doctest: +NORMALIZE_WHITESPACE
+    ['author___affiliated_with___institution', 'author___writes___paper',
+     'paper___cites___paper', 'paper___has_topic___field_of_study']
+    >>> tmp.cleanup()
+    """
     folder = Path(folder)
     raw = folder / "raw"
     ntypes = sorted(data.num_nodes_dict)

@@ -42,6 +42,8 @@ def mag240m_dataset(papers: int = 20000, authors: int = 30000, institutions: int
     >>> data = mag240m_dataset(papers=50, authors=30, institutions=3, num_classes=3, feature_dim=4)
     >>> sorted(data.num_nodes_dict), len(data.edges), data.x.dtype
     (['author', 'institution', 'paper'], 3, dtype('float16'))
+    >>> sorted(data.splits)
+    ['test-challenge', 'test-dev', 'train', 'valid']
     """
     if not 0 < label_frac <= 1:
         raise ValueError(f"'label_frac' must be in (0, 1] (got {label_frac})")

@@ -37,6 +37,7 @@ What a data-parallel run does (the :class:`~graphpipe.train.Trainer` semantics, 
 from __future__ import annotations
 
 import datetime
+import logging
 import os
 import socket
 from collections.abc import Callable
@@ -123,6 +124,8 @@ def launch(fn: Callable[..., Any], nproc: int, args: tuple = ()) -> None:
 
     if isinstance(nproc, bool) or not isinstance(nproc, int) or nproc < 1:
         raise ValueError(f"'nproc' must be a positive integer (got {nproc!r})")
+    # one failed rank is reported by the exception; not also by a warning per rank ended
+    logging.getLogger("torch.multiprocessing.spawn").setLevel(logging.ERROR)
     mp.spawn(_rank_entry, args=(fn, nproc, free_port(), tuple(args)), nprocs=nproc, join=True)
 
 

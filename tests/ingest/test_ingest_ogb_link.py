@@ -140,8 +140,11 @@ def test_generate_link_cli_then_ingest(tmp_path) -> None:
     assert result.exit_code == 0, result.output
     store = GraphStore.open(ingest(dest, tmp_path / "s").path)
     assert store.manifest["graph"]["num_input_edges"] == store.num_edges  # inverse edges added
+    assert store.manifest["graph"]["ogb_inverse_edges"] is True
     valid = read_link_split(store, "valid")
     assert valid.neg_src.shape == (30,) and valid.num_pos > 0
+    info = CliRunner().invoke(cli, ["info", str(tmp_path / "s"), "--json"])
+    assert info.exit_code == 0 and '"link_splits"' in info.output
     again = CliRunner().invoke(cli, ["generate", "link", str(dest), "--nodes", "120", "--pool", "20"])
     assert again.exit_code == 2 and "exists" in again.output
 

@@ -228,3 +228,15 @@ def test_hostile_folder(generated, tmp_path, case):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad"]  # no store, no temporary
     with pytest.raises(IngestError):
         ingest(bad, tmp_path / "s2")
+
+
+def test_node_year_in_its_own_folder(generated, tmp_path):
+    """raw/node_year/<type>/node_year.csv.gz is read when raw/node-feat/<type>/ has none."""
+    data, folder = generated
+    moved = tmp_path / "mag"
+    shutil.copytree(folder, moved)
+    target = moved / "raw" / "node_year" / "paper"
+    target.mkdir(parents=True)
+    (moved / "raw" / "node-feat" / "paper" / "node_year.csv.gz").rename(target / "node_year.csv.gz")
+    store = ingest(moved, tmp_path / "s")
+    np.testing.assert_array_equal(store.typed_node_time("paper"), data.year)
