@@ -90,6 +90,7 @@ def main() -> None:
                       AWS_DEFAULT_REGION="us-east-1", AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}")
     urllib.request.urlopen(urllib.request.Request(f"http://127.0.0.1:{port}/bench", method="PUT")).close()
     tmp = Path(tempfile.mkdtemp(prefix="s3-epoch-"))
+    os.environ["GRAPHPIPE_CACHE_DIR"] = str(tmp / "default-cache")
     try:
         from graphpipe.ingest import ingest
         from graphpipe.store.object_store import RemotePrefix

@@ -252,12 +252,12 @@ def open_remote(url: str, *, cache_dir: str | os.PathLike | None = None,
     >>> server.start()
     >>> endpoint = "http://%s:%d" % server.get_host_and_port()
     >>> saved = dict(os.environ)
-    >>> os.environ.update(AWS_ACCESS_KEY_ID="k", AWS_SECRET_ACCESS_KEY="s",
-    ...                   AWS_DEFAULT_REGION="us-east-1", AWS_ENDPOINT_URL=endpoint)
-    >>> urllib.request.urlopen(urllib.request.Request(endpoint + "/graphs", method="PUT")).status
-    200
     >>> tmp = tempfile.TemporaryDirectory()
     >>> npz, cache = os.path.join(tmp.name, "ring.npz"), os.path.join(tmp.name, "cache")
+    >>> os.environ.update(AWS_ACCESS_KEY_ID="k", AWS_SECRET_ACCESS_KEY="s", AWS_DEFAULT_REGION="us-east-1",
+    ...                   AWS_ENDPOINT_URL=endpoint, GRAPHPIPE_CACHE_DIR=cache)
+    >>> urllib.request.urlopen(urllib.request.Request(endpoint + "/graphs", method="PUT")).status
+    200
     >>> np.savez(npz, src=np.array([1, 2, 3, 0]), dst=np.arange(4),
     ...          x=np.arange(8, dtype=np.float32).reshape(4, 2))
     >>> _ = ingest(npz, "s3://graphs/rings/ring")      # built here, uploaded, manifest last
