@@ -2,7 +2,8 @@
 full-graph partition-parallel training, float32 against 8 / 4 / 2 / 1 bits and degree-ranked
 ``auto``, with staleness S = 0 and S = 2, on the same split.
 
-Data: ``graphpipe generate community DEST --nodes N`` (10 classes, 64 features),
+Data: ``graphpipe generate community DEST --nodes N --feature-noise X`` (10 classes, 64
+features; a larger X makes the neighbours, hence the halo, matter more),
 ``graphpipe ingest``, ``graphpipe partition --parts P`` (METIS), built once under
 $TMPDIR/graphpipe_bench_sylvie. Training: P gloo ranks on loopback (spawned once; every
 configuration runs in the same process group, one after another), the same model and
@@ -16,7 +17,7 @@ quantized rows cost ``ceil(D*b/8)`` bytes of codes + 8 bytes of float32 min/scal
 Epoch time is the training step only (2 shared cores: not a speed claim).
 
     .venv/bin/python benchmarks/sylvie.py [--nodes 20000] [--parts 2] [--epochs 100]
-        [--model sage] [--seeds 0,1] [--write]
+        [--feature-noise 0.8] [--model sage] [--seeds 0,1] [--write]
 """
 
 from __future__ import annotations
@@ -45,12 +46,12 @@ def _graphpipe(*args: str) -> None:
                    stdout=subprocess.DEVNULL)
 
 
-def build_store(nodes: int, parts: int) -> Path:
-    root = CACHE / f"community{nodes}"
+def build_store(nodes: int, parts: int, noise: float) -> Path:
+    root = CACHE / f"community{nodes}_noise{noise:g}"
     store = root / "store"
     if not (store / "manifest.json").exists():
         _graphpipe("generate", "community", str(root / "raw"), "--nodes", str(nodes),
-                   "--overwrite", "-q")
+                   "--feature-noise", str(noise), "--overwrite", "-q")
         _graphpipe("ingest", str(root / "raw"), str(store), "--overwrite")
     from graphpipe.store import GraphStore
 
@@ -128,6 +129,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=20000)
     parser.add_argument("--parts", type=int, default=2)
+    parser.add_argument("--feature-noise", type=float, default=0.8,
+                        help="graphpipe generate community --feature-noise (0.8: its default)")
     parser.add_argument("--epochs", type=int, default=100)
     parser.add_argument("--model", default="sage", choices=["sage", "gcn"])
     parser.add_argument("--seeds", default="0")
@@ -135,10 +138,11 @@ def main() -> None:
                         help="append the table to benchmarks/results/sylvie.md")
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
-    store = build_store(args.nodes, args.parts)
+    store = build_store(args.nodes, args.parts, args.feature_noise)
     t0 = time.perf_counter()
     rows = run(store, args.parts, args.model, args.epochs, seeds)
-    text = (f"community graph {args.nodes} nodes (graphpipe generate community), P={args.parts} "
+    text = (f"community graph {args.nodes} nodes (graphpipe generate community --feature-noise "
+            f"{args.feature_noise:g}), P={args.parts} "
             f"METIS parts, {args.model} hidden {HIDDEN} x {LAYERS} layers, {args.epochs} epochs, "
             f"seeds {seeds}; halo rows {rows[0]['halo_rows']}; wall {time.perf_counter() - t0:.0f} s\n\n"
             + table(rows))

@@ -2,11 +2,15 @@
 data-parallel GNN training (:class:`graphpipe.train.distributed.DistributedTrainer`).
 
 ``--nproc N`` checks the options and the store here, then starts N local ranks
-(:func:`graphpipe.train.distributed.launch`: torch.multiprocessing, a free loopback
-port, gloo) that each run :func:`rank_main`. Under ``torchrun`` (``RANK``,
+(:func:`graphpipe.train.distributed.launch`: torch.multiprocessing, the rendezvous on
+a loopback port the OS picks, gloo) that each run :func:`rank_main`. Under ``torchrun`` (``RANK``,
 ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT`` set) this process is one rank already
 and runs :func:`rank_main` itself. Rank 0 prints the lines a one-process run prints,
 ending with ``test acc <value>``; the other ranks print nothing but errors.
+
+Each rank opens the store and makes its memory plan; local ranks plan one after another,
+so a rank sees the memory the ranks before it took (features held in memory are held
+once per rank; the memory-mapped topology is shared through the page cache).
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from typing import Any
 import click
 from graphpipe.cli._common import fail, friendly_errors
 
+PEER_GONE = ("Connection closed by peer", "Connection reset by peer", "Broken pipe")
+"""What gloo reports on a rank whose peer has exited: that rank ends quietly (exit 1)."""
 OTHER_PARALLEL = ("seq_parallel", "partition_parallel")
 """Options of the other multi-process modes: under torchrun they, not this module, run."""
 
@@ -49,8 +55,10 @@ def run(params: dict[str, Any]) -> None:
 
     try:
         launch(rank_main, int(params["nproc"]), (spec,))
-    except mp.ProcessExitedException as exc:  # the rank printed its one-line error
-        sys.exit(exc.exit_code if exc.exit_code and exc.exit_code > 0 else 1)
+    except mp.ProcessExitedException as exc:
+        if exc.signal_name:  # killed (the kernel's OOM killer...): nobody printed why
+            fail(f"rank {exc.error_index} was killed by {exc.signal_name}", code=1)
+        sys.exit(exc.exit_code if exc.exit_code and exc.exit_code > 0 else 1)  # it printed why
     except mp.ProcessRaisedException as exc:
         lines = [line for line in str(exc).strip().splitlines() if line.strip()]
         fail(f"rank {exc.error_index} failed: {lines[-1] if lines else exc}", code=1)
@@ -129,9 +137,14 @@ def rank_main(spec: dict[str, Any]) -> None:
     init_process_group(spec["device"])
     try:
         _train(spec)
-    finally:
-        dist.barrier()  # nobody leaves while another rank still talks to it
-        dist.destroy_process_group()
+    except RuntimeError as exc:
+        if any(m in str(exc) for m in PEER_GONE):
+            sys.exit(1)  # another rank failed first and printed why; this one only lost it
+        raise
+    # nobody leaves while another rank still talks to it; after an error, no barrier: the
+    # others may wait in another collective, and the launcher ends them when this one exits
+    dist.barrier()
+    dist.destroy_process_group()
 
 
 def _open_planned(spec: dict[str, Any]) -> tuple[Any, Any, Any]:

@@ -26,9 +26,11 @@ from graphpipe.loaders import (
     SeedShard,
 )
 from graphpipe.loaders.disjoint import DisjointSampler
+from graphpipe.loaders.temporal import TemporalSampler
 from graphpipe.ops.aggregate import aggregate
 from graphpipe.ops.attention import sparse_attention
 from graphpipe.ops.sampling import HeteroCSC, sample_hetero_neighbors, sample_neighbors
+from graphpipe.ops.sampling.temporal import sample_temporal, temporal_graph
 from graphpipe.service import Client
 from graphpipe.store import GraphStore
 from graphpipe.store.typed_reader import TypedFace
@@ -46,7 +48,8 @@ ENTRY_POINTS = [GraphStore.open, ingest, NeighborLoader, MiniBatch.to_pyg, Clust
                 NpzStreamWriter, read_generated, read_split_files,
                 HeteroNeighborLoader, HeteroMiniBatch.to_pyg, HeteroGraphData, HeteroCSC,
                 sample_hetero_neighbors, SeedShard, PartitionShard, DistributedTrainer,
-                TypedStoreWriter, TypedFace, ingest_typed, mag_dataset, write_ogb_mag, mag240m_dataset]
+                TypedStoreWriter, TypedFace, ingest_typed, mag_dataset, write_ogb_mag, mag240m_dataset,
+                sample_temporal, temporal_graph, TemporalSampler, GraphStore.node_time]
 
 
 @pytest.mark.parametrize("obj", ENTRY_POINTS, ids=lambda obj: obj.__qualname__)

@@ -7,7 +7,8 @@ negatives, seed-edge exclusion). The neighbour loader is a chain of stages
 (:mod:`graphpipe.loaders.rows`); a seed shard
 (:mod:`graphpipe.loaders.shard`) gives each data-parallel rank its part of an epoch.
 Typed graphs: :class:`HeteroNeighborLoader` over a :class:`HeteroGraphData` yields
-:class:`HeteroMiniBatch` es."""
+:class:`HeteroMiniBatch` es. Temporal sampling (PyG's ``time_attr``):
+:class:`TemporalSampler` (:mod:`graphpipe.loaders.temporal`), built by ``NeighborLoader``."""
 
 from graphpipe.loaders.cluster import ClusterLoader, SequenceBatch
 from graphpipe.loaders.hetero_graph_data import HeteroGraphData
@@ -27,6 +28,7 @@ from graphpipe.loaders.sampler import BaseSampler, LocalSampler, SamplerInput
 from graphpipe.loaders.shard import BaseShard, PartitionShard, SeedShard
 from graphpipe.loaders.stages import GatherStage, ReorderStage, SampleStage, TransferStage
 from graphpipe.loaders.stats import LoaderStats
+from graphpipe.loaders.temporal import TemporalSampler
 
 __all__ = [
     "ArrayRows",
@@ -54,5 +56,6 @@ __all__ = [
     "SamplerInput",
     "SeedShard",
     "SequenceBatch",
+    "TemporalSampler",
     "TransferStage",
 ]

@@ -70,6 +70,8 @@ class HeteroGraphData:
         labels: ``{ntype: (N_t,) or (N_t, tasks)}`` labels (``-1`` unlabelled).
         splits: ``{ntype: {name: int64 local IDs}}`` (``train`` / ``valid`` / ``test``).
         target_type: the type with labels and splits (``None`` when unknown).
+        edge_features: ``{etype: (E, D)}`` edge features in CSC order (row ``k`` is CSC
+            slot ``k``'s edge); relations without them are absent.
         edge_order: ``{etype: int64 (E,)}`` position of each CSC slot in the input edge
             list (``data[etype].edge_index`` of a HeteroData); absent: slots are reported.
         store: the typed :class:`graphpipe.store.GraphStore` when read from one.
@@ -94,6 +96,7 @@ class HeteroGraphData:
     splits: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
     target_type: str | None = None
     edge_order: dict[EdgeType, np.ndarray] = field(default_factory=dict)
+    edge_features: dict[EdgeType, Any] = field(default_factory=dict)
     store: Any = None
 
     # -- the typed store's read face ----------------------------------------------------------
@@ -118,11 +121,39 @@ class HeteroGraphData:
     def typed_csc(self, etype: Any) -> tuple[np.ndarray, np.ndarray]:
         return self.graph.csc[as_etype(etype)]
 
+    def typed_edge_features(self, etype: Any) -> Any:
+        """``(E, D)`` features of ``etype``'s edges in CSC order, or None."""
+        return self.edge_features.get(as_etype(etype))
+
     def typed_features(self, ntype: str) -> Any:
         return self.features.get(ntype)
 
     def typed_labels(self, ntype: str) -> np.ndarray | None:
         return self.labels.get(ntype)
+
+    def typed_num_classes(self, ntype: str) -> int | None:
+        """Classes of ``ntype``'s labels (the store's record, else ``max + 1``), or None."""
+        if self.store is not None:
+            return self.store.typed_num_classes(ntype)
+        labels = self.labels.get(ntype)
+        if labels is None or np.asarray(labels).size == 0:
+            return None
+        return int(np.asarray(labels).max()) + 1
+
+    def typed_edge_ids(self, etype: Any) -> np.ndarray | None:
+        """Input edge-list position of every CSC slot of ``etype`` (None: not known)."""
+        return self.edge_order.get(as_etype(etype))
+
+    def typed_node_time(self, ntype: str) -> np.ndarray | None:
+        """Timestamps of ``ntype``'s nodes (a store's), or None."""
+        return None if self.store is None else self.store.typed_node_time(ntype)
+
+    def typed_edge_time(self, etype: Any) -> np.ndarray | None:
+        """Timestamps of ``etype``'s edges in CSC order (a store's relations), or None."""
+        et = as_etype(etype)
+        if self.store is None or et not in self.store.edge_types:
+            return None
+        return self.store.typed_edge_time(et)
 
     def typed_split_names(self, ntype: str) -> list[str]:
         return list(self.splits.get(ntype, {}))
@@ -164,9 +195,12 @@ class HeteroGraphData:
         if merge:
             from graphpipe.loaders.hetero_reverse import add_reverse_relations
 
-            return add_reverse_relations(self)
+            merged = add_reverse_relations(self)
+            # relations within one type were made symmetric (a new CSC): their rows no longer fit
+            merged.edge_features = {et: f for et, f in self.edge_features.items() if et[0] != et[2]}
+            return merged
         csc = dict(self.graph.csc)
-        order = dict(self.edge_order)
+        order, feats = dict(self.edge_order), dict(self.edge_features)
         for et in self.graph.edge_types:
             rev = (et[2], prefix + et[1], et[0])
             if rev in csc:
@@ -180,20 +214,25 @@ class HeteroGraphData:
             dst = np.repeat(np.arange(indptr.shape[0] - 1), np.diff(indptr))[slots]
             csc[rev] = (rev_indptr, dst.astype(indices.dtype if len(indptr) - 1 < 2**31 else np.int64))
             order[rev] = self.edge_order[et][slots] if et in self.edge_order else slots
-        graph = HeteroCSC(num_nodes=dict(self.graph.num_nodes), edge_types=list(csc), csc=csc)
+            if et in self.edge_features:
+                feats[rev] = np.asarray(self.edge_features[et])[slots]
+        graph = HeteroCSC(num_nodes=dict(self.graph.num_nodes), edge_types=list(csc), csc=csc,
+                          checked=self.graph.checked)  # transposes of checked relations
         return HeteroGraphData(graph=graph, features=self.features, labels=self.labels,
                                splits=self.splits, target_type=self.target_type, edge_order=order,
-                               store=self.store)
+                               store=self.store, edge_features=feats)
 
     # -- construction --------------------------------------------------------------------------
     @classmethod
     def from_dicts(cls, num_nodes: Mapping[str, int], edges: Mapping[Any, tuple[Any, Any]], *,
                    x: Mapping[str, Any] | None = None, y: Mapping[str, Any] | None = None,
                    splits: Mapping[str, Mapping[str, Any]] | None = None,
-                   target_type: str | None = None) -> HeteroGraphData:
+                   target_type: str | None = None,
+                   edge_attr: Mapping[Any, Any] | None = None) -> HeteroGraphData:
         """From ``{ntype: N_t}``, ``{etype: (src, dst)}`` edge lists (local IDs; tuple or
-        ``"src___rel___dst"`` keys), ``x``/``y`` per type and ``{ntype: {name: ids}}``
-        splits. ``target_type`` defaults to the only labelled type."""
+        ``"src___rel___dst"`` keys), ``x``/``y`` per type, ``{ntype: {name: ids}}`` splits
+        and ``edge_attr`` ``{etype: (E, D)}`` in edge-list order. ``target_type`` defaults
+        to the only labelled type."""
         counts = {t: int(n) for t, n in num_nodes.items()}
         csc, order = {}, {}
         for key, pair in edges.items():
@@ -207,6 +246,7 @@ class HeteroGraphData:
             csc[et] = (ip, ind)
         data = cls(graph=HeteroCSC.from_arrays(counts, csc), edge_order=order)
         data._add_nodes(x or {}, y or {}, splits or {})
+        data._add_edge_attr(edge_attr or {})
         data.target_type = target_type if target_type is not None else data._only_labelled()
         if data.target_type is not None and data.target_type not in counts:
             raise ValueError(f"'target_type' {data.target_type!r} is not a node type")
@@ -238,6 +278,17 @@ class HeteroGraphData:
                     raise ValueError(f"splits[{t!r}][{name!r}] must be IDs in [0, {counts[t]})")
                 self.splits[t][name] = ids
 
+    def _add_edge_attr(self, edge_attr: Mapping[Any, Any]) -> None:
+        for key, value in edge_attr.items():
+            et = as_etype(key)
+            if et not in self.graph.csc:
+                raise ValueError(f"'edge_attr' names an unknown relation {etype_str(et)!r}")
+            arr = _numpy(value, f"edge_attr[{etype_str(et)!r}]")
+            if arr.shape[0] != self.graph.num_edges(et):
+                raise ValueError(f"edge_attr[{etype_str(et)!r}] must have {self.graph.num_edges(et)} "
+                                 f"rows (got shape {arr.shape})")
+            self.edge_features[et] = np.ascontiguousarray(arr[self.edge_order[et]])  # CSC order
+
     def _only_labelled(self) -> str | None:
         labelled = list(self.labels) or list(self.splits)
         return labelled[0] if len(labelled) == 1 else None
@@ -246,7 +297,7 @@ class HeteroGraphData:
     def from_pyg(cls, data: Any) -> HeteroGraphData:
         """From a ``torch_geometric.data.HeteroData``: every node type (``num_nodes``, ``x``,
         ``y``, boolean ``train_mask``/``val_mask``/``test_mask`` as splits
-        ``train``/``valid``/``test``) and every edge type's ``edge_index``."""
+        ``train``/``valid``/``test``) and every edge type's ``edge_index`` and ``edge_attr``."""
         from torch_geometric.data import HeteroData
 
         if not isinstance(data, HeteroData):
@@ -266,7 +317,9 @@ class HeteroGraphData:
                      if isinstance(data[t].get(m), torch.Tensor) and data[t][m].dtype == torch.bool}
             if named:
                 splits[t] = named
-        return cls.from_dicts(counts, edges, x=x, y=y, splits=splits)
+        edge_attr = {et: data[et].edge_attr for et in data.edge_types
+                     if isinstance(data[et].get("edge_attr"), torch.Tensor)}
+        return cls.from_dicts(counts, edges, x=x, y=y, splits=splits, edge_attr=edge_attr)
 
     @classmethod
     def open(cls, path: str | os.PathLike) -> HeteroGraphData:
@@ -283,7 +336,7 @@ class HeteroGraphData:
             raise ValueError(f"{getattr(store, 'path', 'the store')}: not a typed store "
                              "(no node_types in its manifest); use NeighborLoader")
         csc = {et: store.typed_csc(et) for et in store.edge_types}  # checked by the store, once
-        graph = HeteroCSC(num_nodes=store.num_nodes_dict, edge_types=list(csc), csc=csc)
+        graph = HeteroCSC(num_nodes=store.num_nodes_dict, edge_types=list(csc), csc=csc, checked=True)
         order = {et: store.typed_edge_ids(et) for et in csc}
         data = cls(graph=graph, store=store, target_type=store.target_type,
                    edge_order={et: o for et, o in order.items() if o is not None})
@@ -297,6 +350,10 @@ class HeteroGraphData:
             names = store.typed_split_names(t)
             if names:
                 data.splits[t] = {n: np.asarray(store.typed_split(t, n), dtype=np.int64) for n in names}
+        for et in csc:
+            feat = store.typed_edge_features(et)
+            if feat is not None:
+                data.edge_features[et] = feat
         return data
 
 

@@ -49,6 +49,8 @@ class HeteroMiniBatch:
         num_sampled_edges: ``{etype: [edges of hop 1, ...]}``.
         input_id: int64 ``(batch_size,)`` position of each seed in the loader's input nodes.
         y_dict: labels of every labelled type, rows of its ``n_id`` (``y`` is the target's).
+        edge_attr: ``{etype: (E_r, D)}`` features of the sampled edges (columns of
+            ``edge_index[etype]``) for relations that have them.
     """
 
     n_id: dict[str, torch.Tensor]
@@ -62,6 +64,7 @@ class HeteroMiniBatch:
     num_sampled_edges: dict[EdgeType, list[int]] = field(default_factory=dict)
     input_id: torch.Tensor | None = None
     y_dict: dict[str, torch.Tensor] = field(default_factory=dict)
+    edge_attr: dict[EdgeType, torch.Tensor] = field(default_factory=dict)
 
     @property
     def node_types(self) -> list[str]:
@@ -126,7 +129,8 @@ class HeteroMiniBatch:
             edge_index=each(self.edge_index), e_id=each(self.e_id),
             num_sampled_nodes={k: list(v) for k, v in self.num_sampled_nodes.items()},
             num_sampled_edges={k: list(v) for k, v in self.num_sampled_edges.items()},
-            input_id=None if self.input_id is None else fn(self.input_id), y_dict=each(self.y_dict))
+            input_id=None if self.input_id is None else fn(self.input_id), y_dict=each(self.y_dict),
+            edge_attr=each(self.edge_attr))
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> HeteroMiniBatch:
         """A copy on ``device`` (tensors already there are not copied)."""
@@ -140,7 +144,8 @@ class HeteroMiniBatch:
         """This batch as the ``torch_geometric.data.HeteroData`` PyG's heterogeneous
         ``NeighborLoader`` yields: per node type ``x`` (where the data has features),
         ``y`` (labelled types), ``n_id``, ``num_sampled_nodes`` and ``num_nodes`` for types
-        without ``x``; per relation ``edge_index``, ``e_id``, ``num_sampled_edges``;
+        without ``x``; per relation ``edge_index``, ``edge_attr`` (where the data has edge
+        features), ``e_id``, ``num_sampled_edges``;
         ``batch_size`` and ``input_id`` on the target type.
 
         >>> import numpy as np
@@ -174,6 +179,8 @@ class HeteroMiniBatch:
             store.num_sampled_nodes = list(self.num_sampled_nodes.get(t, []))
         for et, ei in self.edge_index.items():
             data[et].edge_index = ei
+            if et in self.edge_attr:
+                data[et].edge_attr = self.edge_attr[et]
             data[et].e_id = self.e_id[et]
             data[et].num_sampled_edges = list(self.num_sampled_edges.get(et, []))
         data[self.target_type].batch_size = self.batch_size

@@ -216,7 +216,8 @@ class HeteroNeighborLoader:
             e_id={et: torch.from_numpy(order[et][e] if et in order else e) for et, e in out.edge_ids.items()},
             num_sampled_nodes=out.num_sampled_nodes, num_sampled_edges=out.num_sampled_edges,
             input_id=torch.from_numpy(seeds if self._input_by_node else pos.astype(np.int64)),
-            y_dict=y_dict)
+            y_dict=y_dict, edge_attr={et: torch.from_numpy(np.asarray(f[out.edge_ids[et]]))
+                                      for et, f in self.data.edge_features.items()})
         return batch if self.device.type == "cpu" else batch.to(self.device)
 
     def __iter__(self) -> Iterator[HeteroMiniBatch]:

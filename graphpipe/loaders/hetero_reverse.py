@@ -59,6 +59,8 @@ def add_reverse_relations(data: HeteroGraphData) -> HeteroGraphData:
     names = set(graph.edge_types)
     for et in list(graph.edge_types):
         s, r, d = et
+        if r.startswith("rev_") and (d, r[4:], s) in names:
+            continue  # already a reverse (``graphpipe ingest --add-reverse-edges``)
         indptr, indices = graph.csc[et]
         where = "___".join(et)
         if s == d:

@@ -165,7 +165,8 @@ class LinkNeighborLoader(NeighborLoader):
         neg_sampling: None, ``"binary"``, ``"triplet"``, a dict ``{"mode", "amount",
             "weight"}`` (``weight``: ``"uniform"``, ``"degree"`` or an ``(N,)`` array; or
             ``src_weight`` / ``dst_weight``) or a PyG ``NegativeSampling``.
-        neg_sampling_ratio: PyG's older spelling of ``{"mode": "binary", "amount": ratio}``.
+        neg_sampling_ratio: PyG's older spelling of ``{"mode": "binary", "amount": ratio}``
+            (given and non-zero, it replaces ``neg_sampling``, as in PyG).
         batch_size: positive edges per batch.
         shuffle, drop_last, seed: as :class:`~graphpipe.loaders.NeighborLoader` (over edges;
             negatives are drawn from each batch's key, so equal seeds give equal batches).
@@ -173,7 +174,9 @@ class LinkNeighborLoader(NeighborLoader):
             sampled graph, so a model cannot read its labels off the messages (default False,
             PyG's behaviour).
         **kwargs: the other options of :class:`~graphpipe.loaders.NeighborLoader`
-            (``features``, ``device``, ``prefetch``, ``match_reorder``, ...).
+            (``features``, ``device``, ``prefetch``, ``match_reorder``, ``sampler``...):
+            ``sampler=RemoteSampler(url)`` samples the endpoints on a graphpipe service
+            (seed-edge exclusion happens here, on what it returns).
 
     A four-node ring (both directions) and two positive edges per batch, one binary
     negative each:
@@ -195,13 +198,13 @@ class LinkNeighborLoader(NeighborLoader):
                  edge_label_index: Any = None, edge_label: Any = None, neg_sampling: Any = None,
                  neg_sampling_ratio: float | None = None, batch_size: int = 1,
                  exclude_seed_edges: bool = False, **kwargs: Any):
-        for refused in ("input_nodes", "disjoint", "output", "edge_label_time", "sampler", "time_attr",
+        for refused in ("input_nodes", "disjoint", "output", "edge_label_time", "time_attr",
                         "input_time"):
             if kwargs.get(refused) not in (None, False, "minibatch"):
                 raise ValueError(f"LinkNeighborLoader does not support {refused!r}")
             kwargs.pop(refused, None)
         super().__init__(data, num_neighbors, None, batch_size=batch_size, **kwargs)
-        if neg_sampling is None and neg_sampling_ratio:
+        if neg_sampling_ratio:  # PyG: the older spelling wins over neg_sampling
             neg_sampling = {"mode": "binary", "amount": neg_sampling_ratio}
         self.neg_sampling = resolve_negatives(neg_sampling, self.data.indptr, self.data.num_nodes)
         self.edge_src, self.edge_dst = _resolve_edges(edge_label_index, self.data)

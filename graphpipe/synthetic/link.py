@@ -75,7 +75,7 @@ def _pools(z: np.ndarray, pool: int, block: int = 1024) -> np.ndarray:
 
 
 def link_dataset(num_nodes: int = 4000, *, avg_degree: float = 6.0, feature_dim: int = 32,
-                 latent_dim: int = 16, pool: int = 100, local: float = 0.9, noise: float = 0.5,
+                 latent_dim: int = 16, pool: int = 100, local: float = 0.9, noise: float = 1.0,
                  years: tuple[int, int] = (2000, 2020), seed: int = 0) -> LinkDataset:
     """Generate a latent-space link dataset (see the module docstring).
 

@@ -20,6 +20,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from graphpipe.train.sequence_attention import dense_attention_bytes
 from graphpipe.train.sequence_parallel import (
     HeadExchange,
     all_reduce_gradients,
@@ -83,6 +84,15 @@ class SequenceParallelTrainer(SequenceTrainer):
                              "parallelism splits node-level sequences")
         broadcast_parameters(self.model, self.exchange)
         self.comm: dict[str, int] = {"forward_bytes": 0, "backward_bytes": 0, "steps": 0}
+
+    def dense_fits(self, batch: Any) -> tuple[bool, int]:
+        """Whether a dense step fits this rank's budget: each rank holds the ``(S, S)``
+        score matrices of its ``H/P`` heads only."""
+        heads = max(1, int(self.model.heads) // self.exchange.world)
+        need = dense_attention_bytes(batch.batch_size, batch.seq_len, heads,
+                                     self.model.num_layers, device_type=self.device.type,
+                                     with_bias=bool(getattr(self.model, "has_bias", False)))
+        return need <= self._budget(), need
 
     # ---------------------------------------------------------------------------- steps
     def _step_seed(self, epoch: int, iteration: int) -> int:

@@ -84,3 +84,14 @@ def test_bad_input_refused_before_spawning(store: Path, tmp_path: Path, args: li
 def test_missing_store_refused(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["train", str(tmp_path / "none"), "--nproc", "2"])
     assert result.exit_code == 2 and "none" in _one_error_line(result.output)
+
+
+def test_a_rank_failing_mid_run_ends_all_with_its_error(store: Path, tmp_path: Path) -> None:
+    """Rank 0 cannot open its metrics log (after the ranks joined): one error line, exit 2,
+    and the other rank (left waiting on its peer) neither hangs nor adds a second line."""
+    (tmp_path / "file").write_text("")
+    result = _run([store, "--nproc", "2", "--epochs", "1", "--quiet",
+                   "--metrics-log", tmp_path / "file" / "log.jsonl", *COMMON])
+    assert result.returncode == 2, result.stderr[-2000:]
+    lines = [line for line in result.stderr.strip().splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "file" in lines[0], result.stderr

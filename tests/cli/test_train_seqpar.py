@@ -1,6 +1,7 @@
 """`graphpipe train --model graphormer|gt --seq-parallel P` (cli/train_seqpar.py): spawned
-ranks and torchrun-started ranks both train and end with the `test acc` line; the metrics
-log carries the all-to-all volume; bad combinations fail in one line with exit 2 before
+ranks (interleaved attention: sparse and dense steps) and torchrun-started ranks
+(cluster-sparse) both train and end with the `test acc` line; the metrics log carries the
+all-to-all volume; bad combinations fail in one line with exit 2 before
 any rank starts."""
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ def _graphpipe(args: list[str], env: dict | None = None) -> subprocess.Popen:
 def test_spawned_ranks(store: Path, tmp_path: Path) -> None:
     log = tmp_path / "m.jsonl"
     proc = _graphpipe([str(store), "--model", "graphormer", "--seq-parallel", "2",
+                       "--attention", "interleaved", "--switch-freq", "1",
                        "--metrics-log", str(log), *ARGS])
     out, err = proc.communicate(timeout=600)
     assert proc.returncode == 0, err
@@ -49,6 +51,7 @@ def test_spawned_ranks(store: Path, tmp_path: Path) -> None:
     assert re.fullmatch(r"test acc \d\.\d{4}", lines[-1])
     assert float(lines[-1].split()[-1]) > 0.4           # 4 classes: chance is 0.25
     records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [r["attention"]["dense"] for r in records] == [1, 1]     # dense steps, split too
     comm = records[-1]["comm"]
     assert comm["world"] == 2 and comm["forward_bytes"] == comm["backward_bytes"] > 0
     assert comm["all_to_alls"] == 2 * 2 * 2 * records[-1]["steps"]  # 2 layers, 2 per layer, fwd+bwd

@@ -246,12 +246,12 @@ def test_blocks_follow_edge_index():
     assert batch.to("cpu").n_id["paper"].tolist() == batch.n_id["paper"].tolist()
 
 
-def write_typed_store(path, raw: dict) -> None:
+def write_typed_store(path, raw: dict, edge_attr: dict | None = None) -> None:
     from graphpipe.store.typed_writer import TypedStoreWriter
 
     with TypedStoreWriter(path, COUNTS, target_type="paper") as w:
         for et, (s, d) in raw["edges"].items():
-            w.add_relation(et, s, d)
+            w.add_relation(et, s, d, edge_feat=(edge_attr or {}).get(et))
         for t, x in raw["x"].items():
             w.write_node_array(t, "feat", x)
         w.write_node_array("paper", "label", raw["y"]["paper"])
@@ -432,3 +432,34 @@ def test_replace_and_dgl_frontier_batches_are_the_samplers(replace, frontier):
         assert all(np.array_equal(batch.edge_index[et].numpy(), np.stack([out.row[et], out.col[et]]))
                    for et in RELS)
         check_batch(batch, raw, batch.seeds.numpy())
+
+
+def test_edge_features_follow_their_edges(tmp_path):
+    """Edge features given in edge-list order (dicts, a HeteroData, a typed store) reach each
+    batch as rows of its sampled edges: edge_attr[et] == input edge_attr[et][e_id[et]], also
+    for the reverse relations and in to_pyg()."""
+    _, raw = make_data(11)
+    rng = np.random.default_rng(0)
+    attrs = {et: rng.standard_normal((raw["edges"][et][0].shape[0], 2)).astype(np.float32)
+             for et in RELS[:3]}
+    data = HeteroGraphData.from_dicts(COUNTS, raw["edges"], x=raw["x"], y=raw["y"], edge_attr=attrs)
+    pyg = _pyg_data(raw)
+    for et, a in attrs.items():
+        pyg[et].edge_attr = torch.from_numpy(a)
+    write_typed_store(tmp_path / "typed", raw, edge_attr=attrs)
+    for source in (data, HeteroGraphData.from_pyg(pyg), HeteroGraphData.open(tmp_path / "typed"),
+                   data.with_reverse_relations(prefix="back_")):
+        loader = HeteroNeighborLoader(source, [4, 3], input_nodes="paper", batch_size=40, seed=1)
+        for batch in loader:
+            for et in batch.edge_types:
+                fwd = (et[2], et[1][len("back_"):], et[0]) if et[1].startswith("back_") else et
+                if fwd not in attrs:
+                    assert et not in batch.edge_attr
+                    continue
+                want = torch.from_numpy(attrs[fwd])[batch.e_id[et]]
+                assert torch.equal(batch.edge_attr[et], want), et
+        pyg_batch = batch.to_pyg()
+        assert torch.equal(pyg_batch[RELS[0]].edge_attr, batch.edge_attr[RELS[0]])
+    merged = data.with_reverse_relations(merge=True)
+    assert ("paper", "cites", "paper") not in merged.edge_features  # symmetrised: rows dropped
+    assert RELS[0] in merged.edge_features

@@ -209,3 +209,12 @@ def test_reordered_batches_keep_their_edges(link_store) -> None:
         assert torch.equal(b.x, torch.from_numpy(np.asarray(link_store.feat))[b.n_id])
         seen.append(b.input_id)
     assert torch.equal(torch.cat(seen).sort().values, torch.arange(train.num_pos))
+
+
+def test_topology_only_and_ratio(link_store) -> None:
+    loader = LinkNeighborLoader(link_store, [2], edge_label_index="valid", batch_size=8, seed=0,
+                                features=False, neg_sampling="triplet", neg_sampling_ratio=2)
+    batch = next(iter(loader))
+    assert batch.x is None and batch.edge_label_index.shape == (2, 24)  # ratio 2 -> binary
+    assert batch.edge_label.tolist() == [1.0] * 8 + [0.0] * 16
+    assert len(loader) == math.ceil(read_link_split(link_store, "valid").num_pos / 8)

@@ -47,10 +47,13 @@ class S3Server:
 
 
 @pytest.fixture(scope="module")
-def s3_server() -> Iterator[S3Server]:
+def s3_server(tmp_path_factory) -> Iterator[S3Server]:
+    """The server, with the ``AWS_*`` variables pointing at it and the default chunk cache
+    (``GRAPHPIPE_CACHE_DIR``) in a temporary directory, for the module's tests."""
     server = S3Server()
-    saved = {k: os.environ.get(k) for k in server.env()}
-    os.environ.update(server.env())
+    env = {**server.env(), "GRAPHPIPE_CACHE_DIR": str(tmp_path_factory.mktemp("s3-cache"))}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
     try:
         yield server
     finally:

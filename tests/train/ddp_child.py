@@ -81,13 +81,11 @@ def scenario(name: str, store: GraphStore, out: Path) -> None:
 
 def rank(store_path: str, out: str, scenarios: list[str]) -> None:
     init_process_group()
-    try:
-        store = GraphStore.open(store_path)
-        for name in scenarios:
-            scenario(name, store, Path(out))
-    finally:
-        dist.barrier()
-        dist.destroy_process_group()
+    store = GraphStore.open(store_path)
+    for name in scenarios:
+        scenario(name, store, Path(out))
+    dist.barrier()  # not after an error: the launcher ends the other ranks
+    dist.destroy_process_group()
 
 
 if __name__ == "__main__":

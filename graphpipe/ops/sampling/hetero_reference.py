@@ -39,7 +39,11 @@ __all__ = ["check_seed_dict", "sample_hetero_neighbors_reference"]
 
 def check_seed_dict(graph: HeteroCSC, seeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
     """``{ntype: int64 seeds}`` for every node type (empty where none are given), after
-    checking the types exist and the IDs are in range and unique within their type."""
+    checking the graph was checked (:meth:`HeteroCSC.from_arrays`), the types exist and
+    the IDs are in range and unique within their type."""
+    if not getattr(graph, "checked", False):
+        raise ValueError("'graph' must be built with HeteroCSC.from_arrays (its relations "
+                         "checked once before any kernel indexes with them)")
     if not isinstance(seeds, Mapping):
         raise ValueError(f"'seeds' must be a dict {{node type: IDs}} "  # noqa: TRY004 - bad arguments are ValueError here
                          f"(got {type(seeds).__name__})")

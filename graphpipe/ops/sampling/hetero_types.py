@@ -85,7 +85,9 @@ class HeteroCSC:
             destination, the edge slot of a neighbour is its position in ``indices``).
 
     Build it with :meth:`from_arrays`, which checks every relation once so the Numba
-    kernels can trust each slice and index.
+    kernels can trust each slice and index (``checked``); the samplers refuse a graph
+    built otherwise unless its maker vouches for the arrays (``checked=True``: a typed
+    store's relations, checked by :meth:`graphpipe.store.GraphStore.typed_csc`).
 
     >>> import numpy as np
     >>> g = HeteroCSC.from_arrays({"paper": 3, "author": 2},
@@ -97,6 +99,7 @@ class HeteroCSC:
     num_nodes: dict[str, int]
     edge_types: list[EdgeType]
     csc: dict[EdgeType, tuple[np.ndarray, np.ndarray]]
+    checked: bool = False
 
     @classmethod
     def from_arrays(cls, num_nodes: Mapping[str, int],
@@ -117,7 +120,7 @@ class HeteroCSC:
             if et in checked:
                 raise ValueError(f"relation {etype_str(et)!r} is given twice")
             checked[et] = _check_relation(etype_str(et), indptr, indices, counts[et[2]], counts[et[0]])
-        return cls(num_nodes=counts, edge_types=list(checked), csc=checked)
+        return cls(num_nodes=counts, edge_types=list(checked), csc=checked, checked=True)
 
     @property
     def node_types(self) -> list[str]:

@@ -71,6 +71,20 @@ class HaloExchange:
             :mod:`.quantized`).
         seed: base seed of the stochastic rounding.
         group: the process group (default: the world).
+
+    One rank holding the whole path 0 - 1 - 2 has no halo; the counters stay at zero
+    (tests/train/partition_parallel/test_exchange.py runs three ranks):
+
+    >>> import numpy as np, torch, torch.distributed as dist
+    >>> from graphpipe.train.partition_parallel import local_partition
+    >>> from graphpipe.train.partition_parallel.launch import free_port
+    >>> dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}",
+    ...                         rank=0, world_size=1)
+    >>> part = local_partition(np.array([0, 1, 3, 4]), np.array([1, 0, 2, 1]), np.zeros(3, int), 0, 1)
+    >>> ex = HaloExchange(part, bits=4)
+    >>> ex.exchange(torch.ones(3, 2, requires_grad=True), layer=1).shape, ex.stats.total_sent()
+    (torch.Size([0, 2]), 0)
+    >>> dist.destroy_process_group()
     """
 
     def __init__(self, part: LocalPartition, bits: int | str = 32, *, seed: int = 0,

@@ -120,6 +120,22 @@ class PartitionTrainer:
             copy is broadcast so every rank uses the same.
         config: :class:`PartitionConfig`.
         group: the process group (default: the world, already initialised).
+
+    >>> import tempfile, torch.distributed as dist
+    >>> from graphpipe.ingest.pipeline import ingest
+    >>> from graphpipe.synthetic import community_graph, write_ogb_raw
+    >>> from graphpipe.train.partition_parallel.launch import free_port
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> _ = write_ogb_raw(tmp.name + "/raw", community_graph(90, 3, feature_dim=8, seed=1))
+    >>> store = ingest(tmp.name + "/raw", tmp.name + "/store")
+    >>> dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}",
+    ...                         rank=0, world_size=1)
+    >>> trainer = PartitionTrainer(store, np.zeros(90, dtype=np.int64),
+    ...                            PartitionConfig(hidden=8, epochs=2, dropout=0.0))
+    >>> losses = [trainer.train_epoch(epoch) for epoch in range(2)]
+    >>> losses[1] < losses[0], sorted(trainer.evaluate())
+    (True, ['test', 'train', 'valid'])
+    >>> dist.destroy_process_group(); tmp.cleanup()
     """
 
     def __init__(self, store: Any, parts: np.ndarray, config: PartitionConfig,

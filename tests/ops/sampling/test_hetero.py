@@ -286,3 +286,14 @@ def test_random_graphs_equal_the_oracle_and_hold_the_properties():
         check_properties(g, seeds, out, fanouts, replace)
 
     check()
+
+
+def test_unchecked_graph_is_refused():
+    """A HeteroCSC built around the checks (an index out of range here) never reaches a kernel."""
+    bad = HeteroCSC(num_nodes={"a": 2}, edge_types=[("a", "r", "a")],
+                    csc={("a", "r", "a"): (np.array([0, 1, 2]), np.array([0, 99]))})
+    for backend in ("cpu", "reference"):
+        with pytest.raises(ValueError, match="from_arrays"):
+            sample_hetero_neighbors(bad, {"a": [0, 1]}, [2], backend=backend)
+    with pytest.raises(ValueError, match="from_arrays"):
+        sample_hetero_neighbors_batches(bad, [{"a": [1]}], [2], seeds=[0])
