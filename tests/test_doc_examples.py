@@ -30,10 +30,12 @@ from graphpipe.loaders.disjoint import DisjointSampler
 from graphpipe.loaders.link_exclude import exclude_seed_edges
 from graphpipe.loaders.link_loader import LinkNeighborLoader
 from graphpipe.loaders.link_seeds import plan_link_batch
+from graphpipe.loaders.temporal import TemporalSampler
 from graphpipe.ops.aggregate import aggregate
 from graphpipe.ops.attention import sparse_attention
 from graphpipe.ops.negative import degree_weight, negative_sample
 from graphpipe.ops.sampling import HeteroCSC, sample_hetero_neighbors, sample_neighbors
+from graphpipe.ops.sampling.temporal import sample_temporal, temporal_graph
 from graphpipe.service import Client
 from graphpipe.store import GraphStore
 from graphpipe.store.link import read_link_split
@@ -55,6 +57,7 @@ ENTRY_POINTS = [GraphStore.open, ingest, NeighborLoader, MiniBatch.to_pyg, Clust
                 HeteroNeighborLoader, HeteroMiniBatch.to_pyg, HeteroGraphData, HeteroCSC,
                 sample_hetero_neighbors, SeedShard, PartitionShard, DistributedTrainer,
                 TypedStoreWriter, TypedFace, ingest_typed, mag_dataset, write_ogb_mag, mag240m_dataset,
+                sample_temporal, temporal_graph, TemporalSampler, GraphStore.node_time,
                 LinkNeighborLoader, plan_link_batch, exclude_seed_edges, negative_sample, degree_weight,
                 read_link_split, read_ogb_link, read_link_pt, link_dataset, write_ogb_link,
                 LinkPredictor, train_link, common_neighbours]
