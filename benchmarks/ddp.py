@@ -3,7 +3,8 @@
 1. **Partition-aware seeds** (loaders only, in this process): for ``W`` in 2, 4, 8 ranks,
    each rank's training loader (``match_reorder=True``, the trainer's ``frontier="all"``)
    runs one epoch of its shard, random (:class:`SeedShard`) or by METIS parts
-   (:class:`PartitionShard`, ``partition/k8``); per rank: rows needed (distinct input
+   (:class:`PartitionShard`, ``partition/k8``; in the permutation's order, or ``by_part``:
+   one part after another); per rank: rows needed (distinct input
    nodes summed over batches: what a loader without reuse gathers), rows gathered from
    the store with Match-Reorder, rows reused.
 2. **Epoch time and communication** (real gloo ranks, ``graphpipe.train.distributed.launch``):
@@ -49,6 +50,7 @@ sys.path.insert(0, str(ROOT))
 
 FANOUTS, HIDDEN, LAYERS, BATCH, DIM, CLASSES = [15, 10, 5], 256, 3, 1024, 100, 47
 PAPERS100M_TRAIN = 1_207_179
+SHARD_NAMES = {"seeds": "random", "parts": "METIS parts", "grouped": "METIS parts, by part"}
 STEP_CASES = ((0.082, "this model on a quiet 2-core run, benchmarks/train.py"),
               (0.010, "an assumed GPU-class step"))
 """Step times the projection is also made for, besides the one measured here."""
@@ -79,7 +81,7 @@ def shard_rows(store_path: Path, world: int, mode: str) -> list[dict[str, int]]:
     out = []
     for rank in range(world):
         shard = (SeedShard(rank, world) if mode == "seeds"
-                 else PartitionShard(part, rank, world, seeds=train))
+                 else PartitionShard(part, rank, world, seeds=train, by_part=mode == "grouped"))
         loader = NeighborLoader(store, FANOUTS, "train", batch_size=BATCH, shuffle=True, seed=0,
                                 frontier="all", match_reorder=True, shard=shard)
         touched = np.zeros(store.num_nodes, dtype=bool)
@@ -98,11 +100,11 @@ def shard_table(store_path: Path) -> list[str]:
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for world in (2, 4, 8):
         base = None
-        for mode in ("seeds", "parts"):
+        for mode in ("seeds", "parts", "grouped"):
             ranks = shard_rows(store_path, world, mode)
             mean = {k: float(np.mean([r[k] for r in ranks])) for k in ranks[0]}
             base = base or mean["rows_gathered"]
-            lines.append(f"| {world} | {'random' if mode == 'seeds' else 'METIS parts'} | "
+            lines.append(f"| {world} | {SHARD_NAMES[mode]} | "
                          f"{mean['distinct']:,.0f} | {mean['rows_needed']:,.0f} | {mean['rows_gathered']:,.0f} | "
                          f"{mean['rows_reused']:,.0f} ({mean['rows_reused'] / mean['rows_needed']:.1%}) | "
                          f"{mean['rows_gathered'] / base:.3f} |")
@@ -242,6 +244,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=30, help="all-reduces timed per rank")
     ap.add_argument("--gbit", type=float, default=25.0)
     ap.add_argument("--latency-us", type=float, default=50.0)
+    ap.add_argument("--only-shards", action="store_true", help="section 1 only")
     ap.add_argument("--write", action="store_true")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -256,6 +259,9 @@ def main() -> None:
                 f"{args.nodes:,} nodes, {n_train:,} train seeds; SAGE {LAYERS}x{HIDDEN}, fanouts "
                 f"{FANOUTS}, batch {BATCH} per rank"), "", "## 1. seed shards: rows per rank, one epoch", ""]
         text += shard_table(store_path)
+        if args.only_shards:
+            print("\n".join(text))
+            return
         out = Path(tmp) / "out"
         out.mkdir()
         results = timed_runs(store_path, out, args)

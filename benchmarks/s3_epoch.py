@@ -6,7 +6,10 @@ ingested with ``graphpipe ingest SRC s3://...``. Per round, in this order:
 * ``local``:  ``GraphStore.open(local path)`` + one ``NeighborLoader`` epoch;
 * ``cold``:   ``GraphStore.open("s3://...", cache_dir=<empty>)`` + the same epoch (every
   object the epoch needs is fetched once: GETs and bytes counted by the store);
-* ``cached``: the same URL and cache directory again (the manifest is the only GET).
+* ``cached``: the same URL and cache directory again (the manifest is the only GET);
+* ``cold, 32 MiB ranged parts``: ``cold`` with objects above 32 MiB (here the two 64 MiB
+  feature chunks) in ranged GETs of ``remote.PART_BYTES``, as objects above
+  ``remote.RANGED_BYTES`` (256 MiB) always are: what the parts cost against whole GETs.
 
 Rounds alternate; best and median per mode, ratios against ``local``. moto is a Python
 server: the cold figure is bounded by its speed on this machine, not by a network; read
@@ -77,6 +80,18 @@ def epoch(path: str, cache_dir: str | None, batch: int) -> tuple[float, int, int
     return seconds, (stats.gets if stats else 0), (stats.get_bytes if stats else 0)
 
 
+def ranged(url: str, cache_dir: str, batch: int) -> tuple[float, int, int]:
+    """A cold epoch with every chunk above 32 MiB in ranged parts (what large objects, above
+    ``remote.RANGED_BYTES``, get), to show what the parts cost against whole GETs."""
+    from graphpipe.store import remote
+
+    saved, remote.RANGED_BYTES = remote.RANGED_BYTES, 32 << 20
+    try:
+        return epoch(url, cache_dir, batch)
+    finally:
+        remote.RANGED_BYTES = saved
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--nodes", type=int, default=200_000)
@@ -106,12 +121,15 @@ def main() -> None:
               f"{sum(listing.values()) / 2**20:.1f} MiB; ingest to s3:// {upload:.2f} s; "
               f"batch {args.batch}, fanouts [10, 5], moto_server on loopback")
         epoch(local, None, args.batch)          # warm-up: Numba compilation, page cache
-        runs: dict[str, list[tuple[float, int, int]]] = {"local": [], "cold": [], "cached": []}
+        runs: dict[str, list[tuple[float, int, int]]] = {"local": [], "cold": [], "cached": [],
+                                                          "cold, 32 MiB ranged parts": []}
         for r in range(args.rounds):
             cache = tmp / f"cache{r}"
             runs["local"].append(epoch(local, None, args.batch))
             runs["cold"].append(epoch(url, str(cache), args.batch))
             runs["cached"].append(epoch(url, str(cache), args.batch))
+            shutil.rmtree(cache)
+            runs["cold, 32 MiB ranged parts"].append(ranged(url, str(cache), args.batch))
             shutil.rmtree(cache)
         report(runs)
     finally:

@@ -371,6 +371,8 @@ def papers100m_bin(dest, nodes, edges_per_node, dim, num_classes, label_frac, se
 @click.option("--feature-dim", type=click.IntRange(1), default=32, show_default=True)
 @click.option("--pool", type=click.IntRange(1), default=100, show_default=True,
               help="Partners are drawn from each node's POOL nearest nodes in latent space.")
+@click.option("--noise", type=click.FloatRange(0), default=1.0, show_default=True,
+              help="Feature noise (0: features are a linear image of the latent positions).")
 @click.option("--num-neg", type=click.IntRange(1), default=3000, show_default=True,
               help="collab: negative pairs in valid and test.")
 @click.option("--neg-per-source", type=click.IntRange(1), default=100, show_default=True,
@@ -378,7 +380,7 @@ def papers100m_bin(dest, nodes, edges_per_node, dim, num_classes, label_frac, se
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--overwrite", is_flag=True, help="Replace DEST if it exists.")
 @click.option("--quiet", "-q", is_flag=True, help="No summary.")
-def link(dest, style, nodes, avg_degree, feature_dim, pool, num_neg, neg_per_source, seed,
+def link(dest, style, nodes, avg_degree, feature_dim, pool, noise, num_neg, neg_per_source, seed,
          overwrite, quiet) -> None:
     """A link-prediction folder in OGB's link-property layout (ogbl-collab-like or
     ogbl-citation2-like): raw/ and split/time/{train,valid,test}.pt
@@ -387,7 +389,8 @@ def link(dest, style, nodes, avg_degree, feature_dim, pool, num_neg, neg_per_sou
 
     if pool >= nodes:
         _fail(f"'--pool' must be below '--nodes' (got {pool} >= {nodes})", 2)
-    data = link_dataset(nodes, avg_degree=avg_degree, feature_dim=feature_dim, pool=pool, seed=seed)
+    data = link_dataset(nodes, avg_degree=avg_degree, feature_dim=feature_dim, pool=pool,
+                        noise=noise, seed=seed)
 
     def write(folder: Path, progress: _Progress) -> None:
         write_ogb_link(folder, data, style=style, num_neg=num_neg, neg_per_source=neg_per_source,

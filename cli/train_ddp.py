@@ -2,11 +2,15 @@
 data-parallel GNN training (:class:`graphpipe.train.distributed.DistributedTrainer`).
 
 ``--nproc N`` checks the options and the store here, then starts N local ranks
-(:func:`graphpipe.train.distributed.launch`: torch.multiprocessing, a free loopback
-port, gloo) that each run :func:`rank_main`. Under ``torchrun`` (``RANK``,
+(:func:`graphpipe.train.distributed.launch`: torch.multiprocessing, the rendezvous on
+a loopback port the OS picks, gloo) that each run :func:`rank_main`. Under ``torchrun`` (``RANK``,
 ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT`` set) this process is one rank already
 and runs :func:`rank_main` itself. Rank 0 prints the lines a one-process run prints,
 ending with ``test acc <value>``; the other ranks print nothing but errors.
+
+Each rank opens the store and makes its memory plan; local ranks plan one after another,
+so a rank sees the memory the ranks before it took (features held in memory are held
+once per rank; the memory-mapped topology is shared through the page cache).
 """
 
 from __future__ import annotations

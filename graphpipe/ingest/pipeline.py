@@ -270,6 +270,9 @@ def ingest(source: DatasetSource | str | os.PathLike, dest: str | os.PathLike,
            reader_options: dict | None = None) -> GraphStore:
     """Ingest ``source`` (a :class:`DatasetSource` or a path) into a new store at ``dest``.
 
+    A typed (heterogeneous) folder (OGB's heterogeneous raw layout, MAG240M's, typed edge
+    lists) becomes a typed store instead (:func:`graphpipe.ingest.typed.ingest_typed`).
+
     Returns the opened store. Raises :class:`IngestError` (bad input, naming the
     file and line/field) or :class:`graphpipe.store.StoreError` (destination, full
     disk); in every failure ``dest`` is left as it was.

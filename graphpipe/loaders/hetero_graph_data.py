@@ -131,6 +131,30 @@ class HeteroGraphData:
     def typed_labels(self, ntype: str) -> np.ndarray | None:
         return self.labels.get(ntype)
 
+    def typed_num_classes(self, ntype: str) -> int | None:
+        """Classes of ``ntype``'s labels (the store's record, else ``max + 1``), or None."""
+        if self.store is not None:
+            return self.store.typed_num_classes(ntype)
+        labels = self.labels.get(ntype)
+        if labels is None or np.asarray(labels).size == 0:
+            return None
+        return int(np.asarray(labels).max()) + 1
+
+    def typed_edge_ids(self, etype: Any) -> np.ndarray | None:
+        """Input edge-list position of every CSC slot of ``etype`` (None: not known)."""
+        return self.edge_order.get(as_etype(etype))
+
+    def typed_node_time(self, ntype: str) -> np.ndarray | None:
+        """Timestamps of ``ntype``'s nodes (a store's), or None."""
+        return None if self.store is None else self.store.typed_node_time(ntype)
+
+    def typed_edge_time(self, etype: Any) -> np.ndarray | None:
+        """Timestamps of ``etype``'s edges in CSC order (a store's relations), or None."""
+        et = as_etype(etype)
+        if self.store is None or et not in self.store.edge_types:
+            return None
+        return self.store.typed_edge_time(et)
+
     def typed_split_names(self, ntype: str) -> list[str]:
         return list(self.splits.get(ntype, {}))
 

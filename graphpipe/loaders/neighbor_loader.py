@@ -169,7 +169,7 @@ class NeighborLoader:
             seed's time are sampled (edge time, or the neighbour's node time), one tree per
             seed (PyG's ``disjoint=True``, implied), every node inheriting its seed's time;
             ``batch.seed_time`` holds the seeds' times. ``input_nodes`` may repeat a node
-            (one tree per occurrence, ``input_id`` its position).
+            (one tree per occurrence, ``input_id`` its position; the node ID for a mask).
         input_time: int ``(len(input_nodes),)`` time of each input node (PyG's); None:
             the seeds' node times (edge-level time without node times needs it).
         temporal_strategy: ``"uniform"`` (PyG's default) or ``"last"`` (the most recent
@@ -507,8 +507,10 @@ class NeighborLoader:
                             positions: Sequence[np.ndarray] | None = None) -> Iterator[PreparedBatch]:
         for i in self.reorder(outputs):
             prepared = self.gather(outputs[int(i)], key=int(keys[int(i)]))
-            if positions is not None:  # temporal: input_id is the position (nodes may repeat)
-                prepared.batch.input_id = torch.from_numpy(np.asarray(positions[int(i)], dtype=np.int64))
+            if positions is not None:  # temporal: from the input position (nodes may repeat)
+                pos = np.asarray(positions[int(i)], dtype=np.int64)
+                ids = self.input_nodes[pos] if self._input_by_node else pos   # PyG: node ID for a mask
+                prepared.batch.input_id = torch.from_numpy(np.ascontiguousarray(ids))
             yield prepared
             outputs[int(i)] = None  # free the subgraph once used
 

@@ -141,6 +141,11 @@ class PartitionShard(BaseShard):
         drop_last: False (default): a rank short of seeds is topped up with the
             permutation's first seeds owned by other ranks; True: every rank is cut to the
             smallest count.
+        by_part: False (default): the rank's seeds in the permutation's order (its
+            batches mix its parts); True: one part after another (parts in the order the
+            permutation first meets them, so a new order every epoch; seeds of a part in
+            permutation order): a batch draws on one part, so its neighbourhoods overlap
+            more, and batches are less alike to a random draw (as ClusterGCN's).
 
     Six nodes in two parts, two ranks: rank 0 owns part 0 (nodes 0-2), rank 1 part 1:
 
@@ -151,10 +156,19 @@ class PartitionShard(BaseShard):
     [[0, 1, 2], [5, 3, 4]]
     >>> PartitionShard(part, 1, 2).select(np.array([0, 1, 2, 3])).tolist()  # padded
     [3, 0, 1]
+
+    Three parts, rank 0 owns parts 0 and 2; ``by_part=True`` trains one part after another:
+
+    >>> part3 = np.array([0, 1, 0, 1, 2, 2])
+    >>> order = np.array([4, 0, 5, 2])
+    >>> PartitionShard(part3, 0, 2).part_owner.tolist()
+    [0, 1, 0]
+    >>> [PartitionShard(part3, 0, 2, by_part=g).select(order).tolist() for g in (False, True)]
+    [[4, 0, 5, 2], [4, 5, 0, 2]]
     """
 
     def __init__(self, node_part: np.ndarray, rank: int, world_size: int, *,
-                 seeds: np.ndarray | None = None, drop_last: bool = False):
+                 seeds: np.ndarray | None = None, drop_last: bool = False, by_part: bool = False):
         _check_rank(rank, world_size)
         part = np.asarray(node_part)
         if part.ndim != 1 or part.dtype.kind not in "iu":
@@ -171,6 +185,7 @@ class PartitionShard(BaseShard):
             if seeds.size and (int(seeds.min()) < 0 or int(seeds.max()) >= part.shape[0]):
                 raise ValueError(f"'seeds' must be node IDs in [0, {part.shape[0]})")
         self.rank, self.world_size, self.drop_last = int(rank), int(world_size), bool(drop_last)
+        self.by_part = bool(by_part)
         self.node_part = part
         self.part_owner = deal_parts(part, world_size, seeds)
         self.num_parts = num_parts
@@ -191,10 +206,20 @@ class PartitionShard(BaseShard):
         owner = self.owners(ids)
         target = self.count(ids)
         own = ids[owner == self.rank]
+        if self.by_part and own.size:
+            own = own[_group_by_first_seen(self.node_part[own])]
         if own.shape[0] >= target:
             return own[:target]
         return np.concatenate([own, ids[owner != self.rank][:target - own.shape[0]]])
 
     def __repr__(self) -> str:
         return (f"PartitionShard(parts={self.num_parts}, rank={self.rank}, "
-                f"world_size={self.world_size}, drop_last={self.drop_last})")
+                f"world_size={self.world_size}, drop_last={self.drop_last}, by_part={self.by_part})")
+
+
+def _group_by_first_seen(keys: np.ndarray) -> np.ndarray:
+    """The order that puts equal ``keys`` ``(n,)`` together, groups in the order of their
+    first occurrence, each group in its original order."""
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    rank_of_group = np.argsort(np.argsort(first))
+    return np.argsort(rank_of_group[inverse], kind="stable")

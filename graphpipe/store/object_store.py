@@ -148,14 +148,14 @@ class RemotePrefix:
         keys = list(keys)
         return self._run(self._gather(self._get_one, [(k,) for k in keys]), keys)
 
-    def download_ranges(self, key: str, size: int, fd: int, part_bytes: int) -> None:
+    def download_ranges(self, key: str, size: int, fd: int, part_bytes: int, in_flight: int) -> None:
         """Write object ``key`` (``size`` bytes) into the open file ``fd`` at its offsets, in
-        ranged GETs of ``part_bytes`` (:data:`MAX_CONCURRENCY` at a time): a large object never
+        ranged GETs of ``part_bytes`` (``in_flight`` at a time): a large object never
         sits whole in memory. Raises :class:`StoreError` when the object is missing or its
         parts do not have the expected sizes."""
         starts = list(range(0, size, part_bytes))
         self._run(self._gather(self._get_range_into,
-                               [(key, s, min(size, s + part_bytes), fd) for s in starts]), [key])
+                               [(key, s, min(size, s + part_bytes), fd) for s in starts], in_flight), [key])
 
     def put_many(self, items: Iterable[tuple[str, bytes | memoryview]]) -> None:
         """Write each ``(key, bytes)``, :data:`MAX_CONCURRENCY` at a time."""
@@ -185,8 +185,8 @@ class RemotePrefix:
             return {meta["path"]: int(meta["size"]) async for meta in self.store._list("")}
         return self._run(collect(), ["(list)"])
 
-    async def _gather(self, fn: Any, args: list[tuple]) -> list[Any]:
-        gate = asyncio.Semaphore(MAX_CONCURRENCY)
+    async def _gather(self, fn: Any, args: list[tuple], in_flight: int = MAX_CONCURRENCY) -> list[Any]:
+        gate = asyncio.Semaphore(in_flight)
 
         async def one(a: tuple) -> Any:
             async with gate:

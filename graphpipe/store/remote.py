@@ -50,12 +50,16 @@ from graphpipe.store.reader import GraphStore, _resolve_in_memory
 
 MAX_CHUNKS = 1 << 20
 """Most chunks one array may have (a manifest claiming more is refused before any request)."""
-FETCH_GROUP = 8
-"""Small objects downloaded at once (memory held: up to this many)."""
-RANGED_BYTES = 32 << 20
-"""Objects of known size above this are downloaded in ranged GETs straight into the file."""
-PART_BYTES = 8 << 20
-"""Bytes per ranged GET (16 in flight: 128 MiB of memory at most)."""
+FETCH_GROUP = 4
+"""Objects downloaded at once in whole GETs (memory held: up to this many objects of at most
+:data:`RANGED_BYTES`; a default feature chunk is 64 MiB)."""
+RANGED_BYTES = 256 << 20
+"""Objects of known size above this (a one-chunk ``csc/indices`` of a large graph) are
+downloaded in ranged GETs written straight into the file, never whole in memory."""
+PART_BYTES = 32 << 20
+"""Bytes per ranged GET."""
+PARTS_IN_FLIGHT = 4
+"""Ranged GETs in flight at once (memory held: ``PARTS_IN_FLIGHT * PART_BYTES``)."""
 
 
 def default_cache_dir() -> Path:
@@ -152,7 +156,7 @@ class ChunkCache:
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             try:
-                self.remote.download_ranges(key, size, fd, PART_BYTES)
+                self.remote.download_ranges(key, size, fd, PART_BYTES, PARTS_IN_FLIGHT)
             finally:
                 os.close(fd)
             os.replace(tmp, path)

@@ -29,8 +29,8 @@ What a data-parallel run does (the :class:`~graphpipe.train.Trainer` semantics, 
   any number of ranks, or in one process with a plain :class:`Trainer`, and vice versa.
 
 :func:`launch` runs a function in ``N`` local processes the way ``torchrun`` would
-(``MASTER_ADDR=127.0.0.1``, a free loopback port, ``RANK``, ``LOCAL_RANK``,
-``WORLD_SIZE``); :func:`init_process_group` joins the group from those variables
+(``MASTER_ADDR=127.0.0.1``, ``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``; the rendezvous
+store is served by the launching process on a loopback port the OS picks); :func:`init_process_group` joins the group from those variables
 (``env://``), whoever set them.
 """
 
@@ -39,7 +39,6 @@ from __future__ import annotations
 import datetime
 import logging
 import os
-import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -52,7 +51,7 @@ from graphpipe.loaders import NeighborLoader
 from graphpipe.loaders.shard import BaseShard, PartitionShard, SeedShard
 from graphpipe.train.trainer import Trainer
 
-__all__ = ["SHARDS", "DistributedTrainer", "RankCounters", "free_port", "init_process_group",
+__all__ = ["SHARDS", "DistributedTrainer", "RankCounters", "init_process_group",
            "launch", "launched_by_torchrun", "local_rank", "stored_partition"]
 
 SHARDS = ("seeds", "parts")
@@ -77,13 +76,6 @@ def local_rank() -> int:
     return int(os.environ.get("LOCAL_RANK", "0"))
 
 
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def init_process_group(device: str | torch.device = "cpu", *, timeout_s: float = 1800.0
                        ) -> dist.ProcessGroup:
     """Join the default process group from the environment (``env://``) unless already
@@ -105,18 +97,26 @@ def _rank_entry(index: int, fn: Callable[..., Any], nproc: int, port: int, args:
     """One spawned process: the torchrun variables, a share of the cores, then ``fn``."""
     os.environ.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(index),
                        "LOCAL_RANK": str(index), "WORLD_SIZE": str(nproc),
-                       "LOCAL_WORLD_SIZE": str(nproc), "GROUP_RANK": "0"})
+                       "LOCAL_WORLD_SIZE": str(nproc), "GROUP_RANK": "0",
+                       "TORCHELASTIC_USE_AGENT_STORE": "True", "TORCHELASTIC_RESTART_COUNT": "0"})
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    share = max(1, (os.cpu_count() or 1) // nproc)
     if "OMP_NUM_THREADS" not in os.environ:  # N ranks share the cores, as torchrun's default
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // nproc))
+        torch.set_num_threads(share)
+    if "NUMBA_NUM_THREADS" not in os.environ:  # the sampler's threads too
+        import numba
+
+        numba.set_num_threads(min(share, numba.config.NUMBA_NUM_THREADS))
     fn(*args)
 
 
 def launch(fn: Callable[..., Any], nproc: int, args: tuple = ()) -> None:
     """Run ``fn(*args)`` in ``nproc`` new local processes (``torch.multiprocessing``,
-    spawn), each with the variables ``torchrun`` sets (rank ``i`` of ``nproc``, rendezvous
-    on 127.0.0.1 at a free port, ``GLOO_SOCKET_IFNAME=lo`` unless set) and
-    ``cores // nproc`` torch threads unless ``OMP_NUM_THREADS`` is set; ``fn`` calls
+    spawn), each with the variables ``torchrun`` sets (rank ``i`` of ``nproc``; the
+    rendezvous ``TCPStore`` hosted by this process on 127.0.0.1 at a port the OS picks, as
+    torchrun's agent hosts it; ``GLOO_SOCKET_IFNAME=lo`` unless set) and
+    ``cores // nproc`` torch (and Numba) threads unless ``OMP_NUM_THREADS``
+    (``NUMBA_NUM_THREADS``) is set; ``fn`` calls
     :func:`init_process_group`. ``fn`` must be importable (a module-level function).
     Waits for all; a process that fails ends the others and raises
     ``torch.multiprocessing.ProcessRaisedException`` / ``ProcessExitedException``."""
@@ -126,7 +126,13 @@ def launch(fn: Callable[..., Any], nproc: int, args: tuple = ()) -> None:
         raise ValueError(f"'nproc' must be a positive integer (got {nproc!r})")
     # one failed rank is reported by the exception; not also by a warning per rank ended
     logging.getLogger("torch.multiprocessing.spawn").setLevel(logging.ERROR)
-    mp.spawn(_rank_entry, args=(fn, nproc, free_port(), tuple(args)), nprocs=nproc, join=True)
+    # the rendezvous store lives here, on a port the OS picked, as torchrun's agent hosts it
+    # (TORCHELASTIC_USE_AGENT_STORE): no free port to find and lose to another process
+    store = dist.TCPStore("127.0.0.1", 0, nproc, True, wait_for_workers=False)
+    try:
+        mp.spawn(_rank_entry, args=(fn, nproc, store.port, tuple(args)), nprocs=nproc, join=True)
+    finally:
+        del store
 
 
 def stored_partition(store: Any, world_size: int) -> tuple[int, np.ndarray]:
@@ -300,6 +306,12 @@ class DistributedTrainer(Trainer):
         return [{"rank": r, **{k: (float(v) if k.endswith("_s") or k == "seconds" else int(v))
                                for k, v in zip(RANK_KEYS, rows[r].tolist())}}
                 for r in range(self.world_size)]
+
+    def describe_epoch(self, record: dict[str, Any]) -> str:
+        """The one-process line (its loader figures are rank 0's) and every rank's rows."""
+        ranks = record.get("ranks") or []
+        rows = " / ".join(str(r["rows_gathered"]) for r in ranks)
+        return super().describe_epoch(record) + f"  [{len(ranks)} ranks: rows gathered {rows}]"
 
     def evaluate(self) -> dict[str, float]:
         """Rank 0 evaluates (:meth:`Trainer.evaluate`); every rank gets its accuracies."""

@@ -203,7 +203,7 @@ def test_feature_file_larger_than_memory_cap(tmp_path):
     torch.save({"paper": ROWS, "author": 3}, base / "meta.pt")
     code = (f"from graphpipe.ingest import ingest; "
             f"ingest({str(tmp_path / 'big')!r}, {str(tmp_path / 's')!r})")
-    run = subprocess.run([str(MEMLIMIT), CAP, sys.executable, "-c", code], capture_output=True,
+    run = subprocess.run([str(MEMLIMIT), "--keep-caches", CAP, sys.executable, "-c", code], capture_output=True,
                          text=True, timeout=600, check=False)
     if run.returncode == 3 and "no writable memory cgroup" in run.stderr:
         pytest.skip("no memory cgroup here")

@@ -141,3 +141,26 @@ def test_merged_reverse_relations_equal_pygs_default_to_undirected():
         indptr, indices = data.typed_csc(et)
         dst = np.repeat(np.arange(indptr.shape[0] - 1), np.diff(indptr))
         assert set(zip(indices.tolist(), dst.tolist())) == set(map(tuple, pyg[et].edge_index.t().tolist()))
+
+
+def test_store_face_extras(tmp_path):
+    from graphpipe.store.typed_writer import TypedStoreWriter
+
+    edges = edge_lists(5, 60)
+    y = np.arange(50) % 3
+    data = HeteroGraphData.from_dicts(COUNTS, edges, y={"paper": y})
+    assert data.typed_num_classes("paper") == 3 and data.typed_num_classes("author") is None
+    assert np.array_equal(data.typed_edge_ids(RELS[0]), data.edge_order[RELS[0]])
+    assert data.typed_node_time("paper") is None and data.typed_edge_time(RELS[0]) is None
+    with TypedStoreWriter(tmp_path / "s", COUNTS, target_type="paper") as w:
+        for et, (s, d) in edges.items():
+            w.add_relation(et, s, d, time=np.arange(60) + 2000)
+        w.write_node_array("paper", "label", y)
+        w.write_node_array("paper", "time", np.arange(50))
+        w.commit()
+    stored = HeteroGraphData.open(tmp_path / "s").with_reverse_relations()
+    assert stored.typed_num_classes("paper") == 3
+    assert stored.typed_node_time("paper").tolist() == list(range(50))
+    order = stored.typed_edge_ids(RELS[0])
+    assert np.array_equal(stored.typed_edge_time(RELS[0]), np.arange(60)[order] + 2000)
+    assert stored.typed_edge_time(("paper", "rev_writes", "author")) is None

@@ -151,3 +151,21 @@ def test_partition_shard_refuses_bad_parts() -> None:
         PartitionShard(np.array([0, 1]), 0, 2, seeds=np.array([5]))
     with pytest.raises(ValueError, match="seed IDs"):
         PartitionShard(np.array([0, 1]), 0, 2).select(np.array([2]))
+
+
+def test_partition_shard_by_part_groups_each_part() -> None:
+    rng = np.random.default_rng(3)
+    part = rng.integers(0, 8, size=400)
+    perm = rng.permutation(400)
+    for rank in range(2):
+        plain = PartitionShard(part, rank, 2).select(perm)
+        grouped = PartitionShard(part, rank, 2, by_part=True).select(perm)
+        assert sorted(plain.tolist()) == sorted(grouped.tolist())
+        owned = grouped[PartitionShard(part, rank, 2).owners(grouped) == rank]
+        parts = part[owned]
+        runs = parts[np.r_[True, parts[1:] != parts[:-1]]]
+        assert len(runs) == len(set(runs.tolist()))            # each part one contiguous run
+        first_seen = list(dict.fromkeys(part[plain[np.isin(plain, owned)]].tolist()))
+        assert runs.tolist() == first_seen                     # in the permutation's order
+        for p in runs:                                         # a part's seeds keep their order
+            assert owned[parts == p].tolist() == [v for v in plain if part[v] == p and v in set(owned)]

@@ -165,3 +165,13 @@ def test_store_path_and_to_pyg(store) -> None:
     data = next(iter(loader)).to_pyg()
     assert data.seed_time.tolist() == [0, 100, 200, 300, 400, 500, 600, 700]
     assert data.batch.shape == data.n_id.shape and data.time.shape == data.n_id.shape
+
+
+def test_input_id_of_a_mask_is_the_node_id_as_pyg(store) -> None:
+    mask = np.zeros(N, dtype=bool)
+    mask[[3, 7, 250]] = True
+    loader = NeighborLoader(store, [2], input_nodes=mask, input_time=np.array([5, 6, 7]), time_attr="time",
+                            batch_size=2)
+    batches = list(loader)
+    assert [b.input_id.tolist() for b in batches] == [[3, 7], [250]]
+    assert [b.seed_time.tolist() for b in batches] == [[5, 6], [7]]

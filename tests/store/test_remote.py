@@ -6,6 +6,8 @@ restart in the middle of a read."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -229,3 +231,66 @@ def test_a_truncated_object_is_an_error_naming_it(s3_server, local_store, tmp_pa
     with pytest.raises(StoreError, match="node/feat/c/0/0"):
         store.features(np.array([0]))
     assert not list((tmp_path / "cache").rglob("node/feat/c/0/0"))       # nothing half written
+
+
+_RANK = """
+import os, sys, time
+import numpy as np
+from graphpipe.store import GraphStore
+url, cache, go = sys.argv[1:4]
+store = GraphStore.open(url, cache_dir=cache)
+open(go + "." + str(os.getpid()), "w").close()            # ready
+while not os.path.exists(go):
+    time.sleep(0.01)
+rows = store.features(np.arange(store.num_nodes))
+print(store.requests.gets, store.requests.get_bytes, float(rows.sum()))
+"""
+
+
+def test_two_processes_fetch_each_object_once(s3_server, local_store, tmp_path) -> None:
+    """Two processes (as two ranks of one machine) read the features through one cache at
+    the same moment: together they GET each feature chunk once."""
+    url = f"s3://{s3_server.bucket}/ranks/g"
+    upload_store(_rechunked(local_store, tmp_path / "chunked", 50).path, url)
+    listing = RemotePrefix(url).list()
+    feat = {k: n for k, n in listing.items() if k.startswith("node/feat/")}
+    cache, go = tmp_path / "cache", tmp_path / "go"
+    procs = [subprocess.Popen([sys.executable, "-c", _RANK, url, str(cache), str(go)],
+                              stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    deadline = time.monotonic() + 240
+    while len(list(tmp_path.glob("go.*"))) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)                                       # both opened: start together
+    go.touch()
+    outs = [p.communicate(timeout=300)[0].split() for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    gets = sum(int(o[0]) for o in outs) - 2                   # each process: its manifest GET
+    fetched = sum(int(o[1]) for o in outs) - 2 * listing["manifest.json"]
+    assert (gets, fetched) == (len(feat), sum(feat.values()))  # zarr.json + chunks, once
+    assert {o[2] for o in outs} == {str(float(local_store.feat.sum()))}
+
+
+def test_a_typed_store_on_s3(s3_server, tmp_path) -> None:
+    """The typed face (issue 17) reads through the same cache: every typed array equal."""
+    from graphpipe.store.typed_writer import TypedStoreWriter
+
+    rng = np.random.default_rng(3)
+    with TypedStoreWriter(tmp_path / "typed", {"paper": 50, "author": 30}) as w:
+        w.add_relation(("author", "writes", "paper"), rng.integers(0, 30, 200), rng.integers(0, 50, 200))
+        w.add_relation(("paper", "cites", "paper"), rng.integers(0, 50, 300), rng.integers(0, 50, 300))
+        w.write_node_array("paper", "feat", rng.standard_normal((50, 4)).astype(np.float32))
+        w.write_node_array("author", "feat", rng.standard_normal((30, 2)).astype(np.float32))
+        w.write_node_array("paper", "label", rng.integers(0, 3, 50))
+        w.write_split("paper", "train", np.arange(0, 50, 2))
+        w.commit()
+    local = GraphStore.open(tmp_path / "typed")
+    url = f"s3://{s3_server.bucket}/typed/g"
+    upload_store(local.path, url)
+    remote = GraphStore.open(url, cache_dir=tmp_path / "cache")
+    assert remote.is_typed and remote.node_types == local.node_types
+    for etype in local.edge_types:
+        for got, want in zip(remote.typed_csc(etype), local.typed_csc(etype)):
+            assert np.array_equal(got, want)
+    for ntype in local.node_types:
+        assert np.array_equal(remote.typed_features(ntype), local.typed_features(ntype))
+    assert np.array_equal(remote.typed_split("paper", "train"), local.typed_split("paper", "train"))
+    assert validate(url) == []
