@@ -82,6 +82,8 @@ def resolve_edge_label_time(edge_label_time: Any, edge_label_index: Any, data: A
     if times.ndim != 1 or times.shape[0] != num_pos:
         raise ValueError(f"'edge_label_time' must have one time per supervision edge, shape ({num_pos},) "
                          f"(got {times.shape})")
+    if times.size and times.dtype.kind not in "iu":
+        raise ValueError(f"'edge_label_time' must hold integer timestamps (got {times.dtype})")
     return check_seed_time(times, num_pos)
 
 
