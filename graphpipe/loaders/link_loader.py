@@ -209,6 +209,20 @@ class LinkNeighborLoader(NeighborLoader):
     >>> pairs = batch.n_id[batch.edge_index].T.tolist()   # sampled (src, dst), seeds excluded
     >>> sorted(pairs), [0, 1] in pairs or [1, 0] in pairs
     ([[0, 3], [2, 3], [3, 0], [3, 2]], False)
+
+    Temporal link prediction: the ring's edges carry times (``stamp``); the supervision
+    edge ``0 -> 1`` at time 2 samples each endpoint as its own tree with only edges no
+    newer than 2:
+
+    >>> import torch
+    >>> from torch_geometric.data import Data
+    >>> ring = Data(x=torch.eye(4), edge_index=torch.tensor([[1, 3, 0, 2, 1, 3, 0, 2],
+    ...     [0, 0, 1, 1, 2, 2, 3, 3]]), stamp=torch.tensor([1, 5, 2, 5, 5, 5, 5, 5]), num_nodes=4)
+    >>> loader = LinkNeighborLoader(ring, [-1], edge_label_index=torch.tensor([[0], [1]]),
+    ...     edge_label_time=torch.tensor([2]), time_attr="stamp", batch_size=1, seed=0)
+    >>> batch = next(iter(loader))
+    >>> batch.n_id.tolist(), batch.batch.tolist(), batch.stamp.tolist(), batch.seed_time.tolist()
+    ([0, 1, 1, 0], [0, 1, 0, 1], [1, 2], [2, 2])
     """
 
     def __init__(self, data: Any, num_neighbors: Sequence[int] | None = None, *,

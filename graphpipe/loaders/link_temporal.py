@@ -131,6 +131,10 @@ def plan_temporal_link_batch(input_id: np.ndarray, src: np.ndarray, dst: np.ndar
     ...                              np.array([10, 20]), None, NegativeSpec("binary"), 10, key=1)
     >>> s.nodes.tolist(), s.seed_time.tolist(), s.edge_label_index.tolist()
     ([4, 2, 4, 6, 2, 7, 3, 3], [10, 20, 10, 20, 10, 20, 10, 20], [[0, 1, 2, 3], [4, 5, 6, 7]])
+    >>> t = plan_temporal_link_batch(np.array([0, 1]), np.array([4, 2]), np.array([2, 7]),
+    ...                              np.array([10, 20]), None, NegativeSpec("triplet", 2), 10, key=1)
+    >>> t.seed_time.tolist(), t.dst_neg_index.tolist()   # negative [i, k] has edge i's time
+    ([10, 20, 10, 20, 10, 20, 10, 20], [[4, 6], [5, 7]])
     """
     num_pos = int(src.shape[0])
     time = np.asarray(time, dtype=np.int64)
