@@ -30,6 +30,7 @@ from graphpipe.loaders.disjoint import DisjointSampler
 from graphpipe.loaders.link_exclude import exclude_seed_edges
 from graphpipe.loaders.link_loader import LinkNeighborLoader
 from graphpipe.loaders.link_seeds import plan_link_batch
+from graphpipe.loaders.link_temporal import exclude_edges_anywhere, plan_temporal_link_batch
 from graphpipe.loaders.temporal import TemporalSampler
 from graphpipe.ops.aggregate import aggregate
 from graphpipe.ops.attention import sparse_attention
@@ -69,7 +70,7 @@ ENTRY_POINTS = [GraphStore.open, ingest, NeighborLoader, MiniBatch.to_pyg, Clust
                 sample_temporal, temporal_graph, TemporalSampler, GraphStore.node_time,
                 LinkNeighborLoader, plan_link_batch, exclude_seed_edges, negative_sample, degree_weight,
                 read_link_split, read_ogb_link, read_link_pt, link_dataset, write_ogb_link,
-                LinkPredictor, train_link, common_neighbours,
+                LinkPredictor, train_link, common_neighbours, plan_temporal_link_batch, exclude_edges_anywhere,
                 local_partition, auto_bits, RowCodec, HaloExchange, StalenessClock, PartitionTrainer,
                 run_partition_parallel]
 
