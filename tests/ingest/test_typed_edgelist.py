@@ -155,3 +155,16 @@ def test_empty_relation(tmp_path):
     assert indptr.tolist() == [0, 0, 0] and indices.size == 0
     assert store.num_edges_dict[("b", "back", "a")] == 0
     assert validate(store.path) == []
+
+
+def test_validate_checks_id_map_rows(tmp_path):
+    import json
+
+    folder = tmp_path / "g"
+    _table(folder, "edges/a___to___b.csv", src=[0, 1], dst=["x", "y"])
+    _table(folder, "nodes/b.csv", id=["x", "y"])
+    store = ingest(folder, tmp_path / "s")
+    manifest = json.loads((store.path / "manifest.json").read_text())
+    manifest["tables"]["typed/b/id_map.parquet"]["rows"] = 5
+    (store.path / "manifest.json").write_text(json.dumps(manifest))
+    assert any("id_map.parquet: 5 rows, expected 2" in p for p in validate(store.path))
