@@ -1,5 +1,6 @@
 """Heterogeneous neighbour sampling: graphpipe's typed Fused-Map sampler and
-HeteroNeighborLoader vs PyG's heterogeneous NeighborLoader, on the same typed graph, in one run.
+HeteroNeighborLoader vs PyG's heterogeneous NeighborLoader and DGL / GraphBolt's
+heterogeneous samplers, on the same typed graph and seeds, in one run.
 
 Graph: ogbn-mag-like (``graphpipe.synthetic.mag.mag_dataset`` when present, else the
 generator below with the same four relations and Pareto degree skew), plus the reverse of
@@ -18,16 +19,29 @@ the same load. Metric: seeds per second (best and median round), ratio ours / Py
 - ``loader``: sampling + feature rows of every type + the batch object. Ours:
   ``HeteroNeighborLoader`` (``prefetch=0``, so the work is in the timed thread;
   ``+to_pyg`` also builds the ``HeteroData``). PyG: ``NeighborLoader`` (``num_workers=0``).
+- DGL 2.1 / GraphBolt (``--skip-dgl`` leaves them out): a subprocess with
+  ``.venv-dgl/bin/python benchmarks/peers/dgl_hetero_sampling.py`` (``make peers``; or
+  ``$GRAPHPIPE_DGL_PYTHON``) on the same relations (CSC, local IDs), seeds and features saved
+  as .npy; it stays alive and takes its turn in every round. ``sample``: DGL's
+  ``NeighborSampler.sample_blocks`` on a ``dgl.heterograph``, GraphBolt's typed
+  ``FusedCSCSamplingGraph.sample_neighbors`` (one fanout per relation) +
+  ``unique_and_compact_csc_formats`` per hop; ``loader``: DGL's ``DataLoader`` with the
+  feature rows. DGL expands every node of the hop before (seeds included) where PyG
+  expands the new ones, so ``graphpipe frontier=all`` (DGL's semantics) is measured too,
+  and the sampled edges per batch of every contender are printed.
 
-    .venv/bin/python benchmarks/hetero_sampling.py [--scale 0.25] [--batches 20] [--rounds 3]
+    .venv/bin/python benchmarks/hetero_sampling.py [--scale 0.25] [--batches 20] [--rounds 3] [--skip-dgl]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -96,12 +110,13 @@ def pyg_hetero(data: HeteroGraphData):
 
 
 def timed(fn) -> float:
+    """Seconds of one pass; a peer's pass reports its own (a float)."""
     t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
+    own = fn()
+    return own if isinstance(own, float) else time.perf_counter() - t0
 
 
-def contenders(data: HeteroGraphData, pyg, batches: list[np.ndarray]) -> dict:
+def contenders(data: HeteroGraphData, pyg, batches: list[np.ndarray], peer: DglPeer | None) -> dict:
     from torch_geometric.loader import NeighborLoader as PyGLoader
     from torch_geometric.sampler import NeighborSampler, NodeSamplerInput
 
@@ -109,11 +124,12 @@ def contenders(data: HeteroGraphData, pyg, batches: list[np.ndarray]) -> dict:
     keys = list(range(len(batches)))
     pyg_sampler = NeighborSampler(pyg, FANOUTS)
 
-    def ours_sample(threads: int):
+    def ours_sample(threads: int, frontier: str = "new"):
         def run():
             for s in range(0, len(batches), 8):
                 sample_hetero_neighbors_batches(data.graph, [{"paper": b} for b in batches[s:s + 8]],
-                                                FANOUTS, seeds=keys[s:s + 8], num_threads=threads)
+                                                FANOUTS, seeds=keys[s:s + 8], num_threads=threads,
+                                                frontier=frontier)
         return run
 
     def pyg_sample():
@@ -137,10 +153,105 @@ def contenders(data: HeteroGraphData, pyg, batches: list[np.ndarray]) -> dict:
         for _ in pyg_loader:
             pass
 
-    return {"sample: graphpipe 1 thread": ours_sample(1), "sample: graphpipe 2 threads": ours_sample(2),
-            "sample: PyG (torch-sparse)": pyg_sample,
-            "loader: graphpipe HeteroNeighborLoader": ours_loader(False),
-            "loader: graphpipe +to_pyg()": ours_loader(True), "loader: PyG NeighborLoader": pyg_load}
+    runs = {"sample: graphpipe 1 thread": ours_sample(1), "sample: graphpipe 2 threads": ours_sample(2),
+            "sample: graphpipe 1 thread, frontier=all": ours_sample(1, "all"),
+            "sample: PyG (torch-sparse)": pyg_sample}
+    runs.update({f"sample: {n}": peer_run(peer, n) for n in (peer.names if peer else []) if "DataLoader" not in n})
+    runs.update({"loader: graphpipe HeteroNeighborLoader": ours_loader(False),
+                 "loader: graphpipe +to_pyg()": ours_loader(True), "loader: PyG NeighborLoader": pyg_load})
+    runs.update({f"loader: {n}": peer_run(peer, n) for n in (peer.names if peer else []) if "DataLoader" in n})
+    return runs
+
+
+def peer_run(peer: DglPeer, name: str):
+    """One timed pass in the peer process; returns the peer's own seconds (no pipe time)."""
+    def run() -> float:
+        out = peer.run(name)
+        peer.work[name] = (out["edges"] / out["batches"], out["nodes"] / out["batches"])
+        return out["seconds"]
+    return run
+
+
+def work_per_batch(data: HeteroGraphData, pyg, batches: list[np.ndarray]) -> dict[str, tuple[float, float]]:
+    """Mean sampled edges and nodes (all types) per batch: ours (new / all) on every batch,
+    PyG on the first 2 (its sampler is slow)."""
+    from torch_geometric.sampler import NeighborSampler, NodeSamplerInput
+
+    out = {}
+    for frontier in ("new", "all"):
+        res = sample_hetero_neighbors_batches(data.graph, [{"paper": b} for b in batches], FANOUTS,
+                                              seeds=list(range(len(batches))), frontier=frontier)
+        out[f"graphpipe frontier={frontier}"] = (
+            float(np.mean([sum(len(r) for r in o.row.values()) for o in res])),
+            float(np.mean([sum(len(n) for n in o.n_id.values()) for o in res])))
+    sampler = NeighborSampler(pyg, FANOUTS)
+    res = [sampler.sample_from_nodes(NodeSamplerInput(None, torch.from_numpy(b), input_type="paper"))
+           for b in batches[:2]]
+    out["PyG"] = (float(np.mean([sum(len(r) for r in o.row.values()) for o in res])),
+                  float(np.mean([sum(len(n) for n in o.node.values()) for o in res])))
+    return out
+
+
+class DglPeer:
+    """The DGL / GraphBolt side (benchmarks/peers/dgl_hetero_sampling.py in ``.venv-dgl``),
+    alive across rounds: one timed pass per request."""
+
+    def __init__(self, graph_dir: Path):
+        py = Path(os.environ.get("GRAPHPIPE_DGL_PYTHON") or ROOT / ".venv-dgl" / "bin" / "python")
+        if not py.exists():
+            raise FileNotFoundError(f"{py} not found (make peers; see ../shared/peers/README.md)")
+        self.proc = subprocess.Popen(
+            [str(py), str(ROOT / "benchmarks" / "peers" / "dgl_hetero_sampling.py"), str(graph_dir)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env={**os.environ, "DGLBACKEND": "pytorch"})
+        self.names = json.loads(self._readline())["ready"]
+        self.work: dict[str, tuple[float, float]] = {}
+
+    def _readline(self) -> str:
+        while True:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise RuntimeError(f"DGL peer process ended (exit code {self.proc.wait()})")
+            if line.startswith("{"):
+                return line
+
+    def run(self, name: str) -> dict:
+        self.proc.stdin.write(name + "\n")
+        self.proc.stdin.flush()
+        return json.loads(self._readline())
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.stdin.write("quit\n")
+            self.proc.stdin.flush()
+            self.proc.wait(timeout=60)
+
+
+def write_peer_graph(data: HeteroGraphData, batches: list[np.ndarray], out: Path) -> None:
+    """The relations (CSC, local IDs), seed batches and features as .npy + meta.json."""
+    featured = []
+    for t in data.num_nodes_dict:
+        x = data.typed_features(t)
+        if x is not None:
+            np.save(out / f"feat_{t}.npy", np.ascontiguousarray(x))
+            featured.append(t)
+    for i, et in enumerate(data.edge_types):
+        indptr, indices = data.typed_csc(et)
+        np.save(out / f"rel{i}_indptr.npy", np.asarray(indptr, dtype=np.int64))
+        np.save(out / f"rel{i}_indices.npy", np.asarray(indices, dtype=np.int64))
+    np.save(out / "seeds.npy", np.stack(batches).astype(np.int64))
+    meta = {"num_nodes": {t: int(n) for t, n in data.num_nodes_dict.items()},
+            "edge_types": [list(et) for et in data.edge_types], "fanouts": FANOUTS,
+            "target": "paper", "batch": BATCH, "featured": featured}
+    (out / "meta.json").write_text(json.dumps(meta))
+
+
+def start_peer(data: HeteroGraphData, batches: list[np.ndarray], tmp: Path) -> DglPeer | None:
+    try:
+        write_peer_graph(data, batches, tmp)
+        return DglPeer(tmp)
+    except Exception as exc:  # noqa: BLE001 - a failing peer must not hide the other figures
+        print(f"DGL / GraphBolt not measured: {type(exc).__name__}: {exc}")
+        return None
 
 
 def load_data(args: argparse.Namespace) -> HeteroGraphData:
@@ -151,12 +262,44 @@ def load_data(args: argparse.Namespace) -> HeteroGraphData:
                                       splits={"paper": {"train": train}}, target_type="paper")
 
 
+def measure(runs: dict, rounds: int) -> dict[str, list[float]]:
+    for fn in runs.values():  # warm-up: Numba compilation, page faults
+        fn()
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(rounds):  # interleaved: every contender sees the same load
+        for name, fn in runs.items():
+            times[name].append(timed(fn))
+    return times
+
+
+def report(times: dict[str, list[float]], num_batches: int, work: dict[str, tuple[float, float]]) -> None:
+    seeds = BATCH * num_batches
+    print(f"{'contender':<46}{'best seeds/s':>14}{'median':>10}{'s/batch':>10}")
+    for name, ts in times.items():
+        print(f"{name:<46}{seeds / min(ts):>14,.0f}{seeds / statistics.median(ts):>10,.0f}"
+              f"{min(ts) / num_batches:>10.4f}")
+    print("sampled per batch (edges, nodes of all types): " + "; ".join(
+        f"{name} {e:,.0f}, {n:,.0f}" for name, (e, n) in work.items()))
+    ours = {"sample": ("sample: graphpipe 2 threads", "sample: graphpipe 1 thread",
+                       "sample: graphpipe 1 thread, frontier=all"),
+            "loader": ("loader: graphpipe HeteroNeighborLoader", "loader: graphpipe +to_pyg()")}
+    for kind, mine in ours.items():
+        peers = [n for n in times if n.startswith(kind) and "graphpipe" not in n]
+        for name in mine:
+            for peer in peers:
+                best = min(times[peer]) / min(times[name])
+                med = statistics.median(times[peer]) / statistics.median(times[name])
+                print(f"ratio {name.split(': ')[1]} / {peer.split(': ')[1]} ({kind}): "
+                      f"best {best:.2f}x, median {med:.2f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--scale", type=float, default=0.25, help="fraction of ogbn-mag's sizes")
     parser.add_argument("--store", default=None, help="a typed store instead of the generator")
     parser.add_argument("--batches", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--skip-dgl", action="store_true", help="leave DGL / GraphBolt out")
     args = parser.parse_args()
     t0 = time.perf_counter()
     data = load_data(args)
@@ -169,24 +312,17 @@ def main() -> None:
     print("nodes: " + ", ".join(f"{t} {n:,}" for t, n in data.num_nodes_dict.items()))
     print(f"edges: {sum(data.num_edges_dict.values()):,} in {len(data.edge_types)} relations; "
           f"fanouts {FANOUTS} per relation, batch {BATCH}, {len(batches)} batches, {args.rounds} rounds")
-    runs = contenders(data, pyg, batches)
-    for fn in runs.values():  # warm-up: Numba compilation, page faults
-        fn()
-    times: dict[str, list[float]] = {name: [] for name in runs}
-    for _ in range(args.rounds):
-        for name, fn in runs.items():
-            times[name].append(timed(fn))
-    seeds = BATCH * len(batches)
-    print(f"{'contender':<42}{'best seeds/s':>14}{'median':>10}{'s/batch':>10}")
-    for name, ts in times.items():
-        print(f"{name:<42}{seeds / min(ts):>14,.0f}{seeds / statistics.median(ts):>10,.0f}"
-              f"{min(ts) / len(batches):>10.4f}")
-    for kind, ours in (("sample", "sample: graphpipe 2 threads"), ("sample", "sample: graphpipe 1 thread"),
-                       ("loader", "loader: graphpipe HeteroNeighborLoader"), ("loader", "loader: graphpipe +to_pyg()")):
-        peer = "sample: PyG (torch-sparse)" if kind == "sample" else "loader: PyG NeighborLoader"
-        best = min(times[peer]) / min(times[ours])
-        med = statistics.median(times[peer]) / statistics.median(times[ours])
-        print(f"ratio {ours.split(': ')[1]} / PyG ({kind}): best {best:.2f}x, median {med:.2f}x")
+    with tempfile.TemporaryDirectory(prefix="hetero_peer_") as tmp:
+        peer = None if args.skip_dgl else start_peer(data, batches, Path(tmp))
+        try:
+            times = measure(contenders(data, pyg, batches, peer), args.rounds)
+        finally:
+            if peer is not None:
+                peer.close()
+    work = work_per_batch(data, pyg, batches)
+    if peer is not None:
+        work.update({n: w for n, w in peer.work.items() if "DataLoader" not in n})
+    report(times, len(batches), work)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ import pytest
 
 from graphpipe.ingest import ingest
 from graphpipe.ingest.generated import read_generated
+from graphpipe.ingest.ogb_link import read_link_pt, read_ogb_link
 from graphpipe.ingest.splitfiles import read_split_files
 from graphpipe.ingest.typed import ingest_typed
 from graphpipe.interop.pyg_data import write_pyg_store
@@ -26,21 +27,38 @@ from graphpipe.loaders import (
     SeedShard,
 )
 from graphpipe.loaders.disjoint import DisjointSampler
+from graphpipe.loaders.link_exclude import exclude_seed_edges
+from graphpipe.loaders.link_loader import LinkNeighborLoader
+from graphpipe.loaders.link_seeds import plan_link_batch
+from graphpipe.loaders.link_temporal import exclude_edges_anywhere, plan_temporal_link_batch
 from graphpipe.loaders.temporal import TemporalSampler
 from graphpipe.ops.aggregate import aggregate
 from graphpipe.ops.attention import sparse_attention
+from graphpipe.ops.negative import degree_weight, negative_sample
 from graphpipe.ops.sampling import HeteroCSC, sample_hetero_neighbors, sample_neighbors
 from graphpipe.ops.sampling.temporal import sample_temporal, temporal_graph
 from graphpipe.service import Client
 from graphpipe.store import GraphStore
+from graphpipe.store.link import read_link_split
 from graphpipe.store.typed_reader import TypedFace
 from graphpipe.store.typed_writer import TypedStoreWriter
+from graphpipe.synthetic.link import link_dataset, write_ogb_link
 from graphpipe.synthetic.mag import mag_dataset, write_ogb_mag
 from graphpipe.synthetic.mag240m import mag240m_dataset
 from graphpipe.synthetic.npz_stream import NpzStreamWriter
 from graphpipe.synthetic.papers import write_papers100m_bin
 from graphpipe.train import Trainer
 from graphpipe.train.distributed import DistributedTrainer
+from graphpipe.train.link import LinkPredictor, common_neighbours, train_link
+from graphpipe.train.partition_parallel import (
+    HaloExchange,
+    PartitionTrainer,
+    RowCodec,
+    StalenessClock,
+    auto_bits,
+    local_partition,
+    run_partition_parallel,
+)
 
 ENTRY_POINTS = [GraphStore.open, ingest, NeighborLoader, MiniBatch.to_pyg, ClusterLoader,
                 sample_neighbors, aggregate, sparse_attention, Client, Trainer, write_pyg_store,
@@ -49,7 +67,12 @@ ENTRY_POINTS = [GraphStore.open, ingest, NeighborLoader, MiniBatch.to_pyg, Clust
                 HeteroNeighborLoader, HeteroMiniBatch.to_pyg, HeteroGraphData, HeteroCSC,
                 sample_hetero_neighbors, SeedShard, PartitionShard, DistributedTrainer,
                 TypedStoreWriter, TypedFace, ingest_typed, mag_dataset, write_ogb_mag, mag240m_dataset,
-                sample_temporal, temporal_graph, TemporalSampler, GraphStore.node_time]
+                sample_temporal, temporal_graph, TemporalSampler, GraphStore.node_time,
+                LinkNeighborLoader, plan_link_batch, exclude_seed_edges, negative_sample, degree_weight,
+                read_link_split, read_ogb_link, read_link_pt, link_dataset, write_ogb_link,
+                LinkPredictor, train_link, common_neighbours, plan_temporal_link_batch, exclude_edges_anywhere,
+                local_partition, auto_bits, RowCodec, HaloExchange, StalenessClock, PartitionTrainer,
+                run_partition_parallel]
 
 
 @pytest.mark.parametrize("obj", ENTRY_POINTS, ids=lambda obj: obj.__qualname__)

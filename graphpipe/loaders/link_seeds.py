@@ -123,6 +123,10 @@ def plan_link_batch(input_id: np.ndarray, src: np.ndarray, dst: np.ndarray, labe
     ...                     NegativeSpec("binary"), 10, key=1)
     >>> s.nodes.tolist(), s.edge_label_index.tolist(), s.edge_label.tolist()
     ([2, 3, 4, 6, 7], [[2, 0, 2, 3], [0, 4, 1, 1]], [1.0, 1.0, 0.0, 0.0])
+    >>> t = plan_link_batch(np.array([0, 1]), np.array([4, 2]), np.array([2, 7]), None,
+    ...                     NegativeSpec("triplet", 2), 10, key=1)
+    >>> t.nodes[t.src_index].tolist(), t.nodes[t.dst_pos_index].tolist(), t.dst_neg_index.shape
+    ([4, 2], [2, 7], (2, 2))
     """
     num_pos = int(src.shape[0])
     seeds = LinkSeeds(input_id, src, dst, np.empty(0, dtype=np.int64))

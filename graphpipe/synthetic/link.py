@@ -82,6 +82,8 @@ def link_dataset(num_nodes: int = 4000, *, avg_degree: float = 6.0, feature_dim:
     >>> d = link_dataset(200, avg_degree=4, feature_dim=8, pool=20, seed=1)
     >>> d.x.shape, d.num_edges > 300, bool((d.src != d.dst).all())
     ((200, 8), True, True)
+    >>> int(d.year.min()) >= 2000 and int(d.year.max()) < 2020, int(d.weight.min()) >= 1
+    (True, True)
     """
     if num_nodes < 4 or pool < 1 or pool >= num_nodes:
         raise ValueError(f"need num_nodes >= 4 and 1 <= pool < num_nodes (got {num_nodes}, {pool})")

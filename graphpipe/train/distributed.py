@@ -100,8 +100,13 @@ def _rank_entry(index: int, fn: Callable[..., Any], nproc: int, port: int, args:
                        "LOCAL_WORLD_SIZE": str(nproc), "GROUP_RANK": "0",
                        "TORCHELASTIC_USE_AGENT_STORE": "True", "TORCHELASTIC_RESTART_COUNT": "0"})
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    share = max(1, (os.cpu_count() or 1) // nproc)
     if "OMP_NUM_THREADS" not in os.environ:  # N ranks share the cores, as torchrun's default
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // nproc))
+        torch.set_num_threads(share)
+    if "NUMBA_NUM_THREADS" not in os.environ:  # the sampler's threads too
+        import numba
+
+        numba.set_num_threads(min(share, numba.config.NUMBA_NUM_THREADS))
     fn(*args)
 
 
@@ -110,7 +115,8 @@ def launch(fn: Callable[..., Any], nproc: int, args: tuple = ()) -> None:
     spawn), each with the variables ``torchrun`` sets (rank ``i`` of ``nproc``; the
     rendezvous ``TCPStore`` hosted by this process on 127.0.0.1 at a port the OS picks, as
     torchrun's agent hosts it; ``GLOO_SOCKET_IFNAME=lo`` unless set) and
-    ``cores // nproc`` torch threads unless ``OMP_NUM_THREADS`` is set; ``fn`` calls
+    ``cores // nproc`` torch (and Numba) threads unless ``OMP_NUM_THREADS``
+    (``NUMBA_NUM_THREADS``) is set; ``fn`` calls
     :func:`init_process_group`. ``fn`` must be importable (a module-level function).
     Waits for all; a process that fails ends the others and raises
     ``torch.multiprocessing.ProcessRaisedException`` / ``ProcessExitedException``."""
@@ -300,6 +306,12 @@ class DistributedTrainer(Trainer):
         return [{"rank": r, **{k: (float(v) if k.endswith("_s") or k == "seconds" else int(v))
                                for k, v in zip(RANK_KEYS, rows[r].tolist())}}
                 for r in range(self.world_size)]
+
+    def describe_epoch(self, record: dict[str, Any]) -> str:
+        """The one-process line (its loader figures are rank 0's) and every rank's rows."""
+        ranks = record.get("ranks") or []
+        rows = " / ".join(str(r["rows_gathered"]) for r in ranks)
+        return super().describe_epoch(record) + f"  [{len(ranks)} ranks: rows gathered {rows}]"
 
     def evaluate(self) -> dict[str, float]:
         """Rank 0 evaluates (:meth:`Trainer.evaluate`); every rank gets its accuracies."""

@@ -114,9 +114,13 @@ def common_neighbours(indptr: np.ndarray, indices: np.ndarray, src: np.ndarray,
     """float64 ``(n,)``: common in-neighbours of ``src[i]`` and ``dst[i]`` in a CSC whose
     neighbour lists are sorted (a store's default; with inverse edges, the neighbours).
 
+    A four-node ring, both directions (node ``i`` hears from ``i - 1`` and ``i + 1``):
+
     >>> indptr, indices = np.array([0, 2, 4, 6, 8]), np.array([1, 3, 0, 2, 1, 3, 0, 2])
     >>> common_neighbours(indptr, indices, np.array([0, 0]), np.array([2, 1])).tolist()
     [2.0, 0.0]
+    >>> common_neighbours(indptr, indices, np.array([1]), np.array([3])).tolist()
+    [2.0]
     """
     indptr = np.asarray(indptr, dtype=np.int64)
     n = indptr.shape[0] - 1

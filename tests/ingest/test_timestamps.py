@@ -210,3 +210,16 @@ def test_info_reads_the_range_of_times_added_later(tmp_path: Path) -> None:
     store = GraphStore.open(store.path)
     assert summarize(store)["time"] == {"nodes/time": {"min": -3, "max": 7}}
     assert validate(store.path) == []
+
+
+def test_parquet_time_column(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    src, dst, t, _n = _random_edges(7, n=30, e=200)
+    pq.write_table(pa.table({"src": src, "dst": dst, "t": t}), tmp_path / "e.parquet")
+    store = ingest(tmp_path / "e.parquet", tmp_path / "s", reader_options={"time_column": "t"})
+    assert np.array_equal(store.edge_time(), t[store.edge_id])
+    pq.write_table(pa.table({"src": src, "dst": dst, "t": t.astype(float)}), tmp_path / "f.parquet")
+    with pytest.raises(IngestError, match="time column 't' must hold integers"):
+        ingest(tmp_path / "f.parquet", tmp_path / "s2", reader_options={"time_column": "t"})

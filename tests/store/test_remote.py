@@ -267,3 +267,51 @@ def test_two_processes_fetch_each_object_once(s3_server, local_store, tmp_path) 
     fetched = sum(int(o[1]) for o in outs) - 2 * listing["manifest.json"]
     assert (gets, fetched) == (len(feat), sum(feat.values()))  # zarr.json + chunks, once
     assert {o[2] for o in outs} == {str(float(local_store.feat.sum()))}
+
+
+def test_a_typed_store_on_s3(s3_server, tmp_path) -> None:
+    """The typed face (issue 17) reads through the same cache: every typed array equal."""
+    from graphpipe.store.typed_writer import TypedStoreWriter
+
+    rng = np.random.default_rng(3)
+    with TypedStoreWriter(tmp_path / "typed", {"paper": 50, "author": 30}) as w:
+        w.add_relation(("author", "writes", "paper"), rng.integers(0, 30, 200), rng.integers(0, 50, 200))
+        w.add_relation(("paper", "cites", "paper"), rng.integers(0, 50, 300), rng.integers(0, 50, 300))
+        w.write_node_array("paper", "feat", rng.standard_normal((50, 4)).astype(np.float32))
+        w.write_node_array("author", "feat", rng.standard_normal((30, 2)).astype(np.float32))
+        w.write_node_array("paper", "label", rng.integers(0, 3, 50))
+        w.write_split("paper", "train", np.arange(0, 50, 2))
+        w.commit()
+    local = GraphStore.open(tmp_path / "typed")
+    url = f"s3://{s3_server.bucket}/typed/g"
+    upload_store(local.path, url)
+    remote = GraphStore.open(url, cache_dir=tmp_path / "cache")
+    assert remote.is_typed and remote.node_types == local.node_types
+    for etype in local.edge_types:
+        for got, want in zip(remote.typed_csc(etype), local.typed_csc(etype)):
+            assert np.array_equal(got, want)
+    for ntype in local.node_types:
+        assert np.array_equal(remote.typed_features(ntype), local.typed_features(ntype))
+    assert np.array_equal(remote.typed_split("paper", "train"), local.typed_split("paper", "train"))
+    assert validate(url) == []
+
+
+def test_serve_a_store_on_s3(s3_server, local_store, tmp_path) -> None:
+    """``graphpipe serve s3://...`` (a subprocess with the AWS_* variables): a RemoteSampler
+    over it yields the local loader's epoch."""
+    from types import SimpleNamespace
+
+    from graphpipe.service import RemoteSampler
+    from tests.service.test_service import start_server
+
+    url = f"s3://{s3_server.bucket}/served/g"
+    upload_store(local_store.path, url)
+    server = start_server(SimpleNamespace(path=url), tmp_path / "serve.log")
+    try:
+        sampler = RemoteSampler(server.url, shared_memory=False)
+        remote = NeighborLoader(local_store, [5, 3], "train", batch_size=300, shuffle=True, seed=7,
+                                sampler=sampler)
+        _assert_same_epoch([(b.n_id, b.x, b.y, b.edge_index) for b in remote], _epoch(local_store))
+        sampler.close()
+    finally:
+        assert server.stop() == 0

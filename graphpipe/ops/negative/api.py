@@ -26,8 +26,11 @@ def degree_weight(indptr: np.ndarray) -> np.ndarray:
     """float64 ``(N,)`` in-degree of each node of a CSC ``indptr`` (``(N+1,)``): the weight
     of degree-proportional negatives (on a graph with inverse edges, the degree).
 
-    >>> degree_weight(np.array([0, 2, 2, 5])).tolist()
-    [2.0, 0.0, 3.0]
+    >>> w = degree_weight(np.array([0, 2, 2, 5]))
+    >>> w.tolist(), w.dtype
+    ([2.0, 0.0, 3.0], dtype('float64'))
+    >>> sorted(set(negative_sample(100, 3, seed=0, weight=w).tolist()))  # node 1 has no in-edge
+    [0, 2]
     """
     return np.diff(np.asarray(indptr, dtype=np.int64)).astype(np.float64)
 
