@@ -21,13 +21,20 @@ import torch
 
 from graphpipe.loaders.link_exclude import MAX_PAIR_NODES, exclude_seed_edges
 from graphpipe.loaders.link_seeds import LinkSeeds, plan_link_batch, resolve_negatives
+from graphpipe.loaders.link_temporal import (
+    exclude_edges_anywhere,
+    plan_temporal_link_batch,
+    resolve_edge_label_time,
+    setup_temporal_link,
+)
 from graphpipe.loaders.minibatch import MiniBatch
 from graphpipe.loaders.neighbor_loader import NeighborLoader
 from graphpipe.loaders.prepared import PreparedBatch
 
 __all__ = ["LinkMiniBatch", "LinkNeighborLoader"]
 
-_LINK_FIELDS = ("edge_label_index", "edge_label", "src_index", "dst_pos_index", "dst_neg_index")
+_LINK_FIELDS = ("edge_label_index", "edge_label", "src_index", "dst_pos_index", "dst_neg_index",
+                "edge_label_time")
 
 
 @dataclass
@@ -42,6 +49,8 @@ class LinkMiniBatch(MiniBatch):
         edge_label: ``(P + M,)`` float 1/0 (binary), the given labels, or None.
         src_index, dst_pos_index: int64 ``(P,)`` (triplet mode), else None.
         dst_neg_index: int64 ``(P,)`` or ``(P, amount)`` (triplet mode), else None.
+        edge_label_time: int64 times of the label edges (``edge_label_time`` given:
+            ``(P + M,)``, triplet ``(P,)``), else None.
     """
 
     edge_label_index: torch.Tensor | None = None
@@ -49,6 +58,7 @@ class LinkMiniBatch(MiniBatch):
     src_index: torch.Tensor | None = None
     dst_pos_index: torch.Tensor | None = None
     dst_neg_index: torch.Tensor | None = None
+    edge_label_time: torch.Tensor | None = None
 
     def _map(self, fn: Any) -> LinkMiniBatch:
         base = MiniBatch._map(self, fn)
@@ -74,7 +84,7 @@ def _as_link(batch: MiniBatch, seeds: LinkSeeds) -> LinkMiniBatch:
         value = value if isinstance(value, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(value))
         return value.to(device)
 
-    extra = {name: put(getattr(seeds, name)) for name in _LINK_FIELDS}
+    extra = {name: put(getattr(seeds, name, None)) for name in _LINK_FIELDS}
     base = {f.name: getattr(batch, f.name) for f in fields(MiniBatch)}
     out = LinkMiniBatch(**base, **extra)
     # the iterator sets input_id from the node seeds after transfer; _deliver restores this
@@ -177,6 +187,13 @@ class LinkNeighborLoader(NeighborLoader):
             (``features``, ``device``, ``prefetch``, ``match_reorder``, ``sampler``...):
             ``sampler=RemoteSampler(url)`` samples the endpoints on a graphpipe service
             (seed-edge exclusion happens here, on what it returns).
+        edge_label_time, time_attr, temporal_strategy: temporal link prediction (PyG's):
+            ``time_attr`` names the graph's timestamps as for
+            :class:`~graphpipe.loaders.NeighborLoader`; ``edge_label_time`` is an int
+            ``(P,)`` time per supervision edge (or, with a link split, None or the split's
+            name: its ``link/<split>/year``). Each endpoint, and each negative drawn for an
+            edge, is sampled as its own tree with only edges no newer than that edge's time
+            (:mod:`graphpipe.loaders.link_temporal`, PyG's disjoint layout).
 
     A four-node ring (both directions) and two positive edges per batch, one binary
     negative each:
@@ -192,18 +209,35 @@ class LinkNeighborLoader(NeighborLoader):
     >>> pairs = batch.n_id[batch.edge_index].T.tolist()   # sampled (src, dst), seeds excluded
     >>> sorted(pairs), [0, 1] in pairs or [1, 0] in pairs
     ([[0, 3], [2, 3], [3, 0], [3, 2]], False)
+
+    Temporal link prediction: the ring's edges carry times (``stamp``); the supervision
+    edge ``0 -> 1`` at time 2 samples each endpoint as its own tree with only edges no
+    newer than 2:
+
+    >>> import torch
+    >>> from torch_geometric.data import Data
+    >>> ring = Data(x=torch.eye(4), edge_index=torch.tensor([[1, 3, 0, 2, 1, 3, 0, 2],
+    ...     [0, 0, 1, 1, 2, 2, 3, 3]]), stamp=torch.tensor([1, 5, 2, 5, 5, 5, 5, 5]), num_nodes=4)
+    >>> loader = LinkNeighborLoader(ring, [-1], edge_label_index=torch.tensor([[0], [1]]),
+    ...     edge_label_time=torch.tensor([2]), time_attr="stamp", batch_size=1, seed=0)
+    >>> batch = next(iter(loader))
+    >>> batch.n_id.tolist(), batch.batch.tolist(), batch.stamp.tolist(), batch.seed_time.tolist()
+    ([0, 1, 1, 0], [0, 1, 0, 1], [1, 2], [2, 2])
     """
 
     def __init__(self, data: Any, num_neighbors: Sequence[int] | None = None, *,
                  edge_label_index: Any = None, edge_label: Any = None, neg_sampling: Any = None,
                  neg_sampling_ratio: float | None = None, batch_size: int = 1,
-                 exclude_seed_edges: bool = False, **kwargs: Any):
-        for refused in ("input_nodes", "disjoint", "output", "edge_label_time", "time_attr",
-                        "input_time"):
+                 exclude_seed_edges: bool = False, edge_label_time: Any = None,
+                 time_attr: str | None = None, temporal_strategy: str = "uniform", **kwargs: Any):
+        for refused in ("input_nodes", "disjoint", "output", "input_time"):
             if kwargs.get(refused) not in (None, False, "minibatch"):
                 raise ValueError(f"LinkNeighborLoader does not support {refused!r}")
             kwargs.pop(refused, None)
+        if time_attr is None and (edge_label_time is not None or temporal_strategy != "uniform"):
+            raise ValueError("'edge_label_time' / 'temporal_strategy' need 'time_attr' (temporal sampling)")
         super().__init__(data, num_neighbors, None, batch_size=batch_size, **kwargs)
+        self.edge_time: np.ndarray | None = None   # temporal: each supervision edge's time
         if neg_sampling_ratio:  # PyG: the older spelling wins over neg_sampling
             neg_sampling = {"mode": "binary", "amount": neg_sampling_ratio}
         self.neg_sampling = resolve_negatives(neg_sampling, self.data.indptr, self.data.num_nodes)
@@ -213,6 +247,10 @@ class LinkNeighborLoader(NeighborLoader):
         if self.exclude_seed_edges and self.data.num_nodes > MAX_PAIR_NODES:
             raise ValueError(f"'exclude_seed_edges' supports up to {MAX_PAIR_NODES} nodes")
         self.transfer = _LinkTransfer(self.transfer)
+        if time_attr is not None:
+            setup_temporal_link(self, time_attr, temporal_strategy, kwargs)
+            self.edge_time = resolve_edge_label_time(edge_label_time, edge_label_index, self.data,
+                                                     self.edge_src.shape[0])
 
     def __len__(self) -> int:
         n = int(self.edge_src.shape[0])
@@ -231,14 +269,20 @@ class LinkNeighborLoader(NeighborLoader):
     def plan(self, positions: np.ndarray, key: int) -> LinkSeeds:
         """The :class:`LinkSeeds` of the positives at ``positions`` (negatives from ``key``)."""
         label = None if self.edge_label is None else self.edge_label[torch.from_numpy(positions)]
+        if self.edge_time is not None:
+            return plan_temporal_link_batch(positions, self.edge_src[positions], self.edge_dst[positions],
+                                            self.edge_time[positions], label, self.neg_sampling,
+                                            self.data.num_nodes, key, self.sampler.node_time)
         return plan_link_batch(positions, self.edge_src[positions], self.edge_dst[positions], label,
                                self.neg_sampling, self.data.num_nodes, key)
 
     def _sample_window(self, positions: Sequence[np.ndarray], keys: Sequence[int]) -> tuple[list, list]:
         plans = [self.plan(p, k) for p, k in zip(positions, keys)]
-        outputs = self.sample([p.nodes for p in plans], keys)
+        times = None if self.edge_time is None else [p.seed_time for p in plans]
+        outputs = self.sample([p.nodes for p in plans], keys, times)
         if self.exclude_seed_edges:
-            outputs = [exclude_seed_edges(o, p.pos_src, p.pos_dst, self.data.num_nodes)
+            exclude = exclude_seed_edges if self.edge_time is None else exclude_edges_anywhere
+            outputs = [exclude(o, p.pos_src, p.pos_dst, self.data.num_nodes)
                        for o, p in zip(outputs, plans)]
         return plans, outputs
 

@@ -128,7 +128,7 @@ class ChunkCache:
         plain = [c.get("name") for c in meta.get("codecs", []) if isinstance(c, dict)] == ["bytes"]
         try:
             chunk_bytes = math.prod(chunks) * np.dtype(meta["data_type"]).itemsize if plain else 0
-        except TypeError:
+        except (TypeError, ValueError):   # a data type NumPy does not name: size unknown
             chunk_bytes = 0
         return keys, chunk_bytes
 
@@ -284,7 +284,8 @@ def open_remote(url: str, *, cache_dir: str | os.PathLike | None = None,
                          f"(or its upload has not finished)")
     data = bytes(data)
     digest = hashlib.sha256(b"\0".join([remote.endpoint.encode(), remote.url.encode(), data]))
-    root = Path(cache_dir if cache_dir is not None else default_cache_dir()) / digest.hexdigest()[:32]
+    base = Path(cache_dir if cache_dir is not None else default_cache_dir()).absolute()
+    root = base / digest.hexdigest()[:32]
     root.mkdir(parents=True, exist_ok=True)
     cache = ChunkCache(remote, root, {"arrays": {}})
     if not (root / MANIFEST_FILE).is_file():

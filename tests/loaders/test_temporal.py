@@ -153,7 +153,7 @@ def test_bad_options(store, plain_store) -> None:
         NeighborLoader(store, [2], time_attr="time", sampler_backend="cuda")
     with pytest.raises(ValueError, match="yields MiniBatches"):
         NeighborLoader(store, [2], time_attr="time", output="dgl")
-    with pytest.raises(ValueError, match="does not support 'time_attr'"):
+    with pytest.raises(ValueError, match="needs 'edge_label_time'"):   # temporal links: tests/loaders/test_link_temporal.py
         LinkNeighborLoader(store, [2], time_attr="time", edge_label_index=(np.array([0]), np.array([1])))
     with pytest.raises(ValueError, match="must not repeat a node"):   # only temporal seeds may repeat
         NeighborLoader(store, [2], input_nodes=np.array([1, 1]))

@@ -294,3 +294,24 @@ def test_a_typed_store_on_s3(s3_server, tmp_path) -> None:
         assert np.array_equal(remote.typed_features(ntype), local.typed_features(ntype))
     assert np.array_equal(remote.typed_split("paper", "train"), local.typed_split("paper", "train"))
     assert validate(url) == []
+
+
+def test_serve_a_store_on_s3(s3_server, local_store, tmp_path) -> None:
+    """``graphpipe serve s3://...`` (a subprocess with the AWS_* variables): a RemoteSampler
+    over it yields the local loader's epoch."""
+    from types import SimpleNamespace
+
+    from graphpipe.service import RemoteSampler
+    from tests.service.test_service import start_server
+
+    url = f"s3://{s3_server.bucket}/served/g"
+    upload_store(local_store.path, url)
+    server = start_server(SimpleNamespace(path=url), tmp_path / "serve.log")
+    try:
+        sampler = RemoteSampler(server.url, shared_memory=False)
+        remote = NeighborLoader(local_store, [5, 3], "train", batch_size=300, shuffle=True, seed=7,
+                                sampler=sampler)
+        _assert_same_epoch([(b.n_id, b.x, b.y, b.edge_index) for b in remote], _epoch(local_store))
+        sampler.close()
+    finally:
+        assert server.stop() == 0
