@@ -128,7 +128,7 @@ class ChunkCache:
         plain = [c.get("name") for c in meta.get("codecs", []) if isinstance(c, dict)] == ["bytes"]
         try:
             chunk_bytes = math.prod(chunks) * np.dtype(meta["data_type"]).itemsize if plain else 0
-        except TypeError:
+        except (TypeError, ValueError):   # a data type NumPy does not name: size unknown
             chunk_bytes = 0
         return keys, chunk_bytes
 

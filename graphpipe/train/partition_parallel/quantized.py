@@ -42,6 +42,10 @@ def auto_bits(degree: np.ndarray) -> np.ndarray:
 
     >>> auto_bits(np.array([1, 9, 3, 3, 5, 2, 7, 4])).tolist()
     [1, 8, 4, 4, 8, 2, 8, 4]
+    >>> auto_bits(np.array([6, 6, 6])).tolist()  # ties: the same width, the top one
+    [8, 8, 8]
+    >>> auto_bits(np.zeros(0, dtype=np.int64)).tolist()
+    []
     """
     degree = np.asarray(degree)
     n = degree.shape[0]
