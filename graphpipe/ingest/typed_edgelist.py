@@ -304,21 +304,20 @@ def _chunks(source: EdgeSource, tables: dict[str, NodeTable],
 
 
 def _counts(sources: list[EdgeSource], tables: dict[str, NodeTable]) -> dict[str, int]:
-    """Node counts: table rows, else the largest ID + 1 over every relation (a first pass)."""
+    """Node counts: table rows, else the largest ID + 1 over every relation (one first pass
+    over the relations that touch a type without a table)."""
     counts = {t: table.count for t, table in tables.items()}
     for source in sources:
-        for end, ntype in ((0, source.etype[0]), (1, source.etype[2])):
-            if ntype in tables:
-                continue
-            for chunk in _chunks_untyped(source, tables):
-                ids = chunk[end]
+        ends = [(i, t) for i, t in ((0, source.etype[0]), (1, source.etype[2])) if t not in tables]
+        if not ends:
+            continue
+        for chunk in _chunks(source, tables, None):
+            for i, ntype in ends:
+                ids = chunk.src if i == 0 else chunk.dst
                 counts[ntype] = max(counts.get(ntype, 0), int(ids.max(initial=-1)) + 1)
+        for _, ntype in ends:
+            counts.setdefault(ntype, 0)
     return counts
-
-
-def _chunks_untyped(source: EdgeSource, tables: dict[str, NodeTable]) -> Iterator[tuple]:
-    for chunk in _chunks(source, tables, None):
-        yield chunk.src, chunk.dst
 
 
 def _write_node_table(writer: TypedStoreWriter, table: NodeTable, *, feature_dtype: str,

@@ -3,7 +3,8 @@
 Per relation: ``indptr`` ``(N_dst+1,)`` int64 from 0, non-decreasing, ending at ``E``;
 every index in ``[0, N_src)`` and the recorded range the actual one; ``edge_id``,
 ``time`` and ``edge_feat`` have ``E`` rows; ``edge_id`` is a permutation of ``0..E-1``.
-Per type: ``feat`` / ``label`` / ``time`` have ``N_t`` rows, labels are ``>= -1``; split
+Per type: ``feat`` / ``label`` / ``time`` (and the ID map table) have ``N_t`` rows,
+labels are ``>= -1``; split
 IDs in ``[0, N_t)``, each once, splits pairwise disjoint and of the recorded sizes.
 Checksums of every array are the generic part of :func:`graphpipe.store.validate.validate`.
 Arrays are scanned a block at a time (memory maps), never read whole into memory.
@@ -81,6 +82,10 @@ def _node_problems(store: Any, ntype: str) -> list[str]:
             problems.append(f"{key}: {rows} rows, expected {n} ({ntype!r} nodes)")
         elif kind == "label" and rows and _block_min(store.array(key)) < -1:
             problems.append(f"{key}: labels below -1 (-1 marks an unlabelled node)")
+    key = ts.id_map_key(ntype)
+    entry = store.manifest["tables"].get(key)
+    if entry is not None and entry.get("rows") != n:
+        problems.append(f"{key}: {entry.get('rows')} rows, expected {n} ({ntype!r} nodes)")
     return problems
 
 

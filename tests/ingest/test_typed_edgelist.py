@@ -143,3 +143,28 @@ def test_reverse_edges_keep_time(tmp_path):
     assert [a.tolist() for a in store.typed_csc(reverse)] == [[0, 1, 2, 3], [1, 0, 1]]
     assert store.typed_edge_time(reverse).tolist() == [10, 20, 30]
     assert validate(store.path) == []
+
+
+def test_empty_relation(tmp_path):
+    folder = tmp_path / "g"
+    _table(folder, "edges/a___to___b.csv", src=[0, 1], dst=["x", "y"])
+    _table(folder, "nodes/b.csv", id=["x", "y", "z"])
+    (folder / "edges" / "b___back___a.csv").write_text("src,dst\n")
+    store = ingest(folder, tmp_path / "s")
+    indptr, indices = store.typed_csc(("b", "back", "a"))
+    assert indptr.tolist() == [0, 0, 0] and indices.size == 0
+    assert store.num_edges_dict[("b", "back", "a")] == 0
+    assert validate(store.path) == []
+
+
+def test_validate_checks_id_map_rows(tmp_path):
+    import json
+
+    folder = tmp_path / "g"
+    _table(folder, "edges/a___to___b.csv", src=[0, 1], dst=["x", "y"])
+    _table(folder, "nodes/b.csv", id=["x", "y"])
+    store = ingest(folder, tmp_path / "s")
+    manifest = json.loads((store.path / "manifest.json").read_text())
+    manifest["tables"]["typed/b/id_map.parquet"]["rows"] = 5
+    (store.path / "manifest.json").write_text(json.dumps(manifest))
+    assert any("id_map.parquet: 5 rows, expected 2" in p for p in validate(store.path))
