@@ -36,7 +36,29 @@ def exchange_rank(rank: int, world: int, port: int, data: str, out: str) -> None
                                                ex.stats.received["backward"]])
             saved[f"recv_bits_{bits}"] = np.concatenate(ex.recv_bits)
             saved[f"send_bits_{bits}"] = np.concatenate([b for b in ex.send_bits])
+        saved.update(_stale_epochs(part, x, g))
         np.savez(Path(out) / f"rank{rank}.npz", **saved)
         dist.barrier()
     finally:
         dist.destroy_process_group()
+
+
+def _stale_epochs(part, x: torch.Tensor, g: torch.Tensor) -> dict:
+    """Three epochs with S=1 (float32): fresh, stale, fresh. Inputs change every epoch
+    (x * (t + 1)), the loss weights too (g * (t + 1)); saves each epoch's halo, inner
+    gradient and bytes sent."""
+    from graphpipe.train.partition_parallel import HaloExchange, StaleHalo
+
+    stale = StaleHalo(HaloExchange(part, 32, seed=3), staleness=1)
+    inner, halo_ids = torch.from_numpy(part.inner), torch.from_numpy(part.halo)
+    saved = {}
+    for t in range(3):
+        before = stale.exchange.stats.total_sent()
+        h = (x[inner] * (t + 1)).requires_grad_(True)
+        rows = stale.halo(h, layer=1, epoch=t)
+        (rows * g[halo_ids] * (t + 1)).sum().backward()
+        saved[f"stale_halo_{t}"] = rows.detach().numpy()
+        saved[f"stale_grad_{t}"] = h.grad.numpy()
+        saved[f"stale_sent_{t}"] = np.array(stale.exchange.stats.total_sent() - before)
+    saved["stale_ages"] = np.array(stale.ages)
+    return saved

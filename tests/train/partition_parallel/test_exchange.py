@@ -6,7 +6,9 @@
 - 1/2/4/8 bits and auto: every received value within one quantization step of the true
   row, and every gradient within the sum of the steps of the gradient rows sent back;
 - bytes: what the ranks count as sent equals what the receivers' buffers hold, equals
-  the documented wire size of the rows moved.
+  the documented wire size of the rows moved;
+- staleness S=1: a stale epoch returns the last exchanged rows and adds the last received
+  halo gradient, moving no bytes.
 """
 
 from __future__ import annotations
@@ -122,3 +124,21 @@ def test_bytes_counted_equal_bytes_sent(exchanged, bits) -> None:
     assert sent_fwd == recv_fwd == sent_bwd == recv_bwd == wire
     if bits == 32:
         assert wire == 4 * DIM * sum(p.num_halo for p in locs)
+
+
+def test_stale_epoch_reuses_rows_and_gradient(exchanged) -> None:
+    """S=1: epoch 1 reuses epoch 0's halo rows (x, not 2x) and adds epoch 0's halo gradient
+    (G, not 2G) to the owners' rows, moving no bytes; epoch 2 exchanges 3x afresh."""
+    locs, out, x, grad = exchanged
+    for rank, part in enumerate(locs):
+        o = out[rank]
+        want = _expected_grad(locs, rank, grad)
+        assert np.array_equal(o["stale_halo_0"], x[part.halo])
+        assert np.array_equal(o["stale_halo_1"], x[part.halo])  # stale: epoch 0's rows
+        np.testing.assert_allclose(o["stale_halo_2"], 3 * x[part.halo], rtol=1e-6)
+        np.testing.assert_allclose(o["stale_grad_0"], want, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(o["stale_grad_1"], want, rtol=1e-6, atol=1e-6)  # cached
+        np.testing.assert_allclose(o["stale_grad_2"], 3 * want, rtol=1e-5, atol=1e-5)
+        assert int(o["stale_sent_0"]) > 0 and int(o["stale_sent_1"]) == 0
+        assert int(o["stale_sent_2"]) == int(o["stale_sent_0"])
+        assert o["stale_ages"].tolist() == [0, 1, 0]
