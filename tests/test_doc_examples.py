@@ -38,8 +38,10 @@ from graphpipe.ops.negative import degree_weight, negative_sample
 from graphpipe.ops.sampling import HeteroCSC, sample_hetero_neighbors, sample_neighbors
 from graphpipe.ops.sampling.temporal import sample_temporal, temporal_graph
 from graphpipe.service import Client
+from graphpipe.service.replicas import ReplicaSet
 from graphpipe.store import GraphStore
 from graphpipe.store.link import read_link_split
+from graphpipe.store.remote import open_remote
 from graphpipe.store.typed_reader import TypedFace
 from graphpipe.store.typed_writer import TypedStoreWriter
 from graphpipe.synthetic.link import link_dataset, write_ogb_link
@@ -72,7 +74,8 @@ ENTRY_POINTS = [GraphStore.open, ingest, NeighborLoader, MiniBatch.to_pyg, Clust
                 read_link_split, read_ogb_link, read_link_pt, link_dataset, write_ogb_link,
                 LinkPredictor, train_link, common_neighbours, plan_temporal_link_batch, exclude_edges_anywhere,
                 local_partition, auto_bits, RowCodec, HaloExchange, StalenessClock, PartitionTrainer,
-                run_partition_parallel]
+                run_partition_parallel,
+                open_remote, ReplicaSet]
 
 
 @pytest.mark.parametrize("obj", ENTRY_POINTS, ids=lambda obj: obj.__qualname__)

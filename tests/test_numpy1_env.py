@@ -44,9 +44,11 @@ with tempfile.TemporaryDirectory() as tmp:
     write_npz(npz, g)
     store = ingest(npz, os.path.join(tmp, "store"))
     seen = []
-    for batch in NeighborLoader(store, [5, 3], batch_size=128, seed=0, cache="degree"):
+    for batch in NeighborLoader(store, [5, 3], input_nodes="train", batch_size=128, seed=0,
+                                cache="degree"):
         assert torch.equal(batch.x, torch.from_numpy(store.features(batch.n_id.numpy())))
-        assert torch.equal(batch.y, torch.from_numpy(store.labels[batch.seeds.numpy()]))
+        assert torch.equal(batch.y, torch.from_numpy(store.labels[batch.n_id.numpy()]))  # PyG: every node
+        assert torch.equal(batch.y[:batch.batch_size], torch.from_numpy(store.labels[batch.seeds.numpy()]))
         seen.append(batch.seeds.numpy())
     assert np.array_equal(np.sort(np.concatenate(seen)), store.split("train"))
     print("epoch", len(seen), np.__version__, torch.__version__)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from graphpipe.ingest import ingest
+from graphpipe.ingest import IngestOptions, ingest
 from graphpipe.loaders import NeighborLoader
 from graphpipe.loaders.dgl_blocks import seed_first_fanouts
 from graphpipe.store import GraphStore
@@ -24,11 +24,12 @@ HAS_DGL = importlib.util.find_spec("dgl") is not None
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> GraphStore:
-    """1500 nodes, average in-degree 20 (most above every fanout used here)."""
+    """1500 nodes, average in-degree 20 (most above every fanout used here); ``csc/edge_id``
+    kept (``edge_ids="always"``): the DGL side rebuilds the graph in input edge order."""
     tmp = tmp_path_factory.mktemp("dgl")
     graph = community_graph(1500, 5, feature_dim=6, avg_degree=20, seed=4)
     write_npz(os.path.join(tmp, "g.npz"), graph)
-    return ingest(os.path.join(tmp, "g.npz"), os.path.join(tmp, "store"))
+    return ingest(os.path.join(tmp, "g.npz"), os.path.join(tmp, "store"), IngestOptions(edge_ids="always"))
 
 
 def _epoch(loader: NeighborLoader) -> list:
