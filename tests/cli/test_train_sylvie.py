@@ -1,7 +1,6 @@
 """`graphpipe train STORE --partition-parallel P --halo-bits B --staleness S`: two real gloo
 ranks (spawned, and under torchrun), one line per epoch with the bytes exchanged, the final
-`test acc` line; bad
-combinations exit 2 with one line."""
+`test acc` line; bad combinations exit 2 with one line."""
 
 from __future__ import annotations
 
