@@ -164,6 +164,11 @@ def test_node_time_negatives_are_never_newer_than_their_edge(mode) -> None:
         # node-level time: every sampled neighbour is no newer than its tree's time
         src, dst = batch.edge_index
         assert bool((node_time[batch.n_id[src]] <= batch.seed_time[batch.batch[dst]]).all())
+        ref = sample_temporal_reference(loader.data.indptr, loader.data.indices, seeds.numpy(),
+                                        batch.seed_time.numpy(), [-1, -1], node_time=node_time.numpy(),
+                                        seed=_key_of(loader, batch.input_id))
+        assert torch.equal(batch.n_id, torch.from_numpy(ref.n_id))
+        assert _batch_pairs(batch) == _reference_pairs(ref, set())
         assert (batch.edge_index.shape[1] > 0)
 
 
