@@ -30,6 +30,7 @@ from graphpipe.loaders.link_temporal import (
 from graphpipe.loaders.minibatch import MiniBatch
 from graphpipe.loaders.neighbor_loader import NeighborLoader
 from graphpipe.loaders.prepared import PreparedBatch
+from graphpipe.loaders.temporal import check_temporal_options
 
 __all__ = ["LinkMiniBatch", "LinkNeighborLoader"]
 
@@ -234,8 +235,12 @@ class LinkNeighborLoader(NeighborLoader):
             if kwargs.get(refused) not in (None, False, "minibatch"):
                 raise ValueError(f"LinkNeighborLoader does not support {refused!r}")
             kwargs.pop(refused, None)
-        if time_attr is None and (edge_label_time is not None or temporal_strategy != "uniform"):
-            raise ValueError("'edge_label_time' / 'temporal_strategy' need 'time_attr' (temporal sampling)")
+        if time_attr is None:   # PyG's rule; a strategy alone is checked and has no effect, as there
+            check_temporal_options(None, None, temporal_strategy, sampler=None, shard=None, frontier=None,
+                                   replace=False)
+            if edge_label_time is not None:
+                raise ValueError("Received conflicting 'edge_label_time' and 'time_attr' arguments: "
+                                 "'edge_label_time' is set while 'time_attr' is not set")
         super().__init__(data, num_neighbors, None, batch_size=batch_size, **kwargs)
         self.edge_time: np.ndarray | None = None   # temporal: each supervision edge's time
         if neg_sampling_ratio:  # PyG: the older spelling wins over neg_sampling

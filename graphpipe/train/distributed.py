@@ -39,6 +39,7 @@ from __future__ import annotations
 import datetime
 import logging
 import os
+import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -51,7 +52,7 @@ from graphpipe.loaders import NeighborLoader
 from graphpipe.loaders.shard import BaseShard, PartitionShard, SeedShard
 from graphpipe.train.trainer import Trainer
 
-__all__ = ["SHARDS", "DistributedTrainer", "RankCounters", "init_process_group",
+__all__ = ["SHARDS", "DistributedTrainer", "RankCounters", "free_port", "init_process_group",
            "launch", "launched_by_torchrun", "local_rank", "stored_partition"]
 
 SHARDS = ("seeds", "parts")
@@ -64,6 +65,14 @@ RANK_KEYS = ("steps", "seeds", "seconds", "allreduce_calls", "allreduce_bytes", 
 
 
 # ----------------------------------------------------------------------------- processes
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now (for a ``tcp://`` init method or
+    ``MASTER_PORT`` in tests and examples; :func:`launch` lets the OS pick its own)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def launched_by_torchrun() -> bool:
     """True when the environment names this process's rank and its group's rendezvous
     (``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``: ``torchrun`` sets them,

@@ -1,6 +1,6 @@
 """`graphpipe train STORE --partition-parallel P --halo-bits B --staleness S`: two real gloo
-ranks, one line per epoch with the bytes exchanged, the final `test acc` line; bad
-combinations exit 2 with one line."""
+ranks (spawned, and under torchrun), one line per epoch with the bytes exchanged, the final
+`test acc` line; bad combinations exit 2 with one line."""
 
 from __future__ import annotations
 
@@ -53,3 +53,23 @@ def test_bad_options(store: str, args: list[str], message: str) -> None:
 def test_missing_store(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["train", str(tmp_path / "nope"), "--partition-parallel", "2"])
     assert result.exit_code == 2 and "Traceback" not in result.output
+
+
+@pytest.mark.slow
+def test_under_torchrun(store: str) -> None:
+    """The same command as two torchrun ranks (env://): rank 0 prints, one `test acc` line."""
+    import subprocess
+    import sys
+
+    from graphpipe.train.partition_parallel.launch import free_port
+
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+           "--master-addr", "127.0.0.1", "--master-port", str(free_port()),
+           "-m", "graphpipe.cli.main", "train", store, "--partition-parallel", "2",
+           "--layers", "2", "--hidden", "16", "--epochs", "2", "--halo-bits", "8"]
+    done = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.strip().splitlines()
+    assert sum(ln.startswith("test acc ") for ln in lines) == 1
+    assert sum(ln.startswith("epoch") for ln in lines) == 2
+    assert "2 partitions, halo bits 8" in done.stdout

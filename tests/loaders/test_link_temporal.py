@@ -164,6 +164,11 @@ def test_node_time_negatives_are_never_newer_than_their_edge(mode) -> None:
         # node-level time: every sampled neighbour is no newer than its tree's time
         src, dst = batch.edge_index
         assert bool((node_time[batch.n_id[src]] <= batch.seed_time[batch.batch[dst]]).all())
+        ref = sample_temporal_reference(loader.data.indptr, loader.data.indices, seeds.numpy(),
+                                        batch.seed_time.numpy(), [-1, -1], node_time=node_time.numpy(),
+                                        seed=_key_of(loader, batch.input_id))
+        assert torch.equal(batch.n_id, torch.from_numpy(ref.n_id))
+        assert _batch_pairs(batch) == _reference_pairs(ref, set())
         assert (batch.edge_index.shape[1] > 0)
 
 
@@ -198,15 +203,21 @@ def test_a_store_split_uses_its_years_and_time_attr_none_changes_nothing(link_st
         assert torch.equal(a.edge_label_time[:p], torch.from_numpy(train.year[a.input_id.numpy()]))
         assert bool((a.edge_time <= a.seed_time[a.batch[a.edge_index[1]]]).all())
         assert a.edge_time.numel() == a.edge_index.shape[1] and csc_time is not None
+    pyg = a.to_pyg()
+    assert torch.equal(pyg.edge_label_time, a.edge_label_time) and torch.equal(pyg.seed_time, a.seed_time)
     plain = LinkNeighborLoader(link_store, [4, 2], edge_label_index="train", neg_sampling="binary",
                                batch_size=64, seed=3)
-    assert plain.edge_time is None and next(iter(plain)).edge_label_time is None
+    last = LinkNeighborLoader(link_store, [4, 2], edge_label_index="train", neg_sampling="binary",
+                              batch_size=64, seed=3, temporal_strategy="last")   # no time_attr: no effect
+    for a, b in zip(plain, last):
+        assert a.edge_label_time is None and a.seed_time is None
+        assert torch.equal(a.n_id, b.n_id) and torch.equal(a.edge_index, b.edge_index)
     assert math.ceil(train.num_pos / 64) == len(loader)
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"edge_label_time": np.zeros(5, np.int64)}, "need 'time_attr'"),
-    ({"temporal_strategy": "last"}, "need 'time_attr'"),
+    ({"edge_label_time": np.zeros(5, np.int64)}, "'edge_label_time' is set while 'time_attr' is not set"),
+    ({"temporal_strategy": "recent"}, "must be one of"),
     ({"time_attr": "edge_time"}, "needs 'edge_label_time'"),
     ({"time_attr": "edge_time", "edge_label_time": np.zeros(4, np.int64)}, r"shape \(5,\)"),
     ({"time_attr": "edge_time", "edge_label_time": np.zeros(5, np.int64), "temporal_strategy": "new"},

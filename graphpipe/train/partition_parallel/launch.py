@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import tempfile
 from dataclasses import asdict
 from pathlib import Path
@@ -23,16 +22,11 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from graphpipe.train.distributed import free_port
+
 from .trainer import PartitionConfig, PartitionTrainer
 
 __all__ = ["free_port", "resolve_parts", "run_partition_parallel", "under_torchrun"]
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def under_torchrun() -> bool:
