@@ -136,6 +136,10 @@ def _rank_main(job: dict[str, Any], distributed: bool = True) -> None:
         if distributed:
             rank, _world = init_from_env()
         _train(job, rank)
+        if distributed:  # nobody leaves while another rank still talks to it (as train_ddp)
+            import torch.distributed as dist
+
+            dist.barrier()
     except EXPECTED_ERRORS as exc:
         if os.environ.get("GRAPHPIPE_DEBUG", "") not in ("", "0"):
             raise
