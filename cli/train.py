@@ -292,16 +292,7 @@ def _train_transformer(store: str, model_name: str, options: dict[str, Any],
     if options["evaluation"] not in ("sequences", "none"):
         fail(f"'--eval' must be 'sequences' or 'none' for --model {model_name} "
              f"(got {options['evaluation']!r})")
-    threshold: Any = transformer["threshold"]
-    if threshold != "auto":
-        try:
-            threshold = float(threshold)
-        except ValueError:
-            fail(f"'--threshold' must be 'auto' or a number (got {threshold!r})")
-        if not threshold >= 0:
-            fail(f"'--threshold' must be >= 0 (got {threshold})")
-    if transformer["threshold"] != "auto" and transformer["attention"] != "cluster-sparse":
-        fail("'--threshold' applies to --attention cluster-sparse only")
+    threshold = _parse_threshold(transformer)
     budget = transformer["dense_budget_mb"]
     trainer_args = {
         "seq_len": transformer["seq_len"], "attention": transformer["attention"],
@@ -340,6 +331,22 @@ def _train_transformer(store: str, model_name: str, options: dict[str, Any],
         if checkpoint:
             click.echo(f"checkpoint {checkpoint} (epoch {result.epochs_completed})")
     click.echo(f"test acc {result.test_acc:.4f}")
+
+
+def _parse_threshold(transformer: dict[str, Any]) -> Any:
+    """``--threshold``: ``"auto"`` or a number >= 0, with --attention cluster-sparse only."""
+    threshold: Any = transformer["threshold"]
+    if threshold == "auto":
+        return threshold
+    if transformer["attention"] != "cluster-sparse":
+        fail("'--threshold' applies to --attention cluster-sparse only")
+    try:
+        threshold = float(threshold)
+    except ValueError:
+        fail(f"'--threshold' must be 'auto' or a number (got {threshold!r})")
+    if not threshold >= 0:
+        fail(f"'--threshold' must be >= 0 (got {threshold})")
+    return threshold
 
 
 def _parse_enforce(text: str) -> tuple[str, ...]:

@@ -84,23 +84,14 @@ def _build_model(job: dict[str, Any]) -> Any:
 def _job(store: str, model_name: str, options: dict[str, Any], transformer: dict[str, Any],
          run: dict[str, Any], world: int) -> dict[str, Any]:
     """Everything a rank needs, checked, as plain data (it crosses a process spawn)."""
-    from graphpipe.cli.train import _parse_enforce
+    from graphpipe.cli.train import _parse_enforce, _parse_threshold
 
     if options["evaluation"] not in ("sequences", "none"):
         fail(f"'--eval' must be 'sequences' or 'none' for --model {model_name} "
              f"(got {options['evaluation']!r})")
     if options["batch_size"] not in (None, 1):
         fail("--seq-parallel splits one sequence per step: --batch-size does not apply")
-    threshold: Any = transformer["threshold"]
-    if threshold != "auto":
-        if transformer["attention"] != "cluster-sparse":
-            fail("'--threshold' applies to --attention cluster-sparse only")
-        try:
-            threshold = float(threshold)
-        except ValueError:
-            fail(f"'--threshold' must be 'auto' or a number (got {threshold!r})")
-        if not threshold >= 0:
-            fail(f"'--threshold' must be >= 0 (got {threshold})")
+    threshold = _parse_threshold(transformer)
     budget = transformer["dense_budget_mb"]
     trainer = {
         "seq_len": transformer["seq_len"], "attention": transformer["attention"],

@@ -16,7 +16,7 @@ import torch
 from graphpipe.loaders.hetero_gather import RowCounts, TypedGather, typed_reorder
 from graphpipe.loaders.hetero_graph_data import HeteroGraphData, resolve_hetero_data
 from graphpipe.loaders.hetero_minibatch import HeteroMiniBatch
-from graphpipe.loaders.neighbor_loader import _data_loader_kwargs
+from graphpipe.loaders.neighbor_loader import _END, _data_loader_kwargs, _Failure, _worker
 from graphpipe.loaders.rows import ChunkedRows, DegreeCachedRows, RowSource
 from graphpipe.ops.features.degree import degree_order
 from graphpipe.ops.sampling.hetero import sample_hetero_neighbors_batches
@@ -234,45 +234,21 @@ class HeteroNeighborLoader:
                 f"batches={len(self)}, relations={len(self.fanouts)}, prefetch={self.prefetch})")
 
 
-_END = object()
-
-
 def _prefetched(producer: Iterator[Any], depth: int) -> Iterator[Any]:
-    """``producer`` run ``depth`` items ahead in a background thread; closing (or
-    abandoning) the returned generator stops and joins that thread."""
+    """``producer`` run ``depth`` items ahead in a background thread (NeighborLoader's
+    worker); closing (or abandoning) the returned generator stops and joins that thread."""
     out: queue.Queue = queue.Queue(maxsize=depth)
     stop = threading.Event()
-
-    def work() -> None:
-        try:
-            for item in producer:
-                while not stop.is_set():
-                    try:
-                        out.put(item, timeout=0.05)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
-                    return
-            item = _END
-        except BaseException as exc:  # noqa: BLE001 - handed to the consumer, raised there
-            item = exc
-        while not stop.is_set():
-            try:
-                out.put(item, timeout=0.05)
-                return
-            except queue.Full:
-                continue
-
-    thread = threading.Thread(target=work, name="graphpipe-hetero-prefetch", daemon=True)
+    thread = threading.Thread(target=_worker, args=(producer, out, stop),
+                              name="graphpipe-hetero-prefetch", daemon=True)
     thread.start()
     try:
         while True:
             item = out.get()
             if item is _END:
                 return
-            if isinstance(item, BaseException):
-                raise item
+            if isinstance(item, _Failure):
+                raise item.exc
             yield item
     finally:
         stop.set()

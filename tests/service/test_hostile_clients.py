@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -402,6 +403,9 @@ def test_stale_arena_files_are_removed_on_start(store, tmp_path):
     srv = start_server(store, tmp_path / "server.log")
     try:
         assert not stale.exists()
+        deadline = time.monotonic() + 10  # stderr may land after the address line on stdout
+        while "stale shared-memory arena file(s)" not in srv.log() and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert "stale shared-memory arena file(s) of dead servers" in srv.log()
     finally:
         assert srv.stop() == 0
