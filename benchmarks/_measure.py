@@ -48,7 +48,7 @@ def measure(setup: str, work: str, *, python: str = sys.executable, env: dict | 
             timeout: float = 1800) -> dict[str, Any]:
     """Run ``setup`` (untimed: imports) then ``work`` (timed) in a new ``python`` process."""
     started = time.perf_counter()
-    proc = subprocess.run([python, "-c", _CHILD, setup, work], capture_output=True, text=True,
+    proc = subprocess.run([python, "-c", _CHILD, setup, work], check=False, capture_output=True, text=True,
                           env={**os.environ, **(env or {})}, timeout=timeout)
     total = time.perf_counter() - started
     for line in proc.stdout.splitlines():

@@ -38,7 +38,7 @@ class Progress(AbstractContextManager):
                 console=Console(stderr=True), transient=transient,
             )
 
-    def __enter__(self) -> Progress:
+    def __enter__(self) -> Progress:  # noqa: PYI034 - Python 3.10 has no typing.Self
         if self._rich is not None:
             self._rich.start()
         return self

@@ -397,7 +397,7 @@ class RowWriter:
             for _ in self.row_shape:
                 path = path / "0"
             path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = open(path, "wb")
+            self._file = open(path, "wb")  # noqa: SIM115 - held across calls, closed by close()
         np.ascontiguousarray(part, dtype=self.dtype).tofile(self._file)
         self._buffered += part.shape[0]
         if self._buffered == self.chunk_rows:

@@ -144,7 +144,7 @@ class StoreWriter:
             shutil.rmtree(self.path, ignore_errors=True)
             self._closed = True
 
-    def __enter__(self) -> StoreWriter:
+    def __enter__(self) -> StoreWriter:  # noqa: PYI034 - Python 3.10 has no typing.Self
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -226,7 +226,7 @@ class StoreEditor:
             shutil.rmtree(self.pending, ignore_errors=True)
             self._closed = True
 
-    def __enter__(self) -> StoreEditor:
+    def __enter__(self) -> StoreEditor:  # noqa: PYI034 - Python 3.10 has no typing.Self
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -239,7 +239,7 @@ def _ensure_zarr_groups(root: Path, key: str) -> None:
     parts = key.split("/")[:-1]
     for i in range(1, len(parts) + 1):
         group_dir = root.joinpath(*parts[:i])
-        if not (group_dir / "zarr.json").exists() and not parts[0] == "tables":
+        if not (group_dir / "zarr.json").exists() and parts[0] != "tables":
             zarr.open_group(str(group_dir), mode="a")
 
 

@@ -6,7 +6,13 @@ import numpy as np
 import pytest
 
 from graphpipe.ingest.errors import IngestError
-from graphpipe.ingest.pipeline import IngestOptions, attach_npy_features, ingest, open_source, parse_size
+from graphpipe.ingest.pipeline import (
+    IngestOptions,
+    attach_npy_features,
+    ingest,
+    open_source,
+    parse_size,
+)
 from graphpipe.synthetic import write_edge_list
 
 
@@ -32,7 +38,6 @@ def test_npy_features_with_too_few_rows(tmp_path):
 
 def test_cli_node_features_option(tmp_path):
     from click.testing import CliRunner
-
     from graphpipe.cli.main import cli
 
     write_edge_list(tmp_path / "edges.csv", np.array([0, 1]), np.array([1, 0]))

@@ -3,6 +3,7 @@ SOURCE is a one-line error; a folder of edge-list part files is one edge list.""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import numpy as np
@@ -54,7 +55,7 @@ def test_folder_of_part_files_is_one_edge_list(tmp_path: Path, ext: str) -> None
     parts = tmp_path / "parts"
     parts.mkdir()
     cuts = [0, 70, 71, 200, len(src)]  # in name order: part-0, part-1, ...
-    for i, (a, b) in enumerate(zip(cuts[:-1], cuts[1:])):
+    for i, (a, b) in enumerate(itertools.pairwise(cuts)):
         table = pa.table({"src": src[a:b], "dst": dst[a:b]})
         path = parts / f"part-{i}.{ext}"
         if ext == "parquet":

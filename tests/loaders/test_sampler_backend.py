@@ -46,7 +46,7 @@ SCRIPT = textwrap.dedent("""
 
 def test_cuda_sampler_gives_the_cpu_batches_under_the_simulator() -> None:
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
-    run = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True,
+    run = subprocess.run([sys.executable, "-c", SCRIPT], check=False, env=env, capture_output=True, text=True,
                          timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     digests = json.loads(run.stdout.strip().splitlines()[-1])

@@ -101,10 +101,9 @@ def test_existing_destination_needs_overwrite_and_failed_write_keeps_old(tmp_pat
     before = (tmp_path / "s" / "manifest.json").read_text()
     with pytest.raises(StoreError, match="already exists"):
         _write_store(tmp_path / "s", seed=1)
-    with pytest.raises(RuntimeError):
-        with StoreWriter(tmp_path / "s", overwrite=True) as w:
-            w.write_array("csc/indptr", np.zeros(3, np.int64))
-            raise RuntimeError("crash mid-write")
+    with pytest.raises(RuntimeError), StoreWriter(tmp_path / "s", overwrite=True) as w:
+        w.write_array("csc/indptr", np.zeros(3, np.int64))
+        raise RuntimeError("crash mid-write")
     assert (tmp_path / "s" / "manifest.json").read_text() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s"]  # no temporary siblings left
     ref = _write_store(tmp_path / "s", seed=1, overwrite=True)
@@ -153,9 +152,8 @@ def test_editor_adds_derived_arrays_without_touching_old(tmp_path):
     np.testing.assert_array_equal(reopened.array("derived/degree_group"), np.arange(50) % 4)
     assert reopened.manifest["arrays"]["csc/indices"]["checksum"] == old_checksum
     assert reopened.manifest["derived"]["centrality"] == {"bins": 4}
-    with pytest.raises(StoreError, match="already exists"):
-        with reopened.edit() as ed:
-            ed.write_array("derived/degree_group", np.zeros(50, np.int8))
+    with pytest.raises(StoreError, match="already exists"), reopened.edit() as ed:
+        ed.write_array("derived/degree_group", np.zeros(50, np.int8))
     assert validate(tmp_path / "s") == []
     assert not any(p.name.startswith(".pending") for p in (tmp_path / "s").iterdir())
 
@@ -187,7 +185,6 @@ def test_id_map_both_ways(tmp_path, kind):
 
 def test_cli_info_and_validate(tmp_path):
     from click.testing import CliRunner
-
     from graphpipe.cli.main import cli
 
     _write_store(tmp_path / "s")
