@@ -6,7 +6,7 @@ Graphormer-slim forward + backward, gradient all-reduce, AdamW step) through
 :class:`graphpipe.train.sequence_parallel_trainer.SequenceParallelTrainer`, as P
 processes started the way torchrun starts them (``RANK``, ``WORLD_SIZE``, ``MASTER_*``;
 P=1: one process, no process group), **each in its own memory cgroup** capped at
-``--cap`` (``/work/shared/tools/memlimit.sh``; the kernel kills a rank that goes over,
+``--cap`` (``../shared/tools/memlimit.sh`` beside the repository; the kernel kills a rank that goes over,
 exit 137). The sequence length is binary-searched (geometric steps, to ``--tol``) on a
 generated community graph; the P=2 search starts from the P=1 result.
 
@@ -31,7 +31,8 @@ import tempfile
 import time
 from pathlib import Path
 
-MEMLIMIT = os.environ.get("GRAPHPIPE_MEMLIMIT", "/work/shared/tools/memlimit.sh")
+MEMLIMIT = os.environ.get("GRAPHPIPE_MEMLIMIT") or os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "tools", "memlimit.sh")
 RESULTS = Path(__file__).with_name("results") / "seq_parallel.md"
 MODEL = {"name": "graphormer", "hidden": 64, "layers": 4, "heads": 8}   # TorchGT's GPH_Slim
 

@@ -33,6 +33,8 @@ With ``world_size=1`` both give the whole permutation, unchanged.
 
 from __future__ import annotations
 
+import abc
+
 import numpy as np
 
 __all__ = ["BaseShard", "PartitionShard", "SeedShard", "deal_parts"]
@@ -46,7 +48,7 @@ def _check_rank(rank: int, world_size: int) -> None:
         raise ValueError(f"'rank' must be < world_size={world_size} (got {rank})")
 
 
-class BaseShard:
+class BaseShard(abc.ABC):
     """The part of an epoch's seeds a rank takes: :meth:`count` and :meth:`select`.
 
     ``count(ids)`` must be the same on every rank and equal ``len(select(ids))`` for
@@ -57,13 +59,13 @@ class BaseShard:
     world_size: int
     drop_last: bool
 
+    @abc.abstractmethod
     def count(self, ids: np.ndarray) -> int:
         """Seeds this rank (and every other) takes from the epoch's ``ids`` ``(n,)``."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def select(self, ids: np.ndarray) -> np.ndarray:
         """This rank's seeds ``(count(ids),)`` int64, from the epoch's ordered ``ids``."""
-        raise NotImplementedError
 
 
 class SeedShard(BaseShard):

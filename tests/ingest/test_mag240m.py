@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -89,11 +90,14 @@ def test_numpy_split_dict_and_raw_test_key(generated, tmp_path):
     np.testing.assert_array_equal(store.typed_split("paper", "test"), splits["test-whole"].numpy())
 
 
+PWNED = Path(tempfile.gettempdir()) / "graphpipe-pwned"  # what the payload would create
+
+
 class Payload:
     """Unpickling this would run ``__reduce__``: loading must refuse it first."""
 
     def __reduce__(self):
-        return (os.system, ("touch /tmp/graphpipe-pwned",))
+        return (os.system, (f"touch {PWNED}",))
 
 
 def _pickle_split(base: Path) -> str:
@@ -167,7 +171,7 @@ def test_hostile(generated, tmp_path, case):
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and named in lines[0], lines
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad"]
-    assert not Path("/tmp/graphpipe-pwned").exists()
+    assert not PWNED.exists()
     with pytest.raises(IngestError):
         ingest(bad, tmp_path / "s2")
 
