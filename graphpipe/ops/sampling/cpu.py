@@ -71,6 +71,17 @@ __all__ = [
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
+def _pick_count(deg, fanout, replace):
+    """Neighbours a node of in-degree ``deg`` gets: all (``fanout < 0``), ``fanout`` draws
+    with replacement (none without neighbours), else ``min(deg, fanout)``."""
+    if fanout < 0:
+        return deg
+    if replace:
+        return fanout if deg > 0 else 0
+    return min(deg, fanout)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
 def _choose_positions(out, base, deg, count, replace, state, scratch_set, scratch_slots):
     """Write ``count`` row positions into ``out[base:base+count]`` (draw order).
 
@@ -147,12 +158,7 @@ def _hop_counts(indptr, n_id, num_dst, fanout, replace, first=0):
         deg = indptr[v + 1] - s
         starts[i] = s
         degs[i] = deg
-        if fanout < 0:
-            c = deg
-        elif replace:
-            c = fanout if deg > 0 else 0
-        else:
-            c = min(deg, fanout)
+        c = _pick_count(deg, fanout, replace)
         total += c
         local_indptr[i + 1] = total
     return local_indptr, starts, degs, total

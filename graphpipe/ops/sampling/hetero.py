@@ -27,7 +27,7 @@ from typing import Any
 import numba
 import numpy as np
 
-from graphpipe.ops.sampling.cpu import _choose_positions, _insert_seeds, _pool
+from graphpipe.ops.sampling.cpu import _choose_positions, _insert_seeds, _pick_count, _pool
 from graphpipe.ops.sampling.hetero_reference import (
     check_seed_dict,
     sample_hetero_neighbors_reference,
@@ -62,12 +62,7 @@ def _rel_counts(indptr, dst_ids, begin, end, fanout, replace):
         deg = indptr[v + 1] - s
         starts[i] = s
         degs[i] = deg
-        if fanout < 0:
-            c = deg
-        elif replace:
-            c = fanout if deg > 0 else 0
-        else:
-            c = min(deg, fanout)
+        c = _pick_count(deg, fanout, replace)
         total += c
         offsets[i + 1] = total
     return offsets, starts, degs, total
