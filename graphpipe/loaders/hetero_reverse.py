@@ -7,7 +7,9 @@ the same graph with, for every relation ``(s, r, d)`` between two types, a relat
 ``(d, "rev_" + r, s)`` holding the transposed edges, and every relation within one type
 (``paper -cites-> paper``) made symmetric (both directions, duplicates dropped): PyG's
 ``ToUndirected(merge=True)`` on a ``HeteroData``. Built in memory (one ``(E,)`` index per
-new relation); features, labels and splits are shared, not copied.
+new relation); features, labels and splits are shared, not copied. A reverse edge's
+``e_id`` is its forward edge's (PyG's ``ToUndirected`` flips ``edge_index`` in place);
+a merged same-type relation reports CSC slots.
 """
 
 from __future__ import annotations
@@ -50,6 +52,8 @@ def add_reverse_relations(data: HeteroGraphData) -> HeteroGraphData:
     [('author', 'writes', 'paper'), ('paper', 'cites', 'paper'), ('paper', 'rev_writes', 'author')]
     >>> [a.tolist() for a in both.typed_csc(("paper", "rev_writes", "author"))]
     [[0, 1, 1, 2], [1, 1]]
+    >>> both.edge_order[("paper", "rev_writes", "author")].tolist()   # the forward edges' IDs
+    [0, 1]
     >>> [a.tolist() for a in both.typed_csc(("paper", "cites", "paper"))]
     [[0, 1, 2], [1, 0]]
     """
@@ -71,7 +75,9 @@ def add_reverse_relations(data: HeteroGraphData) -> HeteroGraphData:
         if rev in names:
             continue
         src, dst = _coo(indptr, indices)
-        rev_indptr, rev_indices, _ = coo_to_csc(dst, src, counts[d], counts[s], where)
+        rev_indptr, rev_indices, slots = coo_to_csc(dst, src, counts[d], counts[s], where)
         csc[rev] = (rev_indptr, rev_indices)
+        # a reverse edge's e_id is its forward edge's (PyG flips edge_index in place)
+        order[rev] = data.edge_order[et][slots] if et in data.edge_order else slots
     new_graph = HeteroCSC.from_arrays(counts, csc)
     return replace(data, graph=new_graph, edge_order=order)

@@ -129,3 +129,16 @@ def test_pyg_heterodata_trains_through_the_same_trainer():
                                2, typed.edge_types, "paper")
     result = TypedTrainer(model, typed, fanouts=[4, 4], batch_size=16, epochs=1, quiet=True).fit()
     assert 0.0 <= result.test_acc <= 1.0
+
+
+def test_reverse_edges_report_their_forward_edges_ids():
+    rng = np.random.default_rng(3)
+    src, dst = rng.integers(0, 30, 200), rng.integers(0, 50, 200)
+    data = HeteroGraphData.from_dicts({"author": 30, "paper": 50},
+                                      {("author", "writes", "paper"): (src, dst)})
+    both = add_reverse_relations(data)
+    indptr, indices = both.typed_csc(("paper", "rev_writes", "author"))
+    rev_dst = np.repeat(np.arange(30), np.diff(indptr))  # authors
+    ids = both.edge_order[("paper", "rev_writes", "author")]
+    assert np.array_equal(src[ids], rev_dst) and np.array_equal(dst[ids], np.asarray(indices))
+    assert np.array_equal(np.sort(ids), np.arange(200))
