@@ -108,7 +108,10 @@ def _known_entry(arrays: dict[str, Any], key: str, rows: int, kinds: str, ndim: 
     return shape, dtype
 
 
-def _check_range(arrays: dict[str, Any], key: str, n: int, e: int, path: str | os.PathLike) -> None:
+def check_range(arrays: dict[str, Any], key: str, n: int, e: int, path: str | os.PathLike,
+                what: str | None = None) -> None:
+    """The node-ID ``range`` recorded for array ``key`` (if any) is ``[min, max]`` within
+    ``[0, n)`` (``what`` names those nodes in the error; default ``num_nodes = n``)."""
     recorded = arrays[key].get("range")
     if recorded is None:
         return
@@ -116,7 +119,7 @@ def _check_range(arrays: dict[str, Any], key: str, n: int, e: int, path: str | o
         raise _fail(path, f"array {key!r} field 'range' must be [min, max] (got {recorded!r})")
     if e and (recorded[0] < 0 or recorded[1] >= n):
         raise _fail(path, f"array {key!r} holds node IDs in {recorded}, outside [0, {n}) for "
-                          f"num_nodes = {n}")
+                          f"{what or f'num_nodes = {n}'}")
 
 
 def check_manifest(manifest: dict[str, Any], path: str | os.PathLike) -> None:
@@ -135,7 +138,7 @@ def check_manifest(manifest: dict[str, Any], path: str | os.PathLike) -> None:
             rows = n + 1 if name == "indptr" else e
             if _known_entry(arrays, f"{prefix}/{name}", rows, kinds, 1, path, (n, e)) \
                     and name == "indices":
-                _check_range(arrays, f"{prefix}/indices", n, e, path)
+                check_range(arrays, f"{prefix}/indices", n, e, path)
     _known_entry(arrays, "node/label", n, "biuf", None, path, (n, e))
     feat = _known_entry(arrays, "node/feat", n, "biuf", None, path, (n, e))
     dim = (manifest.get("node_features") or {}).get("dim") if feat else None

@@ -43,6 +43,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from graphpipe.store.checks import check_range
 from graphpipe.store.errors import CorruptStoreError, StoreError
 
 SEP = "___"
@@ -195,14 +196,7 @@ def _check_relation(arrays: dict[str, Any], etype: EdgeType, counts: dict[str, i
     _entry(arrays, rel_key(etype, "csc/edge_id"), path, num_edges, "iu", 1)
     _entry(arrays, rel_key(etype, "time"), path, num_edges, "iu", 1)
     _entry(arrays, rel_key(etype, "edge_feat"), path, num_edges, "biuf", None)
-    recorded = arrays[rel_key(etype, "csc/indices")].get("range")
-    if recorded is None:
-        return
-    if not (type(recorded) is list and len(recorded) == 2 and all(type(v) is int for v in recorded)):
-        raise _fail(path, f"array {rel_key(etype, 'csc/indices')!r} field 'range' must be [min, max]")
-    if num_edges and (recorded[0] < 0 or recorded[1] >= n_src):
-        raise _fail(path, f"array {rel_key(etype, 'csc/indices')!r} holds node IDs in {recorded}, "
-                          f"outside [0, {n_src}) for {etype[0]!r}")
+    check_range(arrays, rel_key(etype, "csc/indices"), n_src, num_edges, path, repr(etype[0]))
 
 
 def check_typed_manifest(manifest: dict[str, Any], path: str | os.PathLike) -> None:
