@@ -27,7 +27,7 @@ from typing import Any
 import numba
 import numpy as np
 
-from graphpipe.ops.sampling.cpu import _choose_positions, _insert_seeds, _pick_count, _pool
+from graphpipe.ops.sampling.cpu import _choose_positions, _hop_counts, _insert_seeds, _pool
 from graphpipe.ops.sampling.hetero_reference import (
     check_seed_dict,
     sample_hetero_neighbors_reference,
@@ -51,21 +51,7 @@ HETERO_BACKENDS = ("cpu", "reference")
 @numba.njit(cache=True, nogil=True)
 def _rel_counts(indptr, dst_ids, begin, end, fanout, replace):
     """Edges per expanded destination ``dst_ids[begin:end]``: local offsets, CSC starts, degrees."""
-    n = end - begin
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    starts = np.empty(n, dtype=np.int64)
-    degs = np.empty(n, dtype=np.int64)
-    total = 0
-    for i in range(n):
-        v = dst_ids[begin + i]
-        s = indptr[v]
-        deg = indptr[v + 1] - s
-        starts[i] = s
-        degs[i] = deg
-        c = _pick_count(deg, fanout, replace)
-        total += c
-        offsets[i + 1] = total
-    return offsets, starts, degs, total
+    return _hop_counts(indptr, dst_ids[begin:end], end - begin, fanout, replace)
 
 
 @numba.njit(cache=True, nogil=True)
