@@ -11,12 +11,13 @@ the input features (``MiniBatch.x``, DGL's ``prefetch_node_feats=["feat"]``) and
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
-from graphpipe.loaders.minibatch import Block, MiniBatch
+if TYPE_CHECKING:  # annotations only: MiniBatch.to_dgl imports this module
+    from graphpipe.loaders.minibatch import Block, MiniBatch
 
 __all__ = ["FANOUT_ORDERS", "import_dgl", "seed_first_fanouts", "to_dgl_blocks"]
 

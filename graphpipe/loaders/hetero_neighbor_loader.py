@@ -5,8 +5,6 @@ degree cache per type, and prefetch in a background thread."""
 
 from __future__ import annotations
 
-import queue
-import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -16,7 +14,7 @@ import torch
 from graphpipe.loaders.hetero_gather import RowCounts, TypedGather, typed_reorder
 from graphpipe.loaders.hetero_graph_data import HeteroGraphData, resolve_hetero_data
 from graphpipe.loaders.hetero_minibatch import HeteroMiniBatch
-from graphpipe.loaders.neighbor_loader import _END, _data_loader_kwargs, _Failure, _worker
+from graphpipe.loaders.prefetch import data_loader_kwargs, draw_seed, prefetched
 from graphpipe.loaders.rows import ChunkedRows, DegreeCachedRows, RowSource
 from graphpipe.ops.features.degree import degree_order
 from graphpipe.ops.sampling.hetero import sample_hetero_neighbors_batches
@@ -110,7 +108,7 @@ class HeteroNeighborLoader:
                  features: bool = True, cache: str | None = None, cache_rows: float = 0.1,
                  prefetch: int = 2, device: str | torch.device = "cpu",
                  match_reorder: bool | str = False, sampler: Any = None, **loader_kwargs: Any):
-        prefetch, self._generator = _data_loader_kwargs(loader_kwargs, prefetch)
+        prefetch, self._generator = data_loader_kwargs(loader_kwargs, prefetch)
         if match_reorder not in (False, True, "match"):
             raise ValueError(f"'match_reorder' must be False, True or 'match' (got {match_reorder!r})")
         self.match_reorder = match_reorder
@@ -129,7 +127,7 @@ class HeteroNeighborLoader:
         self.shuffle, self.drop_last, self.replace = bool(shuffle), bool(drop_last), bool(replace)
         self.num_threads = num_threads
         self.fixed_seed = seed is not None
-        self.seed = int(seed) if seed is not None else _draw_seed(self._generator)
+        self.seed = int(seed) if seed is not None else draw_seed(self._generator)
         try:
             self.device = torch.device(device)
         except (RuntimeError, TypeError):
@@ -224,40 +222,14 @@ class HeteroNeighborLoader:
         epoch = self._epoch
         self._epoch += 1
         if not self.fixed_seed:
-            self.seed = _draw_seed(self._generator)
+            self.seed = draw_seed(self._generator)
         self.gather.reset()
         producer = self._produce(epoch)
-        return _prefetched(producer, self.prefetch) if self.prefetch else producer
+        return prefetched(producer, self.prefetch, "graphpipe-hetero-prefetch") if self.prefetch else producer
 
     def __repr__(self) -> str:
         return (f"HeteroNeighborLoader(target_type={self.target_type!r}, batch_size={self.batch_size}, "
                 f"batches={len(self)}, relations={len(self.fanouts)}, prefetch={self.prefetch})")
-
-
-def _prefetched(producer: Iterator[Any], depth: int) -> Iterator[Any]:
-    """``producer`` run ``depth`` items ahead in a background thread (NeighborLoader's
-    worker); closing (or abandoning) the returned generator stops and joins that thread."""
-    out: queue.Queue = queue.Queue(maxsize=depth)
-    stop = threading.Event()
-    thread = threading.Thread(target=_worker, args=(producer, out, stop),
-                              name="graphpipe-hetero-prefetch", daemon=True)
-    thread.start()
-    try:
-        while True:
-            item = out.get()
-            if item is _END:
-                return
-            if isinstance(item, _Failure):
-                raise item.exc
-            yield item
-    finally:
-        stop.set()
-        thread.join()
-
-
-def _draw_seed(generator: torch.Generator | None = None) -> int:
-    """A seed from torch's generator (``generator=``, else the global one), as PyG's loaders."""
-    return int(torch.randint(0, 1 << 62, (1,), generator=generator).item())
 
 
 def _positive(name: str, value: Any, minimum: int = 1) -> int:

@@ -3,10 +3,7 @@ with reuse and a static degree cache, prefetch in a background thread."""
 
 from __future__ import annotations
 
-import queue
-import threading
 import time
-import warnings
 import weakref
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -20,6 +17,7 @@ from graphpipe.loaders.disjoint import DisjointSampler
 from graphpipe.loaders.feature_tier import auto_match_reorder, feature_source, row_tier
 from graphpipe.loaders.graph_data import GraphData, resolve_graph_data
 from graphpipe.loaders.minibatch import MiniBatch
+from graphpipe.loaders.prefetch import END, Prefetcher, data_loader_kwargs, draw_seed
 from graphpipe.loaders.prepared import PreparedBatch
 from graphpipe.loaders.rows import DegreeCachedRows, QuantizedRowSource, RowSource
 from graphpipe.loaders.sampler import BaseSampler, LocalSampler, SamplerInput
@@ -34,14 +32,6 @@ from graphpipe.loaders.temporal import (
 from graphpipe.ops._core.checks import check_fanouts as _check_fanouts
 
 __all__ = ["NeighborLoader"]
-
-_END = object()
-
-
-class _Failure:
-    def __init__(self, exc: BaseException):
-        self.exc = exc
-
 
 class NeighborLoader:
     """Mini-batches of sampled neighbourhoods with their features, like
@@ -266,7 +256,7 @@ class NeighborLoader:
                                frontier=frontier, replace=replace, backend=sampler_backend, output=output)
         fanouts = _resolve_fanouts(num_neighbors, fanouts)
         _check_pyg_options(subgraph_type, disjoint, directed)
-        prefetch, generator = _data_loader_kwargs(loader_kwargs, prefetch)
+        prefetch, generator = data_loader_kwargs(loader_kwargs, prefetch)
         self._generator = generator
         # DGL's sampler expands every node of a layer; PyG's only the new frontier
         frontier = frontier or ("all" if "dgl" in (fanout_order, output) else "new")
@@ -317,7 +307,7 @@ class NeighborLoader:
         self.drop_last = bool(drop_last)
         self.progress = bool(progress)
         self.fixed_seed = seed is not None
-        self.seed = int(seed) if seed is not None else self._draw_seed()
+        self.seed = int(seed) if seed is not None else draw_seed(self._generator)
 
         self.data: GraphData = resolve_graph_data(data)
         self.features = features is not False
@@ -369,11 +359,6 @@ class NeighborLoader:
         self._active: weakref.ref | None = None
         self._handed_out: tuple[torch.Tensor, int] | None = None  # last x given out, its version
         self._input_pos: np.ndarray | None = None  # node ID -> position in input_nodes (input_id)
-
-    def _draw_seed(self) -> int:
-        """A seed from torch's generator (the loader's ``generator=``, else the global one),
-        so ``torch.manual_seed(s)`` fixes an unseeded loader's runs, as PyG's."""
-        return int(torch.randint(0, 1 << 62, (1,), generator=self._generator).item())
 
     def input_id(self, seeds: np.ndarray) -> np.ndarray:
         """int64 index of each of ``seeds`` in ``input_nodes`` as given (PyG's ``input_id``):
@@ -528,7 +513,7 @@ class NeighborLoader:
         epoch = self._epoch
         self._epoch += 1
         if not self.fixed_seed:  # a new draw from torch's RNG per epoch, as PyG's DataLoader
-            self.seed = self.gather.seed = self._draw_seed()
+            self.seed = self.gather.seed = draw_seed(self._generator)
         self._stats.current = LoaderStats(epoch=epoch)
         it = _LoaderIterator(self, epoch)
         self._active = weakref.ref(it)
@@ -539,33 +524,6 @@ class NeighborLoader:
                 f"batches={len(self)}, match_reorder={self.match_reorder!r}, window={self.window}, "
                 f"cache={len(self.cache) if self.cache is not None else None}, prefetch={self.prefetch}, "
                 f"device={str(self.device)!r}, feature_bits={self.feature_bits})")
-
-
-def _worker(producer: Iterator[PreparedBatch], out: queue.Queue, stop: threading.Event) -> None:
-    """Background thread: run the producer, hand batches over a bounded queue."""
-    try:
-        for item in producer:
-            while not stop.is_set():
-                try:
-                    out.put(item, timeout=0.05)
-                    break
-                except queue.Full:
-                    continue
-            if stop.is_set():
-                break
-        final: object = _END
-    except BaseException as exc:  # noqa: BLE001 - handed to the consumer, re-raised there
-        final = _Failure(exc)
-    finally:
-        close = getattr(producer, "close", None)
-        if close is not None:
-            close()
-    while not stop.is_set():
-        try:
-            out.put(final, timeout=0.05)
-            break
-        except queue.Full:
-            continue
 
 
 class _LoaderIterator:
@@ -582,19 +540,12 @@ class _LoaderIterator:
         self._bar_finalizer = weakref.finalize(self, self._bar[0].stop) if self._bar else None
         producer = loader._produce(epoch, sample_ahead=loader.prefetch > 0)
         if loader.prefetch > 0:
-            self._queue: queue.Queue | None = queue.Queue(maxsize=loader.prefetch)
-            self._stop = threading.Event()
-            self._thread: threading.Thread | None = threading.Thread(
-                target=_worker, args=(producer, self._queue, self._stop),
-                name=f"graphpipe-prefetch-{epoch}", daemon=True)
-            self._thread.start()
+            self._fetch: Prefetcher | None = Prefetcher(producer, loader.prefetch,
+                                                        name=f"graphpipe-prefetch-{epoch}")
             self._producer = None
-            self._finalizer = weakref.finalize(self, _shutdown, self._stop, self._queue, self._thread)
         else:
-            self._queue = None
-            self._thread = None
+            self._fetch = None
             self._producer = producer
-            self._finalizer = None
 
     def __iter__(self) -> _LoaderIterator:
         return self
@@ -606,18 +557,16 @@ class _LoaderIterator:
         if self._done:
             raise StopIteration
         t0 = time.perf_counter()
-        if self._queue is not None:
-            item = self._queue.get()
-            if isinstance(item, _Failure):
-                self.close()
-                raise item.exc
-        else:
+        if self._fetch is not None:
             try:
-                item = next(self._producer)
-            except StopIteration:
-                item = _END
+                item = self._fetch.get()
+            except BaseException:
+                self.close()
+                raise
+        else:
+            item = next(self._producer, END)
         self._stats.wait_s += time.perf_counter() - t0
-        if item is _END:
+        if item is END:
             self.close()
             raise StopIteration
         batch = self._transfer(item)
@@ -648,24 +597,13 @@ class _LoaderIterator:
     def close(self) -> None:
         """Stop the prefetch thread (if any) and the progress bar."""
         self._done = True
-        if self._finalizer is not None:
-            self._finalizer()
+        if self._fetch is not None:
+            self._fetch.close()
         if self._producer is not None:
             self._producer.close()
         if self._bar_finalizer is not None:
             self._bar_finalizer()  # stops the bar (and its refresh thread) once
             self._bar = None
-
-
-def _shutdown(stop: threading.Event, out: queue.Queue, thread: threading.Thread) -> None:
-    stop.set()
-    while True:  # unblock a producer waiting on a full queue
-        try:
-            out.get_nowait()
-        except queue.Empty:
-            break
-    if thread is not threading.current_thread():
-        thread.join()
 
 
 def _progress_bar(total: int, epoch: int) -> tuple[Any, Any]:
@@ -685,14 +623,6 @@ def _progress_bar(total: int, epoch: int) -> tuple[Any, Any]:
 
 
 # -- argument checks ----------------------------------------------------------------------------
-_IGNORED_KWARGS = {  # DataLoader / PyG options with no effect on what a batch holds: (no-op value)
-    "num_workers": 0, "persistent_workers": False, "pin_memory": False, "timeout": 0,
-    "worker_init_fn": None, "multiprocessing_context": None, "pin_memory_device": "",
-    "in_order": True, "filter_per_worker": None, "is_sorted": False}
-_REFUSED_KWARGS = ("collate_fn", "batch_sampler", "transform", "transform_sampler_output",
-                   "weight_attr", "neighbor_sampler", "custom_cls")
-
-
 def _resolve_fanouts(num_neighbors: Sequence[int] | None, fanouts: Sequence[int] | None) -> list[int]:
     """``num_neighbors`` (PyG's name) or ``fanouts`` (the same thing), not both."""
     if num_neighbors is not None and fanouts is not None:
@@ -713,39 +643,6 @@ def _check_pyg_options(subgraph_type: Any, disjoint: bool, directed: bool) -> No
                          "and 'induced' are not supported)")
     if not directed:
         raise ValueError("'directed=False' (PyG's 'bidirectional' subgraphs) is not supported")
-
-
-def _data_loader_kwargs(kwargs: dict[str, Any], prefetch: int) -> tuple[int, torch.Generator | None]:
-    """``(prefetch, generator)`` from ``torch.utils.data.DataLoader`` keyword arguments.
-
-    ``prefetch_factor`` sets ``prefetch`` (``prefetch_factor * max(1, num_workers)``
-    batches ahead, DataLoader's count); ``generator`` is the torch generator unseeded
-    loaders draw their seed from; the options in ``_IGNORED_KWARGS`` change nothing a
-    batch holds (graphpipe runs its pipeline in threads) and are ignored with one
-    warning naming them; options that would change batches are refused.
-    """
-    unknown = sorted(set(kwargs) - set(_IGNORED_KWARGS) - set(_REFUSED_KWARGS)
-                     - {"prefetch_factor", "generator"})
-    if unknown:
-        raise TypeError(f"NeighborLoader() got unexpected keyword argument(s) {', '.join(unknown)}")
-    refused = [k for k in _REFUSED_KWARGS if kwargs.get(k) is not None]
-    if refused:
-        raise ValueError(f"NeighborLoader does not support {', '.join(refused)} (PyG options that "
-                         "change the batches)")
-    if kwargs.get("prefetch_factor") is not None:
-        factor = kwargs["prefetch_factor"]
-        if isinstance(factor, bool) or not isinstance(factor, (int, np.integer)) or factor < 0:
-            raise ValueError(f"'prefetch_factor' must be a non-negative integer (got {factor!r})")
-        prefetch = int(factor) * max(1, int(kwargs.get("num_workers") or 0))
-    generator = kwargs.get("generator")
-    if generator is not None and not isinstance(generator, torch.Generator):
-        raise ValueError(f"'generator' must be a torch.Generator (got {type(generator).__name__})")
-    ignored = [k for k, noop in _IGNORED_KWARGS.items() if k in kwargs and kwargs[k] != noop]
-    if ignored:
-        warnings.warn(f"NeighborLoader ignores {', '.join(ignored)}: graphpipe samples and gathers "
-                      "in its own threads (num_threads, prefetch) and pins memory itself for "
-                      "device='cuda'", UserWarning, stacklevel=3)
-    return prefetch, generator
 
 
 def _is_mask(input_nodes: Any) -> bool:
