@@ -14,29 +14,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["MASK_SPLITS", "add_mask_splits", "memory_source", "tensor_numpy", "write_parts_store"]
-
-MASK_SPLITS = {"train_mask": "train", "val_mask": "valid", "test_mask": "test"}
-"""Boolean node masks that also become splits (mask name -> split name)."""
-
-
-def tensor_numpy(value: Any) -> np.ndarray:
-    """A torch tensor as NumPy (zero-copy for a CPU tensor)."""
-    return value.detach().cpu().numpy()
-
-
-def add_mask_splits(arrays: dict[str, np.ndarray], node_extra: dict[str, np.ndarray]) -> None:
-    """Copy the 1-D boolean ``train_mask`` / ``val_mask`` / ``test_mask`` of ``node_extra``
-    into ``arrays`` (so they become splits) when they are pairwise disjoint.
-
-    >>> arrays, extra = {}, {"train_mask": np.array([True, False]), "val_mask": np.array([False, True])}
-    >>> add_mask_splits(arrays, extra); sorted(arrays)
-    ['train_mask', 'val_mask']
-    """
-    masks = {k: v for k, v in node_extra.items() if k in MASK_SPLITS and v.dtype == bool and v.ndim == 1}
-    if not masks or int(np.sum(list(masks.values()), axis=0).max()) <= 1:
-        arrays.update(masks)
-
+__all__ = ["memory_source", "write_parts_store"]
 
 def memory_source(arrays: dict[str, np.ndarray], name: str, source_format: str, label: str) -> Any:
     """A :class:`graphpipe.ingest.source.DatasetSource` over ``arrays``; ``label`` names

@@ -21,7 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from graphpipe.interop.array_store import add_mask_splits, tensor_numpy, write_parts_store
+from graphpipe.interop.array_store import write_parts_store
+from graphpipe.loaders.pyg_arrays import add_mask_splits, tensor_numpy
 
 __all__ = ["dgl_parts", "write_dgl_store"]
 

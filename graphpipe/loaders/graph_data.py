@@ -14,10 +14,11 @@ import numpy as np
 import torch
 
 from graphpipe.loaders.from_sample import BatchAttrs
+from graphpipe.loaders.pyg_arrays import mask_splits, pyg_parts
 from graphpipe.loaders.rows import ChunkedRows
 from graphpipe.store.checks import check_topology
 
-__all__ = ["GraphData", "resolve_graph_data"]
+__all__ = ["GraphData", "coo_to_csc", "numeric_array", "resolve_graph_data"]
 
 
 @dataclass
@@ -72,16 +73,83 @@ class GraphData:
         assert self.feature_chunks is not None
         return int(self.feature_chunks[0].shape[1])
 
+    @classmethod
+    def from_pyg(cls, data: Any) -> GraphData:
+        """What a loader reads from a PyG ``Data``, built in memory: the CSC by destination
+        (each row's sources ascending; ``attrs.edge_order`` maps a slot to its column of
+        ``data.edge_index``, so a batch's ``e_id`` indexes it as PyG's does), ``x`` / ``y``
+        / ``edge_attr`` and the other node and edge tensors viewed without copies
+        (:func:`graphpipe.loaders.pyg_arrays.pyg_parts`), splits from the boolean masks.
 
-def _to_numpy(value: Any, name: str) -> np.ndarray | None:
-    if value is None:
-        return None
+        >>> import torch
+        >>> from torch_geometric.data import Data
+        >>> data = Data(x=torch.eye(3), edge_index=torch.tensor([[0, 1, 2], [1, 2, 0]]),
+        ...             train_mask=torch.tensor([True, True, False]))
+        >>> graph = GraphData.from_pyg(data)
+        >>> graph.indptr.tolist(), graph.indices.tolist(), graph.attrs.edge_order.tolist()
+        ([0, 1, 2, 3], [2, 0, 1], [2, 0, 1])
+        >>> graph.split("train").tolist(), graph.feature_chunks[0] is not None
+        ([0, 1], True)
+        """
+        return _from_pyg(data)
+
+
+def numeric_array(value: Any, where: str) -> np.ndarray:
+    """``value`` (a tensor, viewed when on the CPU, or anything ``np.asarray`` reads) as
+    NumPy; ``ValueError`` naming ``where`` when it is not numeric."""
     if isinstance(value, torch.Tensor):
         return value.detach().cpu().numpy()
     arr = np.asarray(value)
     if arr.dtype == object:
-        raise ValueError(f"'data' entry {name!r} is not a numeric array (got {type(value)})")
+        raise ValueError(f"{where} is not a numeric array (got {type(value).__name__})")
     return arr
+
+
+def _to_numpy(value: Any, name: str) -> np.ndarray | None:
+    return None if value is None else numeric_array(value, f"'data' entry {name!r}")
+
+
+def coo_to_csc(src: Any, dst: Any, num_src: int, num_dst: int, where: str
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(indptr, indices, edge_order)`` of the edge list ``src -> dst`` (local IDs), built
+    in memory: CSC by destination, each row's sources ascending (ties in list order, as
+    graphpipe's ingest builder sorts them), ``edge_order[slot]`` the edge's position in
+    the list; ``indices`` int32 below ``2**31`` sources. ``ValueError`` naming ``where``
+    for IDs out of range.
+
+    >>> indptr, indices, order = coo_to_csc([2, 0, 1, 0], [1, 1, 0, 1], 3, 3, "edges")
+    >>> indptr.tolist(), indices.tolist(), order.tolist()
+    ([0, 1, 4, 4], [1, 0, 0, 2], [2, 1, 3, 0])
+    """
+    src = numeric_array(src, where).astype(np.int64).ravel()
+    dst = numeric_array(dst, where).astype(np.int64).ravel()
+    if src.shape != dst.shape:
+        raise ValueError(f"{where}: src and dst differ in length ({src.shape[0]} vs {dst.shape[0]})")
+    for name, ids, n in (("src", src, num_src), ("dst", dst, num_dst)):
+        if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= n):
+            raise ValueError(f"{where}: {name} IDs must lie in [0, {n})")
+    order = np.argsort(dst * max(num_src, 1) + src, kind="stable")
+    indptr = np.zeros(num_dst + 1, dtype=np.int64)
+    np.cumsum(np.bincount(dst, minlength=num_dst), out=indptr[1:])
+    indices = src[order]
+    return indptr, indices.astype(np.int32) if num_src < 2**31 else indices, order
+
+
+def _from_pyg(data: Any) -> GraphData:
+    """A PyG ``Data`` read in memory: the CSC by :func:`coo_to_csc`, ``x`` / ``y`` / edge
+    and other arrays viewed from the tensors (no copies); splits from the masks."""
+    arrays, node_extra, edge_extra = pyg_parts(data)
+    num_nodes = int(arrays["num_nodes"])
+    src, dst = arrays["edge_index"]
+    indptr, indices, edge_order = coo_to_csc(src, dst, num_nodes, num_nodes, "Data.edge_index")
+    x = arrays.get("x")
+    if x is not None:
+        x = np.ascontiguousarray(x.reshape(-1, 1) if x.ndim == 1 else x)
+    attrs = BatchAttrs(edge_order=edge_order, num_input_edges=int(arrays["edge_index"].shape[1]),
+                       edge_attr=arrays.get("edge_attr"), node_attrs=node_extra, edge_attrs=edge_extra)
+    return GraphData(indptr=indptr, indices=indices, num_nodes=num_nodes,
+                     feature_chunks=None if x is None else [x], chunk_rows=max(1, num_nodes),
+                     labels=arrays.get("y"), splits=mask_splits(arrays), attrs=attrs)
 
 
 def _from_store(store: Any) -> GraphData:
@@ -156,7 +224,7 @@ def _from_arrays(store_or_arrays: Any) -> GraphData:
 
 def resolve_graph_data(store_or_arrays: Any) -> GraphData:
     """A :class:`GraphData` from a GraphStore, a store path, a ``torch_geometric.data.Data``
-    (:func:`graphpipe.interop.pyg_data.graph_data_from_pyg`), a dict with keys
+    (:meth:`GraphData.from_pyg`), a dict with keys
     ``indptr, indices[, x, y, splits]`` or a tuple ``(indptr, indices, x, y)``.
 
     The topology handed on is checked (once, ``O(N + E)``) to be a CSC whose every
@@ -171,7 +239,5 @@ def resolve_graph_data(store_or_arrays: Any) -> GraphData:
     if isinstance(store_or_arrays, GraphStore):
         return _from_store(store_or_arrays)
     if type(store_or_arrays).__module__.split(".")[0] == "torch_geometric":
-        from graphpipe.interop.pyg_data import graph_data_from_pyg
-
-        return graph_data_from_pyg(store_or_arrays)
+        return GraphData.from_pyg(store_or_arrays)
     return _from_arrays(store_or_arrays)

@@ -16,48 +16,18 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from graphpipe.loaders.graph_data import coo_to_csc, numeric_array
+from graphpipe.loaders.pyg_arrays import MASK_SPLITS
 from graphpipe.ops.sampling.hetero_types import EdgeType, HeteroCSC, as_etype, etype_str
 
-__all__ = ["MASK_SPLITS", "HeteroGraphData", "is_typed_data", "resolve_hetero_data"]
-
-MASK_SPLITS = {"train_mask": "train", "val_mask": "valid", "test_mask": "test"}
-"""PyG's boolean split masks and the split names they become."""
-
-
-def _numpy(value: Any, where: str) -> np.ndarray:
-    if isinstance(value, torch.Tensor):
-        return value.detach().cpu().numpy()
-    arr = np.asarray(value)
-    if arr.dtype == object:
-        raise ValueError(f"{where} is not a numeric array (got {type(value).__name__})")
-    return arr
-
-
-def coo_to_csc(src: Any, dst: Any, num_src: int, num_dst: int, where: str
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(indptr, indices, edge_order)`` of the edge list ``src -> dst`` (local IDs): CSC by
-    destination, each row's sources ascending, ``edge_order[slot]`` the edge's position in
-    the list. ``ValueError`` naming ``where`` for IDs out of range."""
-    src, dst = _numpy(src, where).astype(np.int64).ravel(), _numpy(dst, where).astype(np.int64).ravel()
-    if src.shape != dst.shape:
-        raise ValueError(f"{where}: src and dst differ in length ({src.shape[0]} vs {dst.shape[0]})")
-    for name, ids, n in (("src", src, num_src), ("dst", dst, num_dst)):
-        if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= n):
-            raise ValueError(f"{where}: {name} IDs must lie in [0, {n})")
-    order = np.argsort(dst * max(num_src, 1) + src, kind="stable")
-    indptr = np.zeros(num_dst + 1, dtype=np.int64)
-    np.cumsum(np.bincount(dst, minlength=num_dst), out=indptr[1:])
-    indices = src[order]
-    small = num_src < 2**31
-    return indptr, indices.astype(np.int32) if small else indices, order
-
+__all__ = ["HeteroGraphData", "add_reverse_relations", "is_typed_data", "resolve_hetero_data"]
 
 @dataclass
 class HeteroGraphData:
@@ -179,7 +149,7 @@ class HeteroGraphData:
         relation (sources ascending per row); its ``e_id`` is the forward edge's.
         ``merge=True`` is PyG's default ``T.ToUndirected()`` instead: a relation within one
         type (``paper cites paper``) is made symmetric in place rather than reversed
-        (:func:`graphpipe.loaders.hetero_reverse.add_reverse_relations`).
+        (:func:`add_reverse_relations`).
 
         >>> import numpy as np
         >>> data = HeteroGraphData.from_dicts({"paper": 2, "author": 2},
@@ -193,8 +163,6 @@ class HeteroGraphData:
         [1, 0, 2]
         """
         if merge:
-            from graphpipe.loaders.hetero_reverse import add_reverse_relations
-
             merged = add_reverse_relations(self)
             # relations within one type were made symmetric (a new CSC): their rows no longer fit
             merged.edge_features = {et: f for et, f in self.edge_features.items() if et[0] != et[2]}
@@ -260,20 +228,20 @@ class HeteroGraphData:
             if unknown:
                 raise ValueError(f"'{kind}' names unknown node types {sorted(unknown)}")
         for t, v in x.items():
-            arr = _numpy(v, f"x[{t!r}]")
+            arr = numeric_array(v, f"x[{t!r}]")
             arr = arr.reshape(-1, 1) if arr.ndim == 1 else arr
             if arr.ndim != 2 or arr.shape[0] != counts[t]:
                 raise ValueError(f"x[{t!r}] must have {counts[t]} rows (got shape {arr.shape})")
             self.features[t] = np.ascontiguousarray(arr)
         for t, v in y.items():
-            arr = _numpy(v, f"y[{t!r}]")
+            arr = numeric_array(v, f"y[{t!r}]")
             if arr.shape[0] != counts[t]:
                 raise ValueError(f"y[{t!r}] must have {counts[t]} rows (got shape {arr.shape})")
             self.labels[t] = arr
         for t, named in splits.items():
             self.splits[t] = {}
             for name, ids in named.items():
-                ids = _numpy(ids, f"splits[{t!r}][{name!r}]").astype(np.int64).ravel()
+                ids = numeric_array(ids, f"splits[{t!r}][{name!r}]").astype(np.int64).ravel()
                 if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= counts[t]):
                     raise ValueError(f"splits[{t!r}][{name!r}] must be IDs in [0, {counts[t]})")
                 self.splits[t][name] = ids
@@ -283,7 +251,7 @@ class HeteroGraphData:
             et = as_etype(key)
             if et not in self.graph.csc:
                 raise ValueError(f"'edge_attr' names an unknown relation {etype_str(et)!r}")
-            arr = _numpy(value, f"edge_attr[{etype_str(et)!r}]")
+            arr = numeric_array(value, f"edge_attr[{etype_str(et)!r}]")
             if arr.shape[0] != self.graph.num_edges(et):
                 raise ValueError(f"edge_attr[{etype_str(et)!r}] must have {self.graph.num_edges(et)} "
                                  f"rows (got shape {arr.shape})")
@@ -355,6 +323,77 @@ class HeteroGraphData:
             if feat is not None:
                 data.edge_features[et] = feat
         return data
+
+
+# -- reverse relations (PyG's ``T.ToUndirected()``) ---------------------------------------------
+# OGB ships each relation in one direction only (ogbn-mag: ``author -writes-> paper``, ...), so
+# messages never flow from a paper's fields or its authors back to the paper.
+# :func:`add_reverse_relations` returns the same graph with, for every relation ``(s, r, d)``
+# between two types, a relation ``(d, "rev_" + r, s)`` holding the transposed edges, and every
+# relation within one type made symmetric (both directions, duplicates dropped): PyG's
+# ``ToUndirected(merge=True)`` on a ``HeteroData``. Built in memory (one ``(E,)`` index per new
+# relation); features, labels and splits are shared, not copied. A reverse edge's ``e_id`` is its
+# forward edge's (PyG's ``ToUndirected`` flips ``edge_index`` in place); a merged same-type
+# relation reports CSC slots.
+
+
+def _coo(indptr: np.ndarray, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(src, dst)`` int64 of a CSC by destination."""
+    indptr = np.asarray(indptr, dtype=np.int64)
+    dst = np.repeat(np.arange(indptr.shape[0] - 1, dtype=np.int64), np.diff(indptr))
+    return np.asarray(indices, dtype=np.int64), dst
+
+
+def _symmetric(indptr: np.ndarray, indices: np.ndarray, n: int, where: str
+               ) -> tuple[np.ndarray, np.ndarray]:
+    src, dst = _coo(indptr, indices)
+    pairs = np.unique(np.concatenate([dst * n + src, src * n + dst]))
+    csc_indptr, csc_indices, _ = coo_to_csc(pairs % n, pairs // n, n, n, where)
+    return csc_indptr, csc_indices
+
+
+def add_reverse_relations(data: HeteroGraphData) -> HeteroGraphData:
+    """``data`` with reverse relations added (see the module docstring).
+
+    >>> import numpy as np
+    >>> data = HeteroGraphData.from_dicts(
+    ...     {"paper": 2, "author": 3},
+    ...     {("author", "writes", "paper"): (np.array([0, 2]), np.array([1, 1])),
+    ...      ("paper", "cites", "paper"): (np.array([0]), np.array([1]))})
+    >>> both = add_reverse_relations(data)
+    >>> both.edge_types
+    [('author', 'writes', 'paper'), ('paper', 'cites', 'paper'), ('paper', 'rev_writes', 'author')]
+    >>> [a.tolist() for a in both.typed_csc(("paper", "rev_writes", "author"))]
+    [[0, 1, 1, 2], [1, 1]]
+    >>> both.edge_order[("paper", "rev_writes", "author")].tolist()   # the forward edges' IDs
+    [0, 1]
+    >>> [a.tolist() for a in both.typed_csc(("paper", "cites", "paper"))]
+    [[0, 1, 2], [1, 0]]
+    """
+    graph, counts = data.graph, data.graph.num_nodes
+    csc = dict(graph.csc)
+    order = dict(data.edge_order)
+    names = set(graph.edge_types)
+    for et in list(graph.edge_types):
+        s, r, d = et
+        if r.startswith("rev_") and (d, r[4:], s) in names:
+            continue  # already a reverse (``graphpipe ingest --add-reverse-edges``)
+        indptr, indices = graph.csc[et]
+        where = "___".join(et)
+        if s == d:
+            csc[et] = _symmetric(indptr, indices, counts[s], where)
+            order.pop(et, None)  # merged edges have no single input position
+            continue
+        rev = (d, "rev_" + r, s)
+        if rev in names:
+            continue
+        src, dst = _coo(indptr, indices)
+        rev_indptr, rev_indices, slots = coo_to_csc(dst, src, counts[d], counts[s], where)
+        csc[rev] = (rev_indptr, rev_indices)
+        # a reverse edge's e_id is its forward edge's (PyG flips edge_index in place)
+        order[rev] = data.edge_order[et][slots] if et in data.edge_order else slots
+    new_graph = HeteroCSC.from_arrays(counts, csc)
+    return replace(data, graph=new_graph, edge_order=order)
 
 
 def resolve_hetero_data(data: Any) -> HeteroGraphData:

@@ -99,8 +99,11 @@ class RemoteHeteroSampler:
         """The :class:`graphpipe.loaders.HeteroGraphData` of ``store`` (a typed store or
         its path) over the relations the server samples (its reverses added when the
         server adds them)."""
-        from graphpipe.loaders.hetero_graph_data import HeteroGraphData, resolve_hetero_data
-        from graphpipe.loaders.hetero_reverse import add_reverse_relations
+        from graphpipe.loaders.hetero_graph_data import (
+            HeteroGraphData,
+            add_reverse_relations,
+            resolve_hetero_data,
+        )
 
         data = resolve_hetero_data(store)
         if self.reverse and isinstance(data, HeteroGraphData) and data.store is not None:

@@ -1,5 +1,6 @@
 """``GraphStore.from_pyg`` / ``graphpipe.interop.pyg_data``: a PyG ``Data`` written as a store
-keeps every node and edge tensor; the CSC is graphpipe's builder's."""
+keeps every node and edge tensor; the CSC is graphpipe's builder's. (A loader's in-memory
+read of a ``Data`` is tests/loaders/test_graph_data.py.)"""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ pytest.importorskip("torch_geometric")
 from torch_geometric.data import Data, HeteroData
 
 from graphpipe.ingest.csc_builder import reference_csc
-from graphpipe.interop.pyg_data import graph_data_from_pyg, pyg_parts
+from graphpipe.loaders.pyg_arrays import pyg_parts
 from graphpipe.store import GraphStore
 
 
@@ -42,19 +43,6 @@ def test_from_pyg_keeps_every_attribute(tmp_path) -> None:
     assert store.split("train").tolist() == list(range(20))
     assert store.split("valid").tolist() == list(range(20, 50))
     assert not any("title" in k for k in store.manifest["arrays"])
-
-
-def test_graph_data_views_the_tensors() -> None:
-    data = sample_data()
-    gd = graph_data_from_pyg(data)
-    src, dst = data.edge_index.numpy()
-    indptr, indices, edge_id = reference_csc(src, dst, data.num_nodes)
-    assert np.array_equal(gd.indptr, indptr) and np.array_equal(gd.indices, indices)
-    assert np.array_equal(gd.attrs.edge_order, edge_id)
-    assert np.shares_memory(gd.feature_chunks[0], data.x.numpy())   # no copy of x
-    assert set(gd.attrs.node_attrs) == {"train_mask", "val_mask", "node_year"}
-    assert set(gd.attrs.edge_attrs) == {"edge_time"}
-    assert gd.splits["train"].tolist() == list(range(20))
 
 
 def test_overlapping_masks_stay_arrays_only() -> None:
