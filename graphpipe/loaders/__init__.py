@@ -12,7 +12,6 @@ Typed graphs: :class:`HeteroNeighborLoader` over a :class:`HeteroGraphData` yiel
 
 from graphpipe.loaders.cluster import ClusterLoader, SequenceBatch
 from graphpipe.loaders.hetero_graph_data import HeteroGraphData
-from graphpipe.loaders.hetero_minibatch import HeteroMiniBatch
 from graphpipe.loaders.hetero_neighbor_loader import HeteroNeighborLoader
 from graphpipe.loaders.link_loader import LinkMiniBatch, LinkNeighborLoader
 from graphpipe.loaders.minibatch import Block, MiniBatch
@@ -29,6 +28,7 @@ from graphpipe.loaders.shard import BaseShard, PartitionShard, SeedShard
 from graphpipe.loaders.stages import GatherStage, ReorderStage, SampleStage, TransferStage
 from graphpipe.loaders.stats import LoaderStats
 from graphpipe.loaders.temporal import TemporalSampler
+from graphpipe.loaders.typed_batch import HeteroMiniBatch
 
 __all__ = [
     "ArrayRows",

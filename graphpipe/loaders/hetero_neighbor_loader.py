@@ -11,11 +11,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from graphpipe.loaders.hetero_gather import RowCounts, TypedGather, typed_reorder
 from graphpipe.loaders.hetero_graph_data import HeteroGraphData, resolve_hetero_data
-from graphpipe.loaders.hetero_minibatch import HeteroMiniBatch
 from graphpipe.loaders.prefetch import data_loader_kwargs, draw_seed, prefetched
 from graphpipe.loaders.rows import ChunkedRows, DegreeCachedRows, RowSource
+from graphpipe.loaders.stages.gather import RowCounts, TypedGather
+from graphpipe.loaders.stages.reorder import typed_reorder
+from graphpipe.loaders.typed_batch import HeteroMiniBatch
 from graphpipe.ops.features.degree import degree_order
 from graphpipe.ops.sampling.hetero import sample_hetero_neighbors_batches
 from graphpipe.ops.sampling.hetero_types import HeteroSampleOutput, resolve_fanouts
@@ -75,7 +76,7 @@ class HeteroNeighborLoader:
         data: the :class:`HeteroGraphData` read.
         rows: ``{ntype: RowSource}`` per type with features.
         fanouts: ``{etype: [per hop]}`` resolved.
-        stats: :class:`graphpipe.loaders.hetero_gather.RowCounts` of the current (or last)
+        stats: :class:`graphpipe.loaders.stages.gather.RowCounts` of the current (or last)
             epoch: rows per type read from the row sources, reused (Match), held (cache).
 
     Two papers cite each other, two authors write them; seeds are papers:

@@ -332,7 +332,7 @@ def test_match_refuses_rows_changed_in_place():
 
 
 def test_typed_reorder_matches_the_reference():
-    from graphpipe.loaders.hetero_gather import typed_reorder
+    from graphpipe.loaders.stages.reorder import typed_reorder
     from graphpipe.ops.features.reorder import greedy_reorder_reference
 
     rng = np.random.default_rng(0)

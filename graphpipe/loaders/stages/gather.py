@@ -19,12 +19,20 @@ Three outputs, one per path:
   as low-bit codes, always assembled on the host; store rows quantized with a rounding
   seed derived from the batch's sampler key (else its sequence number) and the loader
   seed, reused rows copied from the previous batch's packed rows.
+
+Typed batches: :class:`TypedGather` gathers ``X_t[n_id[t]]`` for every node type with
+features from that type's row source, Match per type (row ``i`` of type ``t`` copied from
+the previous batch's ``x[t]`` when that batch held the node, held rows first, the rest
+read from the row source), and counts where rows came from (:class:`RowCounts`). A
+batch's rows are the same either way; the previous batch's ``x`` must not have been
+changed in place (checked: ``RuntimeError``).
 """
 
 from __future__ import annotations
 
 import sys
 import time
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -34,11 +42,17 @@ from graphpipe.loaders.prepared import PreparedBatch, RowPlan
 from graphpipe.loaders.rows import PackedRows, QuantizedRowSource, RowSource, check_ids
 from graphpipe.loaders.rows.tiers import tier_counters
 from graphpipe.loaders.stats import LoaderStats, StatsRef
-from graphpipe.ops.features.gather import SOURCE_CACHE, SOURCE_PREVIOUS, SOURCE_STORE, ResidentIndex
+from graphpipe.ops.features.gather import (
+    SOURCE_CACHE,
+    SOURCE_PREVIOUS,
+    SOURCE_STORE,
+    ResidentIndex,
+    positions_in,
+)
 from graphpipe.ops.features.quantize import QuantizedRows
 from graphpipe.ops.sampling import SampleOutput
 
-__all__ = ["GatherStage"]
+__all__ = ["GatherStage", "RowCounts", "TypedGather"]
 
 
 class GatherStage:
@@ -217,3 +231,57 @@ class GatherStage:
         plan = RowPlan(cache_pos=split.held_pos, prev_pos=split.prev_pos, store_idx=split.store_idx,
                        store_rows=staged, prev_token=-1)
         return plan, split.counts()
+
+
+@dataclass
+class RowCounts:
+    """Rows delivered per node type in an epoch: ``read`` from the row source, ``reused``
+    from the batch before (Match), ``held`` from a degree cache. ``total = sum``."""
+
+    read: dict[str, int] = field(default_factory=dict)
+    reused: dict[str, int] = field(default_factory=dict)
+    held: dict[str, int] = field(default_factory=dict)
+
+    def add(self, ntype: str, read: int, reused: int, held: int) -> None:
+        for counts, n in ((self.read, read), (self.reused, reused), (self.held, held)):
+            counts[ntype] = counts.get(ntype, 0) + int(n)
+
+    def total(self, ntype: str | None = None) -> int:
+        types = [ntype] if ntype is not None else list(self.read)
+        return sum(self.read.get(t, 0) + self.reused.get(t, 0) + self.held.get(t, 0) for t in types)
+
+    def as_dict(self) -> dict[str, dict[str, int]]:
+        return {"read": dict(self.read), "reused": dict(self.reused), "held": dict(self.held)}
+
+
+class TypedGather:
+    """``{ntype: rows}`` of a sampled batch from ``rows[ntype]`` (``match``: reuse rows
+    of the batch before, per type)."""
+
+    def __init__(self, rows: dict[str, RowSource], match: bool):
+        self.rows, self.match = rows, bool(match)
+        self.counts = RowCounts()
+        self._prev: dict[str, tuple[np.ndarray, np.ndarray, torch.Tensor, int]] = {}
+
+    def reset(self) -> None:
+        """New epoch: zero the counters (the batch before stays resident, as in
+        :class:`graphpipe.loaders.NeighborLoader`)."""
+        self.counts = RowCounts()
+
+    def __call__(self, n_id: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
+        out = {}
+        for t, rows in self.rows.items():
+            ids = n_id[t]
+            prev = self._prev.get(t) if self.match else None
+            if prev is not None and prev[2]._version != prev[3]:
+                raise RuntimeError(f"x[{t!r}] of the previous batch was modified in place; with "
+                                   "match_reorder its rows are reused: clone before changing it")
+            prev_pos = positions_in(prev[0], ids) if prev is not None else None
+            x, source = rows.assemble(ids, prev_pos=prev_pos, prev_rows=None if prev is None else prev[1])
+            reused = int(np.count_nonzero(source == SOURCE_PREVIOUS))
+            held = int(np.count_nonzero(source == SOURCE_CACHE))
+            self.counts.add(t, ids.shape[0] - reused - held, reused, held)
+            out[t] = torch.from_numpy(x)
+            if self.match:
+                self._prev[t] = (ids, x, out[t], out[t]._version)
+        return out

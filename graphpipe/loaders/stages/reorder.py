@@ -1,5 +1,6 @@
 """The ``reorder`` stage: Greedy Reorder of a sampled window (FastGL §3.3), so that each
-batch follows the one it shares most input nodes with (:mod:`graphpipe.ops.features.reorder`)."""
+batch follows the one it shares most input nodes with (:mod:`graphpipe.ops.features.reorder`);
+:func:`typed_reorder` is the same over typed batches (per-type overlaps weighted by row bytes)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from graphpipe.ops.features.reorder import (
 )
 from graphpipe.ops.sampling import SampleOutput
 
-__all__ = ["ReorderStage"]
+__all__ = ["ReorderStage", "typed_reorder"]
 
 
 class ReorderStage:
@@ -51,3 +52,21 @@ class ReorderStage:
             order = greedy_reorder(overlap.astype(np.float64))
         self._stats.current.reorder_s += time.perf_counter() - t0
         return order
+
+
+def typed_reorder(n_ids: Sequence[dict[str, np.ndarray]], row_bytes: dict[str, int]) -> np.ndarray:
+    """Greedy Reorder of a window of typed batches: the first batch stays first, then each
+    next one is the unplaced batch sharing the most row bytes with the one before (per
+    type overlaps weighted by ``row_bytes[t]``, the bytes of one row of ``X_t``).
+
+    >>> import numpy as np
+    >>> batches = [{"a": np.array([0, 1])}, {"a": np.array([7, 8])}, {"a": np.array([1, 2])}]
+    >>> typed_reorder(batches, {"a": 4}).tolist()
+    [0, 2, 1]
+    """
+    n = len(n_ids)
+    weight = np.zeros((n, n), dtype=np.float64)
+    for t, nbytes in row_bytes.items():
+        overlap, _sizes = overlap_matrix([b[t] for b in n_ids])
+        weight += overlap * float(nbytes)
+    return np.asarray(greedy_reorder(weight), dtype=np.int64)
