@@ -25,7 +25,7 @@ import torch
 
 from graphpipe.loaders.graph_data import coo_to_csc, numeric_array
 from graphpipe.loaders.pyg_arrays import MASK_SPLITS
-from graphpipe.ops.sampling.hetero_types import EdgeType, HeteroCSC, as_etype, etype_str
+from graphpipe.ops.sampling.types import EdgeType, HeteroCSC, as_etype, etype_str
 
 __all__ = ["HeteroGraphData", "add_reverse_relations", "is_typed_data", "resolve_hetero_data"]
 

@@ -18,9 +18,8 @@ from graphpipe.loaders.stages.gather import RowCounts, TypedGather
 from graphpipe.loaders.stages.reorder import typed_reorder
 from graphpipe.loaders.typed_batch import HeteroMiniBatch
 from graphpipe.ops.features.degree import degree_order
-from graphpipe.ops.sampling.hetero import sample_hetero_neighbors_batches
-from graphpipe.ops.sampling.hetero_types import HeteroSampleOutput, resolve_fanouts
-from graphpipe.ops.sampling.types import check_frontier
+from graphpipe.ops.sampling.cpu import sample_hetero_neighbors_batches
+from graphpipe.ops.sampling.types import HeteroSampleOutput, check_frontier, resolve_fanouts
 
 __all__ = ["HeteroNeighborLoader"]
 

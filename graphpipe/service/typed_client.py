@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from graphpipe.ops.sampling.hetero_types import EdgeType, HeteroSampleOutput, etype_str
+from graphpipe.ops.sampling.types import EdgeType, HeteroSampleOutput, etype_str
 from graphpipe.service import protocol
 from graphpipe.service.client import Client
 from graphpipe.service.typed_protocol import decode_typed_rows

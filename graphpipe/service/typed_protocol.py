@@ -24,7 +24,7 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
-from graphpipe.ops.sampling.hetero_types import EdgeType, HeteroSampleOutput, etype_str
+from graphpipe.ops.sampling.types import EdgeType, HeteroSampleOutput, etype_str
 
 __all__ = ["decode_typed_rows", "encode_typed_output", "typed_response_schema"]
 

@@ -19,8 +19,8 @@ import numpy as np
 import pyarrow as pa
 
 from graphpipe.loaders.hetero_graph_data import HeteroGraphData, add_reverse_relations
-from graphpipe.ops.sampling.hetero import sample_hetero_neighbors_batches
-from graphpipe.ops.sampling.hetero_types import EdgeType, HeteroCSC, etype_str
+from graphpipe.ops.sampling.cpu import sample_hetero_neighbors_batches
+from graphpipe.ops.sampling.types import EdgeType, HeteroCSC, etype_str
 from graphpipe.service import limits, protocol
 from graphpipe.service.typed_protocol import encode_typed_output, typed_response_schema
 

@@ -9,7 +9,7 @@ import torch
 
 from graphpipe.ingest import ingest
 from graphpipe.loaders import HeteroNeighborLoader
-from graphpipe.ops.sampling.hetero import sample_hetero_neighbors_batches
+from graphpipe.ops.sampling.cpu import sample_hetero_neighbors_batches
 from graphpipe.service import Client, SamplingServer
 from graphpipe.service.typed_client import RemoteHeteroSampler, sample_typed
 from graphpipe.synthetic.mag import mag_dataset, write_ogb_mag

@@ -1,4 +1,8 @@
-"""``sample_neighbors``: one entry point for every sampler backend, the same output on each.
+"""``sample_neighbors``: one entry point for every sampler backend and every graph, the same
+output on each backend. A graph of one relation is given as its CSC ``(indptr, indices)``, a
+typed graph as a :class:`~graphpipe.ops.sampling.types.HeteroCSC`; the number of relations
+picks the kernel (:mod:`graphpipe.ops.sampling.cpu`). Typed graphs sample on the CPU or the
+reference.
 
 Backends (``backend=``):
 
@@ -21,20 +25,30 @@ appearance in the hop's edge list, destinations in local-ID order) on the host.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from graphpipe.ops._core.backend import numba_cuda_available, resolve_backend
 from graphpipe.ops.sampling import cpu as _cpu
-from graphpipe.ops.sampling.reference import sample_neighbors_reference
-from graphpipe.ops.sampling.types import SampleOutput, check_frontier
+from graphpipe.ops.sampling.reference import (
+    sample_hetero_neighbors_reference,
+    sample_neighbors_reference,
+)
+from graphpipe.ops.sampling.types import (
+    HeteroCSC,
+    HeteroSampleOutput,
+    SampleOutput,
+    check_frontier,
+    split_graph_args,
+)
 from graphpipe.ops.sampling.types import assemble as _assemble
 
-__all__ = ["BACKENDS", "canonical_local_ids", "sample_neighbors"]
+__all__ = ["BACKENDS", "TYPED_BACKENDS", "canonical_local_ids", "sample_hetero_neighbors",
+           "sample_neighbors"]
 
 BACKENDS = ("auto", "reference", "cpu", "cuda")
+TYPED_BACKENDS = ("auto", "cpu", "reference")
 
 
 def _on_gpu(*arrays: Any) -> bool:
@@ -45,20 +59,35 @@ def _on_gpu(*arrays: Any) -> bool:
     return False
 
 
-def sample_neighbors(indptr: Any, indices: Any, seeds: Any, fanouts: Sequence[int], *,
-                     replace: bool = False, seed: int = 0, backend: str = "auto",
-                     frontier: str = "new") -> SampleOutput:
+def sample_neighbors(*graph_seeds_fanouts: Any, replace: bool = False, seed: int = 0,
+                     backend: str = "auto", frontier: str = "new"
+                     ) -> SampleOutput | HeteroSampleOutput:
     """Sample a multi-hop neighbourhood of ``seeds`` with Fused-Map local IDs.
+
+    One sampler, two call forms (the number of relations picks the kernel):
+
+    - ``sample_neighbors(indptr, indices, seeds, fanouts)``: one relation, the CSC by
+      destination; returns a :class:`~graphpipe.ops.sampling.types.SampleOutput`;
+    - ``sample_neighbors(graph, seeds, fanouts)``: a typed graph
+      (:class:`~graphpipe.ops.sampling.types.HeteroCSC`); returns a
+      :class:`~graphpipe.ops.sampling.types.HeteroSampleOutput` (typed local IDs). A graph
+      of one node type and one relation takes the one-relation kernel, others the
+      relation loop; :meth:`HeteroCSC.homogeneous` gives the homogeneous sample.
 
     Args:
         indptr: int64 (N+1,) CSC offsets by destination (global IDs).
         indices: int32/int64 (E,) in-neighbour global IDs.
-        seeds: int (B,) unique global node IDs in ``[0, N)``; local IDs ``0..B-1``.
-        fanouts: per hop, seed hop first; ``-1`` takes all neighbours.
+        graph: a :class:`HeteroCSC` built by :meth:`HeteroCSC.from_arrays` (checked).
+        seeds: int (B,) unique global node IDs in ``[0, N)`` (local IDs ``0..B-1``);
+            typed: ``{ntype: int (B_t,)}``, unique per type.
+        fanouts: per hop, seed hop first; ``-1`` takes all neighbours, ``0`` none. Typed:
+            one list for every relation, or ``{etype: list}`` for each relation (tuple or
+            ``"src___rel___dst"`` keys, :func:`~graphpipe.ops.sampling.types.resolve_fanouts`).
         replace: sample with replacement.
         seed: integer key of this batch's random stream; the output is a pure function
-            of (graph, seeds, fanouts, replace, seed), whatever the backend.
-        backend: ``"auto"``, ``"cpu"``, ``"cuda"`` or ``"reference"`` (module docstring).
+            of (graph, seeds, fanouts, replace, seed, frontier), whatever the backend.
+        backend: ``"auto"``, ``"cpu"``, ``"cuda"`` or ``"reference"`` (module docstring);
+            typed graphs sample on ``"cpu"`` (``"auto"``) or ``"reference"``.
         frontier: which nodes a hop after the first expands: ``"new"`` (default, PyG's
             convention: only the nodes the hop before reached first; the others keep empty
             rows in the block) or ``"all"`` (DGL's: every node known so far, seeds
@@ -66,12 +95,16 @@ def sample_neighbors(indptr: Any, indices: Any, seeds: Any, fanouts: Sequence[in
 
     Returns:
         :class:`~graphpipe.ops.sampling.types.SampleOutput` (block convention in
-        :mod:`graphpipe.ops.sampling.cpu`).
+        :mod:`graphpipe.ops.sampling.cpu`) or, typed,
+        :class:`~graphpipe.ops.sampling.types.HeteroSampleOutput`.
 
     Raises:
-        ValueError: empty/invalid ``fanouts``, out-of-range or duplicate ``seeds``,
+        ValueError: empty/invalid ``fanouts`` (typed: unknown or missing relations, uneven
+            lengths), out-of-range or duplicate ``seeds`` (typed: unknown types),
             malformed ``indptr``/``indices``, an unknown ``backend``, ``"cpu"`` or
-            ``"reference"`` with data on a GPU, ``"cuda"`` where numba.cuda cannot run.
+            ``"reference"`` with data on a GPU, ``"cuda"`` where numba.cuda cannot run or
+            with a typed graph.
+        TypeError: positional arguments in neither form.
 
     >>> import numpy as np
     >>> indptr = np.array([0, 2, 3, 4]); indices = np.array([1, 2, 0, 0])
@@ -98,7 +131,36 @@ def sample_neighbors(indptr: Any, indices: Any, seeds: Any, fanouts: Sequence[in
     >>> dgl = sample_neighbors(indptr, indices, np.array([0, 2]), [1, 1], seed=7, frontier="all")
     >>> dgl.num_sampled_edges, dgl.blocks[0].indptr.tolist()
     ([2, 3], [0, 1, 2, 3])
+
+    The same graph as a typed one with its single relation ``(_N, _E, _N)`` draws the same:
+
+    >>> typed = sample_neighbors(HeteroCSC.homogeneous(indptr, indices),
+    ...                          {"_N": np.array([0, 2])}, [1, 1], seed=7)
+    >>> typed.n_id["_N"].tolist() == out.n_id.tolist()
+    True
+
+    Authors write papers; papers cite papers. Two hops from paper 0:
+
+    >>> g = HeteroCSC.from_arrays({"paper": 3, "author": 2}, {
+    ...     ("author", "writes", "paper"): (np.array([0, 1, 2, 3]), np.array([0, 1, 1])),
+    ...     ("paper", "cites", "paper"): (np.array([0, 2, 2, 3]), np.array([1, 2, 0]))})
+    >>> out = sample_neighbors(g, {"paper": np.array([0])}, [1, 1], seed=3)
+    >>> {t: ids.tolist() for t, ids in out.n_id.items()}
+    {'paper': [0, 2], 'author': [0, 1]}
+    >>> cites = ("paper", "cites", "paper")      # hop 1: 2 -> 0; hop 2: 0 -> 2 (local 1)
+    >>> out.row[cites].tolist(), out.col[cites].tolist()
+    ([1, 0], [0, 1])
+    >>> out.num_sampled_nodes, out.num_sampled_edges[("author", "writes", "paper")]
+    ({'paper': [1, 1, 0], 'author': [0, 1, 1]}, [1, 1])
+    >>> ref = sample_neighbors(g, {"paper": np.array([0])}, [1, 1], seed=3, backend="reference")
+    >>> all(np.array_equal(ref.row[e], out.row[e]) for e in g.edge_types)
+    True
     """
+    graph, seeds, fanouts = split_graph_args(graph_seeds_fanouts)
+    if isinstance(graph, HeteroCSC):
+        return _sample_typed(graph, seeds, fanouts, replace=replace, seed=seed, backend=backend,
+                             frontier=frontier)
+    indptr, indices = graph
     frontier = check_frontier(frontier)
     device = "cuda" if _on_gpu(indptr, indices, seeds) else "cpu"
     if backend == "reference" and device != "cpu":
@@ -118,6 +180,22 @@ def sample_neighbors(indptr: Any, indices: Any, seeds: Any, fanouts: Sequence[in
                                           seed=seed, frontier=frontier)
     return _cpu.sample_neighbors(indptr, indices, seeds, fanouts, replace=replace, seed=seed,
                                  frontier=frontier)
+
+
+def _sample_typed(graph: HeteroCSC, seeds: Any, fanouts: Any, *, replace: bool, seed: int,
+                  backend: str, frontier: str) -> HeteroSampleOutput:
+    """The typed form of :func:`sample_neighbors` on ``"cpu"`` or ``"reference"``."""
+    if backend not in TYPED_BACKENDS:
+        raise ValueError(f"'backend' must be one of {TYPED_BACKENDS} for a typed graph "
+                         f"(got {backend!r})")
+    if backend == "reference":
+        return sample_hetero_neighbors_reference(graph, seeds, fanouts, replace=replace,
+                                                 seed=seed, frontier=frontier)
+    return _cpu.sample_typed(graph, seeds, fanouts, replace=replace, seed=seed, frontier=frontier)
+
+
+sample_hetero_neighbors = sample_neighbors
+"""The typed form's former name (kept while callers switch)."""
 
 
 def _host(a: Any) -> np.ndarray:

@@ -32,17 +32,33 @@ Sampling semantics (``fanouts`` seed hop first, PyG order; DGL block convention)
   The table grows (rehash) only when a hop's upper bound of distinct nodes would push
   its load above 0.5; it never exceeds the power of two ≥ 2·N.
 
+Typed graphs (:class:`~graphpipe.ops.sampling.types.HeteroCSC`, :func:`sample_typed`):
+the number of relations picks the kernel, as GraphBolt's sampler does. One node type and
+one relation go through :func:`_sample_batch` (all hops in one nogil call), the
+homogeneous fast path; several relations through the relation loop
+(:func:`_sample_relations`): per hop, one :func:`_relation_hop` call per relation in
+``graph.edge_types`` order, built from the same hop primitives (``_hop_counts``,
+``_hop_reserve``, ``_hop_fill`` with its prefetch pipeline). Relation ``(s, r, d)``
+expands the frontier of type ``d`` (fixed when the hop starts) and Fused-Maps its sources
+into type ``s``'s table (one table per node type, its seeds inserted first); its draws
+come from the stream ``(batch seed, hop, relation name, node ID)``
+(:func:`~graphpipe.ops.sampling.types.relation_key`), and the homogeneous relation
+``(_N, _E, _N)`` draws from the hop's own stream, so a homogeneous graph sampled as a typed
+one returns the homogeneous sample. The kernels index only with values checked before they
+run: the relations by :meth:`HeteroCSC.from_arrays`, the seeds by their type's node count.
+
 Random numbers come from :mod:`graphpipe.ops._core.rng`, stream keys from
 :mod:`graphpipe.ops.sampling.keys`, the result types from :mod:`graphpipe.ops.sampling.types`;
-``sample_neighbors_reference`` (:mod:`graphpipe.ops.sampling.reference`) is the
-plain-Python oracle that this fast path must match exactly (same RNG, dict ID map).
+:mod:`graphpipe.ops.sampling.reference` holds the plain-Python oracles that these fast
+paths must match exactly (same RNG, dict ID maps).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numba
 import numpy as np
@@ -60,13 +76,26 @@ from graphpipe.ops.sampling.idmap import (
     table_insert_or_get,
 )
 from graphpipe.ops.sampling.keys import _stream_key, batch_key, hop_key
-from graphpipe.ops.sampling.types import SampleOutput, check_frontier
+from graphpipe.ops.sampling.types import (
+    DEFAULT_ETYPE,
+    EdgeType,
+    HeteroCSC,
+    HeteroSampleOutput,
+    SampleOutput,
+    check_frontier,
+    check_seed_dict,
+    relation_key,
+    resolve_fanouts,
+    split_graph_args,
+)
 from graphpipe.ops.sampling.types import assemble as _assemble
 
 __all__ = [
+    "sample_hetero_neighbors_batches",
     "sample_hop_global",
     "sample_neighbors",
     "sample_neighbors_batches",
+    "sample_typed",
 ]
 
 
@@ -183,11 +212,14 @@ def _hop_reserve(n_id, num_nodes, total, keys, values, num_graph_nodes):
 
 
 @numba.njit(cache=True, nogil=True)
-def _hop_fill(indptr, indices, n_id, num_nodes, num_dst, fanout, replace, hkey, keys, values,
-              local_indptr, starts, degs, local_src, edge_ids, scratch_set, scratch_slots, first=0):
-    """Sample one hop into ``edge_ids``/``local_src`` (length = the hop's edge count) and
-    Fused-Map the sources; ``n_id`` and the table must already be reserved. Returns the
-    new node count."""
+def _hop_fill(indptr, indices, dst_ids, n_id, num_nodes, num_dst, fanout, replace, hkey, keys,
+              values, local_indptr, starts, degs, local_src, edge_ids, scratch_set, scratch_slots,
+              first=0):
+    """Sample one hop of destinations ``dst_ids[first:num_dst]`` into ``edge_ids``/``local_src``
+    (length = the hop's edge count) and Fused-Map the sources into ``n_id`` (the sources'
+    ID list, ``num_nodes`` long so far: ``dst_ids`` itself for one relation, the source
+    type's for a typed relation); ``n_id`` and the table must already be reserved.
+    Returns the new node count."""
     total = local_src.shape[0]
     # pass 1: choose the edge slots (touches only edge_ids)
     for i in range(first, num_dst):
@@ -201,7 +233,7 @@ def _hop_fill(indptr, indices, n_id, num_nodes, num_dst, fanout, replace, hkey, 
             for q in range(count):
                 edge_ids[base + q] = start + q
         else:
-            state = _stream_key(hkey, n_id[i])
+            state = _stream_key(hkey, dst_ids[i])
             _choose_positions(edge_ids, base, deg, count, replace, state, scratch_set, scratch_slots)
             for q in range(count):
                 edge_ids[base + q] += start
@@ -226,20 +258,27 @@ def _hop_fill(indptr, indices, n_id, num_nodes, num_dst, fanout, replace, hkey, 
 
 
 @numba.njit(cache=True, nogil=True)
-def _sample_hop_fused(indptr, indices, n_id, num_nodes, num_dst, fanout, replace, hkey,
-                      keys, values, num_graph_nodes, scratch_set, scratch_slots):
-    """One hop for destinations ``n_id[:num_dst]`` with its own output arrays.
-
-    Returns (local_indptr, local_src, edge_ids, n_id, num_nodes, keys, values); ``n_id``
-    and the table may be reallocated (grown) here.
-    """
-    local_indptr, starts, degs, total = _hop_counts(indptr, n_id, num_dst, fanout, replace)
-    n_id, keys, values = _hop_reserve(n_id, num_nodes, total, keys, values, num_graph_nodes)
-    local_src = np.empty(total, dtype=np.int64)
+def _relation_hop(indptr, indices, dst_ids, begin, end, fanout, replace, rkey, src_ids, src_count,
+                  keys, values, num_src_nodes, scratch_set, scratch_slots):
+    """One relation in one hop: sample in-neighbours of ``dst_ids[begin:end]`` and Fused-Map
+    the sources into the source type's ``src_ids``/table (the hop primitives above, so the
+    fill runs the prefetch pipeline). Returns ``(row, col, edge_ids, src_ids, src_count,
+    keys, values)``: local source, local destination and edge slot per sampled edge;
+    ``src_ids`` and the table may be reallocated (grown) here."""
+    dst = dst_ids[begin:end]
+    num_dst = end - begin
+    local_indptr, starts, degs, total = _hop_counts(indptr, dst, num_dst, fanout, replace)
+    src_ids, keys, values = _hop_reserve(src_ids, src_count, total, keys, values, num_src_nodes)
+    row = np.empty(total, dtype=np.int64)
     edge_ids = np.empty(total, dtype=np.int64)
-    num_nodes = _hop_fill(indptr, indices, n_id, num_nodes, num_dst, fanout, replace, hkey, keys, values,
-                          local_indptr, starts, degs, local_src, edge_ids, scratch_set, scratch_slots)
-    return local_indptr, local_src, edge_ids, n_id, num_nodes, keys, values
+    src_count = _hop_fill(indptr, indices, dst, src_ids, src_count, num_dst, fanout, replace, rkey,
+                          keys, values, local_indptr, starts, degs, row, edge_ids, scratch_set,
+                          scratch_slots)
+    col = np.empty(total, dtype=np.int64)
+    for i in range(num_dst):
+        for e in range(local_indptr[i], local_indptr[i + 1]):
+            col[e] = begin + i
+    return row, col, edge_ids, src_ids, src_count, keys, values
 
 
 @numba.njit(cache=True, nogil=True)
@@ -288,9 +327,9 @@ def _sample_batch(indptr, indices, seeds, fanouts, replace, hop_keys, new_only):
         n_id, keys, values = _hop_reserve(n_id, num_nodes, total, keys, values, num_graph_nodes)
         local_src = np.empty(total, dtype=np.int64)
         edge_ids = np.empty(total, dtype=np.int64)
-        num_nodes = _hop_fill(indptr, indices, n_id, num_nodes, num_dst, fanout, replace, hop_keys[h], keys, values,
-                              local_indptr, starts, degs, local_src, edge_ids, scratch_set, scratch_slots,
-                              first)
+        num_nodes = _hop_fill(indptr, indices, n_id, n_id, num_nodes, num_dst, fanout, replace, hop_keys[h],
+                              keys, values, local_indptr, starts, degs, local_src, edge_ids, scratch_set,
+                              scratch_slots, first)
         if new_only:
             first = num_dst
         meta[h, 0] = num_dst
@@ -341,12 +380,19 @@ def _sample_hop_global_kernel(indptr, indices, dst_global, fanout, replace, skey
 # Public API
 
 
-def _sample_validated(indptr, indices, seeds, fanouts, replace, seed, frontier="new") -> SampleOutput:
+def _relation_keys(seed: int, num_hops: int, etype: EdgeType) -> np.ndarray:
+    """uint64 (num_hops,): ``relation_key(hop_key(batch_key(seed), h), etype)``; the hop keys
+    themselves for :data:`~graphpipe.ops.sampling.types.DEFAULT_ETYPE` (one relation)."""
     bkey = batch_key(seed)
-    hop_keys = np.array([hop_key(bkey, h) for h in range(len(fanouts))], dtype=np.uint64)
+    return np.array([relation_key(hop_key(bkey, h), etype) for h in range(num_hops)], dtype=np.uint64)
+
+
+def _sample_validated(indptr, indices, seeds, fanouts, replace, seed, frontier="new",
+                      etype: EdgeType = DEFAULT_ETYPE) -> SampleOutput:
+    """One batch of one relation from checked arguments: all hops in one nogil call."""
     dup, n_id, meta, indptrs, local_srcs, edge_ids = _sample_batch(
-        indptr, indices, seeds, np.asarray(fanouts, dtype=np.int64), bool(replace), hop_keys,
-        frontier == "new")
+        indptr, indices, seeds, np.asarray(fanouts, dtype=np.int64), bool(replace),
+        _relation_keys(seed, len(fanouts), etype), frontier == "new")
     if dup >= 0:
         raise ValueError(f"'seeds' must be unique (got {int(seeds[dup])} more than once)")
     hops = [(ip, src, eid, num_dst, num_src)
@@ -383,12 +429,117 @@ def sample_neighbors(
     Raises:
         ValueError: empty/invalid ``fanouts``, out-of-range or duplicate ``seeds``,
             malformed ``indptr``/``indices``.
+
+    >>> out = sample_neighbors(np.array([0, 1, 2]), np.array([1, 0]), np.array([0]), [1])
+    >>> out.n_id.tolist()
+    [0, 1]
     """
     indptr, indices = _check_graph(indptr, indices)
     fanouts = _check_fanouts(fanouts)
     seeds = _check_seeds(seeds, indptr.shape[0] - 1)
     return _sample_validated(indptr, indices, seeds, fanouts, replace, seed, check_frontier(frontier))
 
+
+# --------------------------------------------------------------------------------------
+# Typed graphs: one relation through _sample_batch, several through the relation loop
+
+
+def _new_state(ids: np.ndarray) -> list[Any]:
+    """``[ids buffer, count, keys, values]`` of one node type with its seeds inserted."""
+    size = 16
+    while size < 2 * ids.shape[0]:
+        size *= 2
+    keys = np.full(size, EMPTY_KEY, dtype=np.int64)
+    values = np.full(size, -1, dtype=np.int32)
+    buf = np.empty(max(16, ids.shape[0]), dtype=np.int64)
+    if _insert_seeds(ids, keys, values, buf) >= 0:  # pragma: no cover - checked before
+        raise ValueError("'seeds' must be unique within each node type")
+    return [buf, int(ids.shape[0]), keys, values]
+
+
+def _concat(arrays: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(arrays) if arrays else np.empty(0, np.int64)
+
+
+def _sample_relations(graph: HeteroCSC, seed_ids: dict[str, np.ndarray],
+                      per_rel: dict[EdgeType, list[int]], replace: bool, seed: int,
+                      frontier: str) -> HeteroSampleOutput:
+    """One typed batch from checked arguments: per hop, one :func:`_relation_hop` call per
+    relation in ``graph.edge_types`` order, each destination type's frontier fixed when
+    the hop starts."""
+    state = {t: _new_state(ids) for t, ids in seed_ids.items()}
+    span = {t: (0, s[1]) for t, s in state.items()}
+    parts: dict[EdgeType, list[list[np.ndarray]]] = {et: [[], [], []] for et in graph.edge_types}
+    sampled_nodes = {t: [s[1]] for t, s in state.items()}
+    scratch_set, scratch_slots = _scratch_for(max([f for v in per_rel.values() for f in v] + [0]))
+    bkey = batch_key(seed)
+    for h in range(len(next(iter(per_rel.values()), []))):
+        hkey = hop_key(bkey, h)
+        for et in graph.edge_types:
+            src, dst = state[et[0]], state[et[2]]
+            indptr, indices = graph.csc[et]
+            row, col, eid, src[0], src[1], src[2], src[3] = _relation_hop(
+                indptr, indices, dst[0], *span[et[2]], per_rel[et][h], replace,
+                np.uint64(relation_key(hkey, et)), src[0], src[1], src[2], src[3],
+                graph.num_nodes[et[0]], scratch_set, scratch_slots)
+            for part, arr in zip(parts[et], (row, col, eid)):
+                part.append(arr)
+        for t, s in state.items():
+            prev_end = span[t][1]
+            span[t] = (prev_end if frontier == "new" else 0, s[1])
+            sampled_nodes[t].append(s[1] - prev_end)
+    return HeteroSampleOutput(
+        n_id={t: s[0][:s[1]] for t, s in state.items()},
+        row={et: _concat(p[0]) for et, p in parts.items()},
+        col={et: _concat(p[1]) for et, p in parts.items()},
+        edge_ids={et: _concat(p[2]) for et, p in parts.items()},
+        num_seeds={t: int(ids.shape[0]) for t, ids in seed_ids.items()},
+        num_sampled_nodes=sampled_nodes,
+        num_sampled_edges={et: [int(a.shape[0]) for a in p[0]] for et, p in parts.items()},
+        frontier=frontier)
+
+
+def _sample_typed_checked(graph: HeteroCSC, seed_ids: dict[str, np.ndarray],
+                          per_rel: dict[EdgeType, list[int]], replace: bool, seed: int,
+                          frontier: str) -> HeteroSampleOutput:
+    """One typed batch: a graph of one node type and one relation is sampled by the
+    one-relation kernel (:func:`_sample_batch`, all hops in one call) under its relation's
+    keys, which draws what the relation loop draws; any other graph by the loop."""
+    if len(graph.edge_types) != 1 or len(graph.num_nodes) != 1:
+        return _sample_relations(graph, seed_ids, per_rel, replace, seed, frontier)
+    (et,) = graph.edge_types
+    indptr, indices = graph.csc[et]
+    out = _sample_validated(indptr, indices, seed_ids[et[0]], per_rel[et], replace, seed,
+                            frontier, et)
+    hops = out.blocks[::-1]
+    return HeteroSampleOutput(
+        n_id={et[0]: out.n_id}, row={et: _concat([b.indices for b in hops])},
+        col={et: _concat([b.dst_of_edges() for b in hops])},
+        edge_ids={et: _concat([b.edge_ids for b in hops])}, num_seeds={et[0]: out.batch_size},
+        num_sampled_nodes={et[0]: list(out.num_sampled_nodes)},
+        num_sampled_edges={et: list(out.num_sampled_edges)}, frontier=frontier)
+
+
+def sample_typed(graph: HeteroCSC, seeds: Mapping[str, Any],
+                 fanouts: Sequence[int] | Mapping[Any, Sequence[int]], *, replace: bool = False,
+                 seed: int = 0, frontier: str = "new") -> HeteroSampleOutput:
+    """The CPU sampler of a typed graph (arguments and result as
+    :func:`graphpipe.ops.sampling.sample_neighbors` with a ``HeteroCSC``).
+
+    >>> g = HeteroCSC.from_arrays({"a": 2}, {("a", "to", "a"): (np.array([0, 1, 2]), np.array([1, 0]))})
+    >>> sample_typed(g, {"a": [0]}, [1]).n_id["a"].tolist()
+    [0, 1]
+    """
+    if not isinstance(graph, HeteroCSC):
+        raise ValueError(f"'graph' must be a HeteroCSC (got {type(graph).__name__})")  # noqa: TRY004 - bad arguments are ValueError here
+    frontier = check_frontier(frontier)
+    per_rel = resolve_fanouts(fanouts, graph.edge_types)
+    return _sample_typed_checked(graph, check_seed_dict(graph, seeds), per_rel, bool(replace),
+                                 int(seed), frontier)
+
+
+# --------------------------------------------------------------------------------------
+# Windows of batches in parallel threads
 
 _POOLS: dict[int, ThreadPoolExecutor] = {}
 _POOLS_LOCK = threading.Lock()
@@ -404,47 +555,56 @@ def _pool(num_threads: int) -> ThreadPoolExecutor:
         return pool
 
 
-def sample_neighbors_batches(
-    indptr: np.ndarray,
-    indices: np.ndarray,
-    seed_batches: Sequence[np.ndarray],
-    fanouts: Sequence[int],
-    *,
-    replace: bool = False,
-    seeds: Sequence[int],
-    num_threads: int | None = None,
-    frontier: str = "new",
-) -> list[SampleOutput]:
+def sample_neighbors_batches(*graph_batches_fanouts: Any, seeds: Sequence[int],
+                             replace: bool = False, frontier: str = "new",
+                             num_threads: int | None = None) -> list[Any]:
     """Sample the batches of a window in parallel threads (the kernels release the GIL).
 
-    Result ``i`` equals ``sample_neighbors(indptr, indices, seed_batches[i], fanouts,
-    replace=replace, seed=seeds[i], frontier=frontier)`` whatever ``num_threads`` is.
+    Two call forms, as :func:`graphpipe.ops.sampling.sample_neighbors`:
+    ``(indptr, indices, seed_batches, fanouts)`` (one relation, ``seed_batches`` int
+    ``(B_i,)`` arrays, :class:`SampleOutput` s) or ``(graph, seed_batches, fanouts)`` (a
+    :class:`HeteroCSC`, ``seed_batches`` ``{ntype: IDs}`` dicts,
+    :class:`HeteroSampleOutput` s). Result ``i`` equals the one-batch call with
+    ``seed_batches[i]`` and ``seed=seeds[i]``, whatever ``num_threads`` is.
 
     Args:
-        seed_batches: per batch, int (B_i,) unique global seed IDs.
         seeds: per batch, the integer random key (same length as ``seed_batches``).
         num_threads: worker threads; default ``numba.get_num_threads()`` (≤ batches).
+
+    >>> indptr, indices = np.array([0, 1, 2]), np.array([1, 0])
+    >>> outs = sample_neighbors_batches(indptr, indices, [[0], [1]], [1], seeds=[0, 1])
+    >>> [o.n_id.tolist() for o in outs]
+    [[0, 1], [1, 0]]
+    >>> g = HeteroCSC.homogeneous(indptr, indices)
+    >>> [o.n_id["_N"].tolist() for o in sample_neighbors_batches(g, [{"_N": [0]}], [1], seeds=[0])]
+    [[0, 1]]
     """
-    indptr, indices = _check_graph(indptr, indices)
-    fanouts = _check_fanouts(fanouts)
+    graph, seed_batches, fanouts = split_graph_args(graph_batches_fanouts, "seed_batches")
     frontier = check_frontier(frontier)
-    seed_batches = list(seed_batches)
-    seeds = list(seeds)
-    if len(seeds) != len(seed_batches):
-        raise ValueError(f"'seeds' must have one key per batch ({len(seed_batches)}) (got {len(seeds)})")
-    if num_threads is None:
-        num_threads = numba.get_num_threads()
-    if int(num_threads) < 1:
+    if isinstance(graph, HeteroCSC):
+        per_rel = resolve_fanouts(fanouts, graph.edge_types)
+        batches = [check_seed_dict(graph, b) for b in seed_batches]
+        run, fixed = _sample_typed_checked, (graph,)
+        tail: tuple[Any, ...] = (per_rel, bool(replace))
+    else:
+        indptr, indices = _check_graph(*graph)
+        batches = [_check_seeds(b, indptr.shape[0] - 1, "seed_batches") for b in seed_batches]
+        run, fixed, tail = _sample_validated, (indptr, indices), (_check_fanouts(fanouts), replace)
+    keys = [int(s) for s in seeds]
+    if len(keys) != len(batches):
+        raise ValueError(f"'seeds' must have one key per batch ({len(batches)}) (got {len(keys)})")
+    threads = numba.get_num_threads() if num_threads is None else int(num_threads)
+    if threads < 1:
         raise ValueError(f"'num_threads' must be >= 1 (got {num_threads})")
-    num_threads = min(int(num_threads), max(1, len(seed_batches)))
-    batches = [_check_seeds(b, indptr.shape[0] - 1, "seed_batches") for b in seed_batches]
-    if num_threads == 1:
-        return [_sample_validated(indptr, indices, b, fanouts, replace, s, frontier)
-                for b, s in zip(batches, seeds)]
-    pool = _pool(num_threads)
-    futures = [pool.submit(_sample_validated, indptr, indices, b, fanouts, replace, s, frontier)
-               for b, s in zip(batches, seeds)]
-    return [f.result() for f in futures]
+    jobs = [(*fixed, b, *tail, k, frontier) for b, k in zip(batches, keys)]
+    if min(threads, len(jobs)) <= 1:
+        return [run(*job) for job in jobs]
+    pool = _pool(min(threads, len(jobs)))
+    return [f.result() for f in [pool.submit(run, *job) for job in jobs]]
+
+
+sample_hetero_neighbors_batches = sample_neighbors_batches
+"""The typed form's former name (kept while callers switch)."""
 
 
 def sample_hop_global(

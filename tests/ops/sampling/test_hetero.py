@@ -1,4 +1,4 @@
-"""Heterogeneous Fused-Map sampling: the Numba path equals the plain-Python oracle exactly,
+"""Typed Fused-Map sampling (``sample_neighbors`` with a ``HeteroCSC``): the Numba path equals the plain-Python oracle exactly,
 exact properties of every sample (edges exist, fanouts, unique typed IDs, frontiers), and
 PyG's own heterogeneous NeighborLoader where sampling is deterministic (fanout -1)."""
 
@@ -8,11 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from graphpipe.ops.sampling.hetero import (
-    sample_hetero_neighbors,
-    sample_hetero_neighbors_batches,
-)
-from graphpipe.ops.sampling.hetero_types import HeteroCSC, HeteroSampleOutput, etype_str
+from graphpipe.ops.sampling import sample_neighbors, sample_neighbors_batches
+from graphpipe.ops.sampling.types import HeteroCSC, HeteroSampleOutput, etype_str
 
 TYPES = {"paper": 120, "author": 80, "inst": 6}
 RELS = [("author", "writes", "paper"), ("paper", "rev_writes", "author"),
@@ -67,8 +64,8 @@ def test_cpu_equals_reference(case):
     g = typed_graph(seed, dtype)
     seeds = {t: np.asarray(v, dtype=np.int64) for t, v in seeds.items()}
     kw = {"replace": replace, "seed": seed, "frontier": frontier}
-    got = sample_hetero_neighbors(g, seeds, fanouts, **kw)
-    assert_same(got, sample_hetero_neighbors(g, seeds, fanouts, backend="reference", **kw))
+    got = sample_neighbors(g, seeds, fanouts, **kw)
+    assert_same(got, sample_neighbors(g, seeds, fanouts, backend="reference", **kw))
     check_properties(g, seeds, got, fanouts, replace)
 
 
@@ -115,20 +112,20 @@ def test_properties_many_seeds():
     g = typed_graph(3, edges=3000)
     for s in range(5):
         seeds = {"paper": np.random.default_rng(s).choice(120, 30, replace=False)}
-        out = sample_hetero_neighbors(g, seeds, [5, 4, 3], seed=s)
+        out = sample_neighbors(g, seeds, [5, 4, 3], seed=s)
         check_properties(g, seeds, out, [5, 4, 3], False)
-        assert_same(out, sample_hetero_neighbors(g, seeds, [5, 4, 3], seed=s, backend="reference"))
+        assert_same(out, sample_neighbors(g, seeds, [5, 4, 3], seed=s, backend="reference"))
 
 
 def test_deterministic_and_thread_independent():
     g = typed_graph(1)
     batches = [{"paper": np.arange(i, i + 10)} for i in range(0, 60, 10)]
-    one = sample_hetero_neighbors_batches(g, batches, [3, 2], seeds=range(6), num_threads=1)
-    two = sample_hetero_neighbors_batches(g, batches, [3, 2], seeds=range(6), num_threads=2)
+    one = sample_neighbors_batches(g, batches, [3, 2], seeds=range(6), num_threads=1)
+    two = sample_neighbors_batches(g, batches, [3, 2], seeds=range(6), num_threads=2)
     for a, b, i in zip(one, two, range(6)):
         assert_same(a, b)
-        assert_same(a, sample_hetero_neighbors(g, batches[i], [3, 2], seed=i))
-    other = sample_hetero_neighbors(g, batches[0], [3, 2], seed=99)
+        assert_same(a, sample_neighbors(g, batches[i], [3, 2], seed=i))
+    other = sample_neighbors(g, batches[0], [3, 2], seed=99)
     assert any(not np.array_equal(other.row[e], one[0].row[e]) for e in g.edge_types)
 
 
@@ -136,15 +133,15 @@ def test_relation_draws_do_not_depend_on_relation_order():
     g = typed_graph(2)
     flipped = HeteroCSC.from_arrays(TYPES, {et: g.csc[et] for et in reversed(g.edge_types)})
     seeds = {"paper": np.arange(8)}
-    a = sample_hetero_neighbors(g, seeds, [3], seed=4)
-    b = sample_hetero_neighbors(flipped, seeds, [3], seed=4)
+    a = sample_neighbors(g, seeds, [3], seed=4)
+    b = sample_neighbors(flipped, seeds, [3], seed=4)
     for et in g.edge_types:  # one hop: each relation draws the same edges whatever the order
         assert np.array_equal(a.edge_ids[et], b.edge_ids[et])
 
 
 def test_blocks_are_dgl_layers():
     g = typed_graph(4)
-    out = sample_hetero_neighbors(g, {"paper": np.array([3, 4, 5])}, [3, 2], seed=1)
+    out = sample_neighbors(g, {"paper": np.array([3, 4, 5])}, [3, 2], seed=1)
     blocks = out.blocks()
     assert len(blocks) == 2
     for et, blk in blocks[-1].items():  # seed layer: destinations are the seeds of dst type
@@ -164,21 +161,21 @@ def test_bad_arguments():
     g = typed_graph(0)
     seeds = {"paper": np.array([0])}
     with pytest.raises(ValueError, match="unknown node types"):
-        sample_hetero_neighbors(g, {"venue": [0]}, [2])
+        sample_neighbors(g, {"venue": [0]}, [2])
     with pytest.raises(ValueError, match=r"seeds\['paper'\]"):
-        sample_hetero_neighbors(g, {"paper": [120]}, [2])
+        sample_neighbors(g, {"paper": [120]}, [2])
     with pytest.raises(ValueError, match="unique"):
-        sample_hetero_neighbors(g, {"paper": [1, 1]}, [2])
+        sample_neighbors(g, {"paper": [1, 1]}, [2])
     with pytest.raises(ValueError, match="misses relations"):
-        sample_hetero_neighbors(g, seeds, {("paper", "cites", "paper"): [2]})
+        sample_neighbors(g, seeds, {("paper", "cites", "paper"): [2]})
     with pytest.raises(ValueError, match="lacks"):
-        sample_hetero_neighbors(g, seeds, {("a", "b", "c"): [2]})
+        sample_neighbors(g, seeds, {("a", "b", "c"): [2]})
     with pytest.raises(ValueError, match="same number of hops"):
-        sample_hetero_neighbors(g, seeds, {et: [2] * (1 + (i == 0)) for i, et in enumerate(RELS)})
+        sample_neighbors(g, seeds, {et: [2] * (1 + (i == 0)) for i, et in enumerate(RELS)})
     with pytest.raises(ValueError, match="backend"):
-        sample_hetero_neighbors(g, seeds, [2], backend="cuda")
+        sample_neighbors(g, seeds, [2], backend="cuda")
     with pytest.raises(ValueError, match="fanouts"):
-        sample_hetero_neighbors(g, seeds, [-2])
+        sample_neighbors(g, seeds, [-2])
 
 
 def test_relations_are_checked_once():
@@ -229,14 +226,14 @@ def test_equals_pyg_hetero_loader_with_all_neighbours(seeds):
     ``graph.edge_types`` here and in pyg-lib, and torch-sparse's own dictionary order there."""
     g = typed_graph(6, edges=250)
     pyg = _pyg_batch(g, seeds, 1)
-    ours = sample_hetero_neighbors(g, {"paper": np.array(seeds)}, [-1])
+    ours = sample_neighbors(g, {"paper": np.array(seeds)}, [-1])
     for t in g.num_nodes:
         assert pyg[t].n_id.tolist() == ours.n_id[t].tolist(), t
     for et in g.edge_types:
         assert pyg[et].edge_index.tolist() == [ours.row[et].tolist(), ours.col[et].tolist()], et
         assert pyg[et].e_id.tolist() == ours.edge_ids[et].tolist(), et  # CSC order = input order
     pyg = _pyg_batch(g, seeds, 2)
-    ours = sample_hetero_neighbors(g, {"paper": np.array(seeds)}, [-1, -1])
+    ours = sample_neighbors(g, {"paper": np.array(seeds)}, [-1, -1])
     for t in g.num_nodes:
         assert sorted(pyg[t].n_id.tolist()) == sorted(ours.n_id[t].tolist()), t
         assert pyg[t].n_id.shape[0] == ours.n_id[t].shape[0]
@@ -281,8 +278,8 @@ def test_random_graphs_equal_the_oracle_and_hold_the_properties():
     def check(data, replace, frontier, seed):
         g, seeds, fanouts = _random_case(data)
         kw = {"replace": replace, "seed": seed, "frontier": frontier}
-        out = sample_hetero_neighbors(g, seeds, fanouts, **kw)
-        assert_same(out, sample_hetero_neighbors(g, seeds, fanouts, backend="reference", **kw))
+        out = sample_neighbors(g, seeds, fanouts, **kw)
+        assert_same(out, sample_neighbors(g, seeds, fanouts, backend="reference", **kw))
         check_properties(g, seeds, out, fanouts, replace)
 
     check()
@@ -294,6 +291,74 @@ def test_unchecked_graph_is_refused():
                     csc={("a", "r", "a"): (np.array([0, 1, 2]), np.array([0, 99]))})
     for backend in ("cpu", "reference"):
         with pytest.raises(ValueError, match="from_arrays"):
-            sample_hetero_neighbors(bad, {"a": [0, 1]}, [2], backend=backend)
+            sample_neighbors(bad, {"a": [0, 1]}, [2], backend=backend)
     with pytest.raises(ValueError, match="from_arrays"):
-        sample_hetero_neighbors_batches(bad, [{"a": [1]}], [2], seeds=[0])
+        sample_neighbors_batches(bad, [{"a": [1]}], [2], seeds=[0])
+
+
+ONE_RELATION_CASES = [  # fanouts, replace, seed, frontier, index dtype
+    ([4, 3], False, 7, "new", np.int64), ([2, 2, 2], True, 1, "new", np.int32),
+    ([-1, 2], False, 0, "all", np.int64), ([40, 3], False, 5, "all", np.int32),
+]
+
+
+def _one_relation(dtype, etype=("_N", "_E", "_N")) -> tuple[HeteroCSC, np.ndarray, np.ndarray]:
+    indptr, indices = relation_csc(120, 120, 900, np.random.default_rng(8), dtype)
+    t = etype[0]
+    return HeteroCSC.from_arrays({t: 120}, {etype: (indptr, indices)}), indptr, indices
+
+
+@pytest.mark.parametrize("case", ONE_RELATION_CASES, ids=range(len(ONE_RELATION_CASES)))
+@pytest.mark.parametrize("backend", ["cpu", "reference"])
+def test_default_relation_draws_the_homogeneous_sample(case, backend):
+    """A homogeneous graph seen as the typed graph ``(_N, _E, _N)`` samples exactly what the
+    one-relation call samples (its relation key is the hop key: the CPU/GPU stream)."""
+    fanouts, replace, seed, frontier, dtype = case
+    _, indptr, indices = _one_relation(dtype)
+    seeds = np.array([0, 5, 17, 3, 60])
+    kw = {"replace": replace, "seed": seed, "frontier": frontier, "backend": backend}
+    want = sample_neighbors(indptr, indices, seeds, fanouts, **kw)
+    got = sample_neighbors(HeteroCSC.homogeneous(indptr, indices), {"_N": seeds}, fanouts, **kw)
+    et = ("_N", "_E", "_N")
+    assert np.array_equal(got.n_id["_N"], want.n_id)
+    assert got.num_sampled_nodes["_N"] == want.num_sampled_nodes
+    assert got.num_sampled_edges[et] == want.num_sampled_edges
+    for typed, block in zip(got.blocks(), want.blocks):
+        b = typed[et]
+        assert (b.num_dst, b.num_src) == (block.num_dst, block.num_src)
+        for name in ("indptr", "indices", "edge_ids"):
+            assert np.array_equal(getattr(b, name), getattr(block, name)), name
+
+
+@pytest.mark.parametrize("case", ONE_RELATION_CASES, ids=range(len(ONE_RELATION_CASES)))
+def test_one_relation_fast_path_equals_the_relation_loop(case):
+    """One node type and one relation take ``_sample_batch`` (all hops in one call); it draws
+    what the relation loop and the oracle draw, under the relation's own key."""
+    from graphpipe.ops.sampling import cpu
+    from graphpipe.ops.sampling.types import check_seed_dict, resolve_fanouts
+
+    fanouts, replace, seed, frontier, dtype = case
+    g, _, _ = _one_relation(dtype, ("a", "to", "a"))
+    seeds = {"a": np.array([9, 1, 44])}
+    kw = {"replace": replace, "seed": seed, "frontier": frontier}
+    fast = sample_neighbors(g, seeds, fanouts, **kw)
+    loop = cpu._sample_relations(g, check_seed_dict(g, seeds), resolve_fanouts(fanouts, g.edge_types),
+                                 replace, seed, frontier)
+    assert_same(fast, loop)
+    assert_same(fast, sample_neighbors(g, seeds, fanouts, backend="reference", **kw))
+    check_properties(g, seeds, fast, fanouts, replace)
+    windows = sample_neighbors_batches(g, [seeds, {"a": [3]}], fanouts, seeds=[seed, 1], num_threads=2,
+                                       replace=replace, frontier=frontier)
+    assert_same(windows[0], fast)
+    homogeneous = sample_neighbors(*g.csc[("a", "to", "a")], seeds["a"], fanouts, **kw)
+    assert not np.array_equal(homogeneous.n_id, fast.n_id["a"])  # another relation, another stream
+
+
+def test_call_forms():
+    g, indptr, indices = _one_relation(np.int64)
+    with pytest.raises(TypeError, match="HeteroCSC"):
+        sample_neighbors(g, {"_N": [0]}, [2], [3])
+    with pytest.raises(TypeError, match="indptr, indices"):
+        sample_neighbors(indptr, indices, [0])
+    with pytest.raises(TypeError, match="seed_batches"):
+        sample_neighbors_batches(indptr, [[0]], [2], seeds=[0])

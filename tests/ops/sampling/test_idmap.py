@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graphpipe.ops.sampling.cpu import _insert_seeds, _sample_hop_fused, _scratch_for
+from graphpipe.ops.sampling.cpu import _insert_seeds, _relation_hop, _scratch_for
 from graphpipe.ops.sampling.idmap import (
     EMPTY_KEY,
     HASH_MIX,
@@ -184,8 +184,8 @@ def test_table_after_real_sampling_holds_invariants():
     num = 32
     for fanout in [4, 3]:
         ss, sl = _scratch_for(fanout)
-        _, _, _, n_id, num, keys, values = _sample_hop_fused(indptr, indices, n_id, num, num, fanout, False,
-                                                             np.uint64(7), keys, values, n, ss, sl)
+        _, _, _, n_id, num, keys, values = _relation_hop(indptr, indices, n_id, 0, num, fanout, False,
+                                                         np.uint64(7), n_id, num, keys, values, n, ss, sl)
     assert check_table_invariants(keys, values) == num
     assert num <= keys.shape[0] // 2 and keys.shape[0] < n  # sized to the batch, not to N
     assert sorted(keys[keys != EMPTY_KEY].tolist()) == sorted(n_id[:num].tolist())
