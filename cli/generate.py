@@ -487,3 +487,12 @@ def mag240m(dest, papers, authors, institutions, num_classes, feature_dim, label
         click.echo(f"wrote {dest}: {sum(data.num_nodes_dict.values())} nodes of "
                    f"{len(data.num_nodes_dict)} types, {data.num_edges} edges of {len(data.edges)} "
                    f"relations, {data.num_classes} classes, MAG240M layout")
+
+
+def _add_text_generators() -> None:
+    from graphpipe.cli.generate_tag import tag
+
+    command.add_command(tag)
+
+
+_add_text_generators()

@@ -57,9 +57,26 @@ def command(store: str, as_json: bool) -> None:
     rows += [("provenance", ", ".join(f"{k}={v}" for k, v in info["provenance"].items()))]
     if info["derived"]:
         rows += [("derived", ", ".join(info["derived"]))]
+    rows += _text_rows(info.get("text"))
     for key, value in rows:
         table.add_row(key, str(value))
     Console().print(table)
+
+
+def _text_rows(text: dict | None) -> list[tuple[str, str]]:
+    """The node-text rows: nodes with text, then tokens per node of each field."""
+    if not text:
+        return [("text", "none")]
+    rows = [("text", f"{text['nodes_with_text']:,} nodes with text, {text['nodes_without_text']:,} "
+                     f"without; tokenizer {text['tokenizer']}")]
+    for name, f in text["fields"].items():
+        tok = f["tokens"]
+        rows.append((f"  text {name}", f"{f['with_text']:,} nodes; tokens/node mean "
+                     f"{tok.get('mean', 0)} p50 {tok.get('p50', 0):g} p90 {tok.get('p90', 0):g} "
+                     f"max {tok.get('max', 0)}; empty {f['empty']}, invalid UTF-8 "
+                     f"{f['invalid_utf8']}, cut {f['truncated']}, at max tokens "
+                     f"{tok['at_max_tokens']}"))
+    return rows
 
 
 def _describe(meta: dict | None) -> str:

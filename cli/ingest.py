@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import click
 from graphpipe.cli._common import friendly_errors, human_bytes
+from graphpipe.cli.ingest_text import text_options
 
 
 @click.command("ingest")
@@ -60,6 +62,7 @@ from graphpipe.cli._common import friendly_errors, human_bytes
 @click.option("--target-type", default=None,
               help="Typed datasets: the node type with labels and splits (default: the labelled type).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars.")
+@text_options
 @friendly_errors
 def command(source: str, dest: str, overwrite: bool, name: str | None, add_reverse_edges: bool,
             remove_self_loops: bool, deduplicate: bool, no_sort: bool, build_csr: bool, edge_ids: str,
@@ -67,7 +70,8 @@ def command(source: str, dest: str, overwrite: bool, name: str | None, add_rever
             clamp_float16: bool, allow_isolated_nodes: bool, split_name: str | None, from_raw: bool,
             src: str, dst: str, weight: str | None, time_column: str | None, nodes: str | None,
             node_id: str, feature_columns: str | None, label: str | None, split_dir: str | None,
-            node_features_npy: str | None, target_type: str | None, quiet: bool) -> None:
+            node_features_npy: str | None, target_type: str | None, quiet: bool,
+            **text: Any) -> None:
     """Ingest SOURCE (an OGB folder, a GraphBolt on-disk dataset, a DGL chunked
     graph (metadata.json), a .npz, a CSV/TSV/Parquet edge list, or a folder written
     by `graphpipe generate`) into the store DEST."""
@@ -130,10 +134,14 @@ def command(source: str, dest: str, overwrite: bool, name: str | None, add_rever
     started = time.perf_counter()
     from graphpipe.store.atomic import check_destination
 
-    check_destination(dest, overwrite=overwrite, sources=[source, nodes, node_features_npy])
+    from graphpipe.cli import ingest_text
+
+    check_destination(dest, overwrite=overwrite, sources=[source, nodes, node_features_npy,
+                                                          *ingest_text.text_inputs(text)])
     dataset = open_source(source, **reader_options)
     if node_features_npy:
         attach_npy_features(dataset, node_features_npy)
+    ingest_text.attach(dataset, source, text)
     with Progress(None if not quiet else False) as bars:
         store = ingest(dataset, dest, options, progress=bars.callback())
     seconds = time.perf_counter() - started

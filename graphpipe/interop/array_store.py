@@ -28,15 +28,19 @@ def memory_source(arrays: dict[str, np.ndarray], name: str, source_format: str, 
 
 def write_parts_store(parts: tuple[dict[str, np.ndarray], dict[str, np.ndarray], dict[str, np.ndarray]],
                       path: str | os.PathLike, *, overwrite: bool, name: str | None,
-                      source_format: str, label: str) -> Any:
+                      source_format: str, label: str, prepare: Any = None) -> Any:
     """Write ``parts`` ``(arrays, node_extra, edge_extra)`` as a new store at ``path``
     (``csc/edge_id`` kept: slot -> column of ``edge_index``); the extra arrays are added
-    atomically after the ingest. Returns the opened :class:`graphpipe.store.GraphStore`."""
+    atomically after the ingest. ``prepare(source)``, when given, is called on the
+    :class:`~graphpipe.ingest.source.DatasetSource` before the ingest (to attach node
+    text, say). Returns the opened :class:`graphpipe.store.GraphStore`."""
     from graphpipe.ingest.pipeline import IngestOptions, ingest
     from graphpipe.store import GraphStore
 
     arrays, node_extra, edge_extra = parts
     source = memory_source(arrays, name or os.path.basename(os.fspath(path)), source_format, label)
+    if prepare is not None:
+        prepare(source)
     store = ingest(source, path, IngestOptions(overwrite=overwrite, allow_isolated_nodes=True,
                                                 edge_ids="always"))
     if node_extra or edge_extra:

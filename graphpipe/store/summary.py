@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from graphpipe.store.reader import GraphStore
+from graphpipe.store.text import text_summary
 
 
 def _dir_size(path: Path) -> int:
@@ -65,6 +66,7 @@ def summarize(store: GraphStore) -> dict[str, Any]:
         "total_bytes": total,
         "provenance": m.get("provenance", {}),
         "derived": m.get("derived", {}),
+        "text": text_summary(m),
     }
 
 
