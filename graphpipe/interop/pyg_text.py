@@ -25,7 +25,7 @@ import os
 from typing import Any
 
 from graphpipe.interop.array_store import write_parts_store
-from graphpipe.interop.pyg_data import pyg_parts
+from graphpipe.loaders.pyg_arrays import pyg_parts
 
 __all__ = ["write_pyg_text_store"]
 
