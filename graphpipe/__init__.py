@@ -8,8 +8,7 @@ from graphpipe.omp import set_wait_policy
 # torch came first, the loaders warn once with the remedy (graphpipe/omp.py).
 set_wait_policy()
 
-__version__ = "0.1.0"
-
+from graphpipe._version import __version__
 from graphpipe.store import GraphStore, StoreError
 
 __all__ = ["GraphStore", "NeighborLoader", "StoreError", "__version__"]

@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 import zarr
 
+from graphpipe._version import __version__
 from graphpipe.store import arrays as _arrays
 from graphpipe.store import checks as _checks
 from graphpipe.store import tables as _tables
@@ -26,12 +27,6 @@ from graphpipe.store.atomic import (
 )
 from graphpipe.store.errors import StoreError
 from graphpipe.store.manifest import new_manifest, read_manifest, write_manifest
-
-
-def _graphpipe_version() -> str:
-    from graphpipe import __version__
-
-    return __version__
 
 
 class StoreWriter:
@@ -125,7 +120,7 @@ class StoreWriter:
                 m["arrays"][key]["range"] = _checks.index_range(_arrays.read_array(self.path, key))
         m["tables"] = {key: _describe_table(self.path, key) for key in _list_tables(self.path)}
         prov = m.setdefault("provenance", {})
-        prov.setdefault("graphpipe_version", _graphpipe_version())
+        prov.setdefault("graphpipe_version", __version__)
         prov.setdefault("created", _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
 
     def commit(self) -> Path:
