@@ -25,7 +25,7 @@ $(VENV)/.installed: pyproject.toml
 venv: $(VENV)/.installed
 
 demo: venv
-	$(PY) -m graphpipe.demo --dir $(DEMO_DIR)
+	$(PY) -m graphpipe.cli.main demo --dir $(DEMO_DIR)
 
 # The docstring examples (`>>>`) of graphpipe/ first (fast), then the suite. cli/ is left
 # out: pytest would import it as `cli.*`, a second copy beside `graphpipe.cli`.

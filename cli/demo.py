@@ -1,6 +1,6 @@
-"""`make demo`: the main job end to end on a dataset the demo generates itself.
+"""`graphpipe demo` (`make demo`): the main job end to end on a dataset the demo generates itself.
 
-    python -m graphpipe.demo [--dir demo-data] [--nodes 20000] [--epochs 3]
+    graphpipe demo [--dir demo-data] [--nodes 20000] [--epochs 3]
 
 Steps, each the `graphpipe` command a user would type (echoed before it runs):
 generate a community graph in OGB's raw layout → ingest it into a store → info
@@ -11,11 +11,12 @@ under ``--dir``) and print the test accuracy.
 
 from __future__ import annotations
 
-import argparse
 import shlex
 import sys
 import time
 from pathlib import Path
+
+import click
 
 
 def _run(args: list[str]) -> None:
@@ -30,8 +31,8 @@ def _run(args: list[str]) -> None:
 
 def _loader_pass(store_path: Path, batch_size: int) -> None:
     """One epoch of the NeighborLoader with a progress bar, then its statistics."""
-    from graphpipe import GraphStore
     from graphpipe.loaders import NeighborLoader
+    from graphpipe.store import GraphStore
 
     print(f"\n>>> NeighborLoader({store_path}, fanouts=[15, 10, 5], batch_size={batch_size}, "
           f"match_reorder=True)", flush=True)
@@ -48,29 +49,29 @@ def _loader_pass(store_path: Path, batch_size: int) -> None:
           f"previous batch (match degree {stats['match_degree_mean']:.2f})")
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--dir", default="demo-data", help="where the dataset and store go")
-    parser.add_argument("--nodes", type=int, default=20000)
-    parser.add_argument("--classes", type=int, default=10)
-    parser.add_argument("--feature-dim", type=int, default=64)
-    parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--batch-size", type=int, default=512)
-    args = parser.parse_args(argv)
-    root = Path(args.dir)
+@click.command("demo")
+@click.option("--dir", "folder", default="demo-data", show_default=True,
+              help="Where the dataset and store go.")
+@click.option("--nodes", type=int, default=20000, show_default=True)
+@click.option("--classes", type=int, default=10, show_default=True)
+@click.option("--feature-dim", type=int, default=64, show_default=True)
+@click.option("--epochs", type=int, default=3, show_default=True)
+@click.option("--batch-size", type=int, default=512, show_default=True)
+def command(folder: str, nodes: int, classes: int, feature_dim: int, epochs: int,
+            batch_size: int) -> None:
+    """The main job end to end on a generated community graph: generate, ingest, info,
+    validate, one NeighborLoader pass, train GraphSAGE (each step echoed as the command a
+    user would type)."""
+    root = Path(folder)
     raw, store = root / "community-raw", root / "community-store"
     if not (raw / "raw" / "edge.csv.gz").is_file():
-        _run(["generate", "community", str(raw), "--nodes", str(args.nodes), "--classes", str(args.classes),
-              "--feature-dim", str(args.feature_dim), "--avg-degree", "10", "--seed", "0", "--overwrite"])
+        _run(["generate", "community", str(raw), "--nodes", str(nodes), "--classes", str(classes),
+              "--feature-dim", str(feature_dim), "--avg-degree", "10", "--seed", "0", "--overwrite"])
     _run(["ingest", str(raw), str(store), "--overwrite"])
     _run(["info", str(store)])
     _run(["validate", str(store)])
-    _loader_pass(store, args.batch_size)
+    _loader_pass(store, batch_size)
     _run(["train", str(store), "--model", "sage", "--hidden", "128", "--layers", "2", "--fanouts", "10,5",
-          "--batch-size", str(args.batch_size), "--epochs", str(args.epochs),
+          "--batch-size", str(batch_size), "--epochs", str(epochs),
           "--checkpoint", str(root / "sage.ckpt"), "--metrics-log", str(root / "sage-metrics.jsonl")])
     print("\ndemo finished: generate → ingest → info → validate → load → train", flush=True)
-
-
-if __name__ == "__main__":
-    main()
