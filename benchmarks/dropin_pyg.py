@@ -8,7 +8,7 @@ OGB products' 8/2/90 split):
 
 * ``pyg Data``: PyG's NeighborLoader on a ``torch_geometric.data.Data`` in memory (the
   original script's loader);
-* ``pyg backend``: PyG's NeighborLoader on ``store.to_pyg_backend()`` (the port);
+* ``pyg backend``: PyG's NeighborLoader on ``graphpipe.to_pyg_backend(store)`` (the port);
 * ``graphpipe``: graphpipe's own NeighborLoader on the store (its current signature:
   ``NeighborLoader(store, fanouts, batch_size, input_nodes=..., shuffle=...)``).
 
@@ -139,7 +139,9 @@ def main() -> None:
     data_mem = Data(x=torch.from_numpy(np.array(store.feat)), y=torch.from_numpy(np.array(store.labels)),
                     edge_index=torch.from_numpy(np.stack([np.asarray(indices, dtype=np.int64), dst])),
                     num_nodes=store.num_nodes)
-    backend = store.to_pyg_backend()
+    from graphpipe import to_pyg_backend
+
+    backend = to_pyg_backend(store)
     split = {k: torch.from_numpy(store.split(k)) for k in ("train", "valid", "test")}
     print(f"graph: {store.num_nodes:,} nodes, {store.num_edges:,} edges, train {len(split['train']):,}; "
           f"setup {time.perf_counter() - t0:.1f} s", flush=True)

@@ -2,7 +2,7 @@
 edges, in one run (positive edges per second, ratio printed).
 
 Graph: R-MAT (``--scale``, ``--edge-factor``) with both directions of every edge, random
-``--dim`` features, written as a graphpipe store (``GraphStore.from_pyg``) and opened with
+``--dim`` features, written as a graphpipe store (``graphpipe.from_pyg``) and opened with
 ``in_memory="auto"`` (PyG holds its ``Data`` in memory too). Supervision edges: a random
 sample of ``--edges`` graph edges; binary negatives (one per positive), fanouts
 ``--fanouts``, batch ``--batch-size``, shuffled. Each contender runs ``--batches`` batches
@@ -88,10 +88,11 @@ def main() -> None:
     args = ap.parse_args()
     fanouts = [int(v) for v in args.fanouts.split(",")]
     data, label_index = build(args.scale, args.edge_factor, args.dim, args.edges)
+    from graphpipe import from_pyg
     from graphpipe.store import GraphStore
 
     with tempfile.TemporaryDirectory() as tmp:
-        GraphStore.from_pyg(data, Path(tmp) / "g")
+        from_pyg(data, Path(tmp) / "g")
         store = GraphStore.open(Path(tmp) / "g", in_memory="auto")
         makers = contenders(store, data, label_index, fanouts, args.batch_size)
         runs: dict[str, list[float]] = {name: [] for name in makers}

@@ -3,8 +3,8 @@
 An S3-compatible server (moto's ``moto_server``, a subprocess on loopback) holds a store
 ingested with ``graphpipe ingest SRC s3://...``. Per round, in this order:
 
-* ``local``:  ``GraphStore.open(local path)`` + one ``NeighborLoader`` epoch;
-* ``cold``:   ``GraphStore.open("s3://...", cache_dir=<empty>)`` + the same epoch (every
+* ``local``:  ``graphpipe.store.open(local path)`` + one ``NeighborLoader`` epoch;
+* ``cold``:   ``graphpipe.store.open("s3://...", cache_dir=<empty>)`` + the same epoch (every
   object the epoch needs is fetched once: GETs and bytes counted by the store);
 * ``cached``: the same URL and cache directory again (the manifest is the only GET);
 * ``cold, 32 MiB ranged parts``: ``cold`` with objects above 32 MiB (here the two 64 MiB
@@ -69,10 +69,10 @@ def make_source(folder: Path, nodes: int, dim: int) -> Path:
 def epoch(path: str, cache_dir: str | None, batch: int) -> tuple[float, int, int]:
     """Seconds for open + one epoch; GETs and bytes (0 for a local store)."""
     from graphpipe.loaders import NeighborLoader
-    from graphpipe.store import GraphStore
+    from graphpipe.store import open_store
 
     started = time.perf_counter()
-    store = GraphStore.open(path, cache_dir=cache_dir)
+    store = open_store(path, cache_dir=cache_dir)
     for _ in NeighborLoader(store, [10, 5], "train", batch_size=batch, shuffle=True, seed=0):
         pass
     seconds = time.perf_counter() - started

@@ -20,9 +20,9 @@ def command(store: str, method: str, bins: int) -> None:
     """Group the nodes of STORE by in-degree and store `derived/degree_group` (int8) and
     `derived/degree_order` (node IDs, hottest first)."""
     from graphpipe.derive import write_centrality
-    from graphpipe.store import GraphStore
+    from graphpipe.store import open_store
 
-    opened = GraphStore.open(store)
+    opened = open_store(store)
     entry = write_centrality(opened, method, bins)
     sizes = ", ".join(f"{g}: {s}" for g, s in enumerate(entry["group_sizes"]))
     click.echo(f"{store}: {opened.num_nodes} nodes in {bins} groups ({method}); sizes {sizes}")

@@ -15,9 +15,9 @@ from graphpipe.cli._common import friendly_errors
 def command(store: str, dest: str, fmt: str) -> None:
     """Write the store STORE as a new dataset folder DEST."""
     from graphpipe.export import write_graphbolt
-    from graphpipe.store import GraphStore
+    from graphpipe.store import open_store
 
-    opened = GraphStore.open(store)
+    opened = open_store(store)
     out = write_graphbolt(opened, dest)
     click.echo(f"exported {opened.name} ({opened.num_nodes:,} nodes, {opened.num_edges:,} edges) "
                f"as {fmt} → {out}")

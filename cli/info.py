@@ -14,10 +14,10 @@ from graphpipe.cli._common import friendly_errors, human_bytes
 @friendly_errors
 def command(store: str, as_json: bool) -> None:
     """Describe STORE."""
-    from graphpipe.store import GraphStore
+    from graphpipe.store import open_store
     from graphpipe.store.summary import summarize
 
-    info = summarize(GraphStore.open(store))
+    info = summarize(open_store(store))
     if as_json:
         click.echo(json.dumps(info, indent=2))
         return

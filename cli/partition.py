@@ -21,9 +21,9 @@ def command(store: str, num_parts: int, recursive: bool, seed: int, overwrite: b
     """Partition the graph of STORE into K parts with METIS and store each node's part,
     the cluster order (perm) and its inverse; other K's partitions are kept."""
     from graphpipe.derive import write_partition
-    from graphpipe.store import GraphStore
+    from graphpipe.store import open_store
 
-    opened = GraphStore.open(store)
+    opened = open_store(store)
     entry = write_partition(opened, num_parts, recursive=recursive, seed=seed,
                             overwrite=overwrite)
     sizes = entry["part_sizes"]

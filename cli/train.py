@@ -164,7 +164,7 @@ def command(store: str, model_name: str, hidden: int | None, layers: int | None,
     from graphpipe.cli import train_ddp
     from graphpipe.cli.train_typed import is_typed_store, train_typed
 
-    from graphpipe.store import GraphStore
+    from graphpipe.store import open_store
     from graphpipe.train import MODELS, SEQUENCE_MODELS, Trainer, build_model
     from graphpipe.train.memory_plan import plan_training
 
@@ -237,7 +237,7 @@ def command(store: str, model_name: str, hidden: int | None, layers: int | None,
     if model_name != "mlp" and len(fanout_list) != layers:
         fail(f"'--fanouts' must have one entry per layer: --layers {layers} but --fanouts "
              f"{','.join(map(str, fanout_list))} has {len(fanout_list)}")
-    opened = GraphStore.open(store)  # arrays read in once the memory plan says they fit
+    opened = open_store(store)  # arrays read in once the memory plan says they fit
     if not opened.has_labels:
         fail(f"store {store!r} has no labels ('node/label'): nothing to train on")
     if "train" not in opened.split_names:
@@ -254,7 +254,7 @@ def command(store: str, model_name: str, hidden: int | None, layers: int | None,
     model = build_model(model_name, opened.feature_dim, hidden, num_classes, layers, **kwargs)
     plan = plan_training(opened, model, evaluation=evaluation, batch_size=batch_size,
                          eval_batch_size=eval_batch_size)
-    opened = GraphStore.open(store, in_memory=plan.in_memory)
+    opened = open_store(store, in_memory=plan.in_memory)
     plan.apply(opened)
     trainer = Trainer(model, opened, fanouts=fanout_list, batch_size=batch_size, epochs=epochs,
                       optimizer=optimizer, lr=lr, weight_decay=weight_decay, patience=patience,
@@ -365,9 +365,9 @@ def _store_shape(store: str) -> dict[str, Any]:
     """Feature dim, class count and level (node/graph) of a store, with CLI errors."""
     import numpy as np
 
-    from graphpipe.store import GraphStore
+    from graphpipe.store import open_store
 
-    opened = GraphStore.open(store)
+    opened = open_store(store)
     if not opened.has_features:
         fail(f"store {store!r} has no node features ('node/feat')")
     if opened.has_array("graph/ptr"):

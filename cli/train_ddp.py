@@ -98,13 +98,13 @@ def _preflight(spec: dict[str, Any]) -> None:
     that is unreadable or of another model."""
     from pathlib import Path
 
-    from graphpipe.store import GraphStore
+    from graphpipe.store import open_store
     from graphpipe.train.checkpoint import load_checkpoint
     from graphpipe.train.distributed import stored_partition
     from graphpipe.train.loop import check_checkpoint_model
     from graphpipe.train.trainer import open_training_store
 
-    store = open_training_store(GraphStore.open(spec["store"]))
+    store = open_training_store(open_store(spec["store"]))
     if spec["shard"] == "parts":
         stored_partition(store, int(spec["nproc"]))
     if spec["resume"] is not None:
@@ -154,18 +154,18 @@ def _open_planned(spec: dict[str, Any]) -> tuple[Any, Any, Any]:
 
     import torch.distributed as dist
 
-    from graphpipe.store import GraphStore
+    from graphpipe.store import open_store
     from graphpipe.train.distributed import local_rank
     from graphpipe.train.memory_plan import plan_training
 
     result = None
     for turn in range(int(os.environ.get("LOCAL_WORLD_SIZE", "1"))):
         if turn == local_rank():
-            opened = GraphStore.open(spec["store"])
+            opened = open_store(spec["store"])
             model = _build_model(spec, opened)
             plan = plan_training(opened, model, evaluation=spec["evaluation"],
                                  batch_size=spec["batch_size"], eval_batch_size=spec["eval_batch_size"])
-            opened = GraphStore.open(spec["store"], in_memory=plan.in_memory)
+            opened = open_store(spec["store"], in_memory=plan.in_memory)
             plan.apply(opened)
             result = (opened, model, plan)
         dist.barrier()

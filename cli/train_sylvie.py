@@ -33,9 +33,9 @@ def _refuse_unused() -> None:
 
 
 def _check_store(store: str) -> tuple[Any, int]:
-    from graphpipe.store import GraphStore
+    from graphpipe.store import open_store
 
-    opened = GraphStore.open(store)
+    opened = open_store(store)
     if not opened.has_features:
         fail(f"store {store!r} has no node features ('node/feat')")
     if not opened.has_labels:

@@ -17,10 +17,10 @@ _DEFAULTS = {"hidden": 64, "layers": 2, "dropout": 0.5, "lr": 0.01, "weight_deca
 def is_typed_store(path: str) -> bool:
     """Whether ``path`` opens as a typed store (False for anything else: the homogeneous
     path then reports its own errors)."""
-    from graphpipe.store import GraphStore
+    from graphpipe.store import open_store
 
     try:
-        return bool(GraphStore.open(path).is_typed)
+        return bool(open_store(path).is_typed)
     except Exception:  # noqa: BLE001 - the caller's own open reports the error
         return False
 
@@ -49,7 +49,7 @@ def train_typed(store_path: str, model_name: str, target_type: str | None, share
     import numpy as np
     import torch
 
-    from graphpipe.store import GraphStore
+    from graphpipe.store import open_store
     from graphpipe.train.typed_trainer import TypedTrainer, typed_training_data
 
     if model_name not in TYPED_MODELS:
@@ -57,7 +57,7 @@ def train_typed(store_path: str, model_name: str, target_type: str | None, share
              f"(got {model_name!r})")
     if given:  # options of the homogeneous / transformer paths (see cli/train.py)
         fail(f"{', '.join(given)}: not supported on a typed store")
-    store = typed_training_data(GraphStore.open(store_path))
+    store = typed_training_data(open_store(store_path))
     target = target_type or store.target_type
     if target not in store.node_types:
         fail(f"--target-type must be one of {', '.join(store.node_types)} (got {target!r})")

@@ -15,14 +15,14 @@ from torch_geometric.loader import NeighborLoader
 from torch_geometric.nn import SAGEConv
 from tqdm import tqdm
 
-from graphpipe import GraphStore
+from graphpipe import GraphStore, to_pyg_backend
 
 device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')
 root = osp.join(osp.dirname(osp.realpath(__file__)), '..', 'data', 'products')
 dataset = GraphStore.open(root)
 split_idx = {k: torch.from_numpy(dataset.split(k)) for k in dataset.split_names}
 evaluator = Evaluator(name='ogbn-products')
-data = dataset.to_pyg_backend()
+data = to_pyg_backend(dataset)
 
 train_idx = split_idx['train']
 train_loader = NeighborLoader(data, input_nodes=train_idx,

@@ -15,7 +15,8 @@ from graphpipe.ingest.generated import read_generated
 from graphpipe.ingest.ogb_link import read_link_pt, read_ogb_link
 from graphpipe.ingest.splitfiles import read_split_files
 from graphpipe.ingest.typed import ingest_typed
-from graphpipe.interop.pyg_data import write_pyg_store
+from graphpipe.interop.pyg_backend import to_pyg_backend
+from graphpipe.interop.pyg_data import from_pyg
 from graphpipe.loaders import (
     ClusterLoader,
     HeteroGraphData,
@@ -41,6 +42,7 @@ from graphpipe.service import Client
 from graphpipe.service.replicas import ReplicaSet
 from graphpipe.store import GraphStore
 from graphpipe.store.link import read_link_split
+from graphpipe.store.open import open_store
 from graphpipe.store.remote import open_remote
 from graphpipe.store.typed_reader import TypedFace
 from graphpipe.store.typed_writer import TypedStoreWriter
@@ -63,7 +65,7 @@ from graphpipe.train.partition_parallel import (
 )
 
 ENTRY_POINTS = [GraphStore.open, ingest, NeighborLoader, MiniBatch.to_pyg, ClusterLoader,
-                sample_neighbors, aggregate, sparse_attention, Client, Trainer, write_pyg_store,
+                sample_neighbors, aggregate, sparse_attention, Client, Trainer, from_pyg, to_pyg_backend,
                 DisjointSampler, GraphStore.labels_for_evaluator, write_papers100m_bin,
                 NpzStreamWriter, read_generated, read_split_files,
                 HeteroNeighborLoader, HeteroMiniBatch.to_pyg, HeteroGraphData, HeteroCSC,
@@ -75,7 +77,7 @@ ENTRY_POINTS = [GraphStore.open, ingest, NeighborLoader, MiniBatch.to_pyg, Clust
                 LinkPredictor, train_link, common_neighbours, plan_temporal_link_batch, exclude_edges_anywhere,
                 local_partition, auto_bits, RowCodec, HaloExchange, StalenessClock, PartitionTrainer,
                 run_partition_parallel,
-                open_remote, ReplicaSet]
+                open_remote, open_store, ReplicaSet]
 
 
 @pytest.mark.parametrize("obj", ENTRY_POINTS, ids=lambda obj: obj.__qualname__)

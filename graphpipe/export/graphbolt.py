@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from graphpipe.store import GraphStore
+from graphpipe.store import GraphStore, open_store
 
 __all__ = ["write_graphbolt"]
 
@@ -99,7 +99,7 @@ def write_graphbolt(store: GraphStore | str | os.PathLike, dest: str | os.PathLi
     import yaml
 
     if not isinstance(store, GraphStore):
-        store = GraphStore.open(store)
+        store = open_store(store)
     dest = Path(dest)
     if dest.exists():
         raise ValueError(f"{dest}: already exists; export writes a new folder")

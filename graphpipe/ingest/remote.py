@@ -11,7 +11,7 @@ import dataclasses
 import tempfile
 from typing import Any
 
-from graphpipe.store import GraphStore
+from graphpipe.store import GraphStore, open_store
 from graphpipe.store.upload import check_remote_destination, upload_store
 
 
@@ -25,4 +25,4 @@ def ingest_remote(source: Any, dest: str, options: Any, **kwargs: Any) -> GraphS
         local = f"{tmp}/store"
         ingest(source, local, dataclasses.replace(options, overwrite=False), **kwargs)
         upload_store(local, dest, overwrite=options.overwrite)
-    return GraphStore.open(dest)
+    return open_store(dest)

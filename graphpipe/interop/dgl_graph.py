@@ -1,5 +1,5 @@
-"""A homogeneous ``dgl.DGLGraph`` written into a store (:func:`write_dgl_store`, behind
-``GraphStore.from_dgl``).
+"""A homogeneous ``dgl.DGLGraph`` written into a store (:func:`from_dgl`,
+``graphpipe.from_dgl``).
 
 - the edges in edge-ID order (``g.edges(order="eid")``): the topology, CSC by destination
   built by graphpipe's builder; ``csc/edge_id`` keeps each slot's DGL edge ID, so a batch's
@@ -24,7 +24,7 @@ import numpy as np
 from graphpipe.interop.array_store import write_parts_store
 from graphpipe.loaders.pyg_arrays import add_mask_splits, tensor_numpy
 
-__all__ = ["dgl_parts", "write_dgl_store"]
+__all__ = ["dgl_parts", "from_dgl"]
 
 _NODE_KEYS = {"feat": "x", "label": "y"}
 
@@ -64,7 +64,7 @@ def dgl_parts(g: Any) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], dic
     return arrays, node_extra, edge_extra
 
 
-def write_dgl_store(g: Any, path: str | os.PathLike, *, overwrite: bool = False,
+def from_dgl(g: Any, path: str | os.PathLike, *, overwrite: bool = False,
                     name: str | None = None) -> Any:
     """Write ``g`` (a homogeneous ``dgl.DGLGraph``) as a new store at ``path``; returns the
     opened :class:`graphpipe.store.GraphStore`. Every node and edge feature is kept (module
@@ -76,7 +76,7 @@ def write_dgl_store(g: Any, path: str | os.PathLike, *, overwrite: bool = False,
         g.ndata["feat"], g.ndata["label"] = torch.eye(3), torch.tensor([0, 1, 1])
         g.ndata["train_mask"] = torch.tensor([True, True, False])
         g.edata["w"] = torch.tensor([0.5, 1.5, 2.5])        # the only edge feature
-        store = GraphStore.from_dgl(g, "tri")
+        store = graphpipe.from_dgl(g, "tri")
         store.split_names, store.edge_id.tolist()           # (['train'], [2, 0, 1])
         store.edge_features[:, 0].tolist()                  # [0.5, 1.5, 2.5]
     """

@@ -1,8 +1,7 @@
 """A graphpipe store as PyG's *remote backend*: a ``torch_geometric.data.FeatureStore``
 and a ``torch_geometric.data.GraphStore`` over the store's arrays, so PyG's own
 ``NeighborLoader((feature_store, graph_store), ...)``, ``LinkNeighborLoader`` and
-samplers run on it unchanged (:func:`to_pyg_backend`, or
-:meth:`graphpipe.store.GraphStore.to_pyg_backend`).
+samplers run on it unchanged (:func:`to_pyg_backend`, ``graphpipe.to_pyg_backend``).
 
 Names: PyG's ``GraphStore`` (edge indices) is not graphpipe's
 :class:`graphpipe.store.GraphStore` (the store); here they are :class:`StoreGraphStore`
@@ -324,7 +323,29 @@ def to_pyg_backend(store: Any, *, features: bool | str = True,
             the store as a one-type heterogeneous graph (``HeteroData`` batches, edge
             type ``(node_type, "to", node_type)``).
 
-    See :meth:`graphpipe.store.GraphStore.to_pyg_backend` for an example.
+    ``graphpipe.to_pyg_backend(store)`` is this function. PyG's own ``NeighborLoader``
+    runs on the pair (``NeighborLoader((feature_store, graph_store), num_neighbors=[10],
+    input_nodes=...)``; its sampler needs ``pyg-lib`` or ``torch-sparse``); the pair
+    answers PyG's interfaces directly:
+
+    >>> import os, tempfile
+    >>> import numpy as np, torch
+    >>> import graphpipe
+    >>> from graphpipe.ingest import ingest
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> npz, path = os.path.join(tmp.name, "ring.npz"), os.path.join(tmp.name, "ring")
+    >>> np.savez(npz, src=np.array([1, 2, 3, 4, 5, 0]), dst=np.arange(6),
+    ...          x=np.arange(12, dtype=np.float32).reshape(6, 2), y=np.arange(6) % 2)
+    >>> _ = ingest(npz, path)
+    >>> feature_store, graph_store = graphpipe.to_pyg_backend(graphpipe.GraphStore.open(path))
+    >>> feature_store.get_tensor(group_name=None, attr_name="x", index=torch.tensor([5, 0])).tolist()
+    [[10.0, 11.0], [0.0, 1.0]]
+    >>> graph_store.get_all_edge_attrs()[0].layout.value, graph_store.get_all_edge_attrs()[0].size
+    ('csc', (6, 6))
+    >>> row, colptr = graph_store.get_edge_index(edge_type=None, layout="csc")
+    >>> row.tolist(), colptr.tolist()       # in-neighbours of node v: row[colptr[v]:colptr[v+1]]
+    ([1, 2, 3, 4, 5, 0], [0, 1, 2, 3, 4, 5, 6])
+    >>> tmp.cleanup()
     """
     if node_type is not None and (not isinstance(node_type, str) or not node_type):
         raise ValueError(f"'node_type' must be None or a non-empty string (got {node_type!r})")

@@ -1,5 +1,5 @@
-"""A ``torch_geometric.data.Data`` written into a store (:func:`write_pyg_store`, behind
-``GraphStore.from_pyg``); a loader reads one in memory instead
+"""A ``torch_geometric.data.Data`` written into a store (:func:`from_pyg`,
+``graphpipe.from_pyg``); a loader reads one in memory instead
 (:meth:`graphpipe.loaders.graph_data.GraphData.from_pyg`, behind ``NeighborLoader(data, ...)``).
 
 Attributes are sorted by PyG's own rules (:func:`graphpipe.loaders.pyg_arrays.pyg_parts`):
@@ -25,10 +25,10 @@ from typing import Any
 from graphpipe.interop.array_store import write_parts_store
 from graphpipe.loaders.pyg_arrays import pyg_parts
 
-__all__ = ["write_pyg_store"]
+__all__ = ["from_pyg"]
 
 
-def write_pyg_store(data: Any, path: str | os.PathLike, *, overwrite: bool = False,
+def from_pyg(data: Any, path: str | os.PathLike, *, overwrite: bool = False,
                     name: str | None = None) -> Any:
     """Write ``data`` (a PyG ``Data``) as a new store at ``path``; returns the opened
     :class:`graphpipe.store.GraphStore`. Every node and edge tensor is kept (module
@@ -36,13 +36,13 @@ def write_pyg_store(data: Any, path: str | os.PathLike, *, overwrite: bool = Fal
 
     >>> import tempfile, torch
     >>> from torch_geometric.data import Data
-    >>> from graphpipe.store import GraphStore
+    >>> import graphpipe
     >>> data = Data(x=torch.eye(3), y=torch.tensor([0, 1, 1]),
     ...             edge_index=torch.tensor([[0, 1, 2], [1, 2, 0]]),
     ...             edge_attr=torch.tensor([[0.5], [1.5], [2.5]]),
     ...             train_mask=torch.tensor([True, True, False]), edge_weight=torch.tensor([1, 2, 3]))
     >>> tmp = tempfile.TemporaryDirectory()
-    >>> store = GraphStore.from_pyg(data, tmp.name + "/tri")
+    >>> store = graphpipe.from_pyg(data, tmp.name + "/tri")
     >>> store.num_nodes, store.num_edges, store.split_names
     (3, 3, ['train'])
     >>> store.indptr.tolist(), store.indices.tolist(), store.edge_id.tolist()

@@ -1,6 +1,6 @@
 """A PyG ``Data`` whose nodes carry text (a list of strings, one per node, as
 ``data.text`` / ``data.raw_texts`` in TAPE-style datasets) written as a store with node
-text: :func:`write_pyg_text_store`. Everything :func:`graphpipe.interop.pyg_data.write_pyg_store`
+text: :func:`write_pyg_text_store`. Everything :func:`graphpipe.interop.pyg_data.from_pyg`
 keeps is kept; the list becomes the text field ``attr`` (raw strings and token IDs,
 :mod:`graphpipe.store.text`), written before the store is committed.
 

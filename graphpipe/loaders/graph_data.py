@@ -230,12 +230,12 @@ def resolve_graph_data(store_or_arrays: Any) -> GraphData:
     The topology handed on is checked (once, ``O(N + E)``) to be a CSC whose every
     slice and index is in bounds: :meth:`GraphStore.topology` for a store, the same
     check (raising ``ValueError``) for arrays given directly."""
-    from graphpipe.store import GraphStore
+    from graphpipe.store import GraphStore, open_store
 
     if isinstance(store_or_arrays, (str, os.PathLike)):
         if not Path(store_or_arrays).is_dir():
             raise ValueError(f"'data' is not a store directory (got {str(store_or_arrays)!r})")
-        store_or_arrays = GraphStore.open(store_or_arrays, in_memory="auto")
+        store_or_arrays = open_store(store_or_arrays, in_memory="auto")
     if isinstance(store_or_arrays, GraphStore):
         return _from_store(store_or_arrays)
     if type(store_or_arrays).__module__.split(".")[0] == "torch_geometric":

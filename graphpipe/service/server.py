@@ -34,7 +34,7 @@ from graphpipe.ops.sampling import sample_neighbors
 from graphpipe.service import limits, protocol
 from graphpipe.service.arena import ArenaRegistry, ServerArena
 from graphpipe.service.idindex import StringIdIndex
-from graphpipe.store import GraphStore
+from graphpipe.store import GraphStore, open_store
 
 __all__ = ["BearerTokenMiddlewareFactory", "SamplingServer", "hide_reply_tracebacks",
            "serve_until_signalled"]
@@ -129,7 +129,7 @@ class SamplingServer(fl.FlightServerBase):
                  max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
                  shared_memory_bytes: int = DEFAULT_SHARED_MEMORY_BYTES, shared_memory_dir: str = "/dev/shm",
                  tls_certificates: list[tuple[bytes, bytes]] | None = None, typed_reverse: bool = True):
-        self.store = store if isinstance(store, GraphStore) else GraphStore.open(store)
+        self.store = store if isinstance(store, GraphStore) else open_store(store)
         threads = (os.cpu_count() or 1) if threads is None else threads
         for name, value in (("threads", threads), ("max_seeds", max_seeds), ("max_rows", max_rows),
                             ("max_response_bytes", max_response_bytes),

@@ -145,10 +145,6 @@ def check_manifest(manifest: dict[str, Any], path: str | os.PathLike) -> None:
     if dim is not None and (feat[0][1:] or [1])[0] != dim:
         raise _fail(path, f"array 'node/feat' has shape {feat[0]}, but field 'node_features' "
                           f"says dim = {dim!r}")
-    if "node_types" in manifest:  # a typed store: its types and relations (typed_schema.py)
-        from graphpipe.store.typed_schema import check_typed_manifest
-
-        check_typed_manifest(manifest, path)
 
 
 # -- zarr.json against the manifest ------------------------------------------------------------

@@ -18,7 +18,9 @@ from graphpipe.store import tables as _tables
 from graphpipe.store.dataset import DatasetFace
 from graphpipe.store.errors import CorruptStoreError, StoreError
 from graphpipe.store.manifest import read_manifest
+from graphpipe.store.object_store import is_remote
 from graphpipe.store.typed_reader import TypedFace
+from graphpipe.store.typed_schema import check_typed_manifest, is_typed
 
 _GATHER_THREADS = max(1, min(8, os.cpu_count() or 1))
 _PARALLEL_MIN_ROWS = 4096
@@ -60,12 +62,9 @@ class GraphStore(TypedFace, DatasetFace):
     def open(cls, path: str | os.PathLike,
              in_memory: bool | str | Iterable[str] = False, *,
              cache_dir: str | os.PathLike | None = None) -> GraphStore:
-        """Open the store at ``path``; refuses unknown manifest versions.
-
-        ``path`` may be ``s3://bucket/prefix``: the store is read through zarr's
-        object-storage layer into a local chunk cache under ``cache_dir``
-        (:mod:`graphpipe.store.remote`; credentials and endpoint from ``AWS_*``
-        environment variables only).
+        """Open the local store at ``path``; refuses unknown manifest versions.
+        ``graphpipe.store.open(path_or_url)`` (:func:`graphpipe.store.open.open_store`) opens
+        an ``s3://bucket/prefix`` too.
 
         Args:
             in_memory: where array bytes live once read.
@@ -106,35 +105,12 @@ class GraphStore(TypedFace, DatasetFace):
                [ 0.,  1.]], dtype=float32)
         >>> tmp.cleanup()
         """
-        if isinstance(path, str) and path.startswith("s3://"):
-            from graphpipe.store.remote import open_remote
-
-            return open_remote(path, cache_dir=cache_dir, in_memory=in_memory)
+        if is_remote(path):
+            raise StoreError(f"{path}: GraphStore.open reads local stores; open a URL with "
+                             f"graphpipe.store.open({str(path)!r})")
         manifest = read_manifest(path)
-        if _checks.checks_enabled():
-            _checks.check_manifest(manifest, path)
+        check_opened(manifest, path)
         return cls(path, manifest, _resolve_in_memory(path, manifest, in_memory))
-
-    @classmethod
-    def from_pyg(cls, data: Any, path: str | os.PathLike, *, overwrite: bool = False) -> GraphStore:
-        """Write a ``torch_geometric.data.Data`` as a new store at ``path`` and open it: every
-        node and edge tensor kept (``x`` -> ``node/feat``, ``y`` -> ``node/label``,
-        ``edge_attr`` -> ``edge/feat``, others -> ``node/<name>`` / ``edge/<name>``);
-        :func:`graphpipe.interop.pyg_data.write_pyg_store` has the rules and an example."""
-        from graphpipe.interop.pyg_data import write_pyg_store
-
-        return write_pyg_store(data, path, overwrite=overwrite)
-
-    @classmethod
-    def from_dgl(cls, g: Any, path: str | os.PathLike, *, overwrite: bool = False) -> GraphStore:
-        """Write a homogeneous ``dgl.DGLGraph`` as a new store at ``path`` and open it: edges
-        in edge-ID order, every ``ndata`` / ``edata`` entry kept (``feat`` -> ``node/feat``,
-        ``label`` -> ``node/label``, edge ``feat`` -> ``edge/feat``, masks -> splits, others
-        -> ``node/<name>`` / ``edge/<name>``); :func:`graphpipe.interop.dgl_graph.write_dgl_store`
-        has the rules and an example."""
-        from graphpipe.interop.dgl_graph import write_dgl_store
-
-        return write_dgl_store(g, path, overwrite=overwrite)
 
     @property
     def location(self) -> str:
@@ -432,41 +408,18 @@ class GraphStore(TypedFace, DatasetFace):
             self._cache.pop(key, None)
         return entry
 
-    def to_pyg_backend(self, *, features: bool | str = True, node_type: str | None = None) -> Any:
-        """This store as PyG's remote backend: ``(feature_store, graph_store)``, a
-        ``torch_geometric.data.FeatureStore`` and ``torch_geometric.data.GraphStore``
-        (:mod:`graphpipe.interop.pyg_backend`; imports ``torch_geometric`` now), so PyG's
-        own ``NeighborLoader`` and ``LinkNeighborLoader`` run on the store. Node features
-        are read per batch from the store (memory maps, or the disk tier: ``features``
-        as :class:`graphpipe.loaders.NeighborLoader`'s); ``node_type`` presents the graph
-        as a one-type heterogeneous graph.
-
-        >>> import os, tempfile
-        >>> import numpy as np, torch
-        >>> import graphpipe
-        >>> from graphpipe.ingest import ingest
-        >>> from torch_geometric.loader import NeighborLoader
-        >>> tmp = tempfile.TemporaryDirectory()
-        >>> npz, path = os.path.join(tmp.name, "ring.npz"), os.path.join(tmp.name, "ring")
-        >>> np.savez(npz, src=np.array([1, 2, 3, 4, 5, 0]), dst=np.arange(6),
-        ...          x=np.arange(12, dtype=np.float32).reshape(6, 2), y=np.arange(6) % 2)
-        >>> _ = ingest(npz, path)
-        >>> feature_store, graph_store = graphpipe.GraphStore.open(path).to_pyg_backend()
-        >>> loader = NeighborLoader((feature_store, graph_store), num_neighbors=[1],
-        ...                         input_nodes=torch.tensor([2, 4]), batch_size=2)
-        >>> batch = next(iter(loader))
-        >>> batch.n_id.tolist(), batch.x.tolist(), batch.y.tolist()
-        ([2, 4, 3, 5], [[4.0, 5.0], [8.0, 9.0], [6.0, 7.0], [10.0, 11.0]], [0, 0, 1, 1])
-        >>> batch.edge_index.tolist()                  # local IDs: 3 -> 2, 5 -> 4
-        [[2, 3], [0, 1]]
-        >>> tmp.cleanup()
-        """
-        from graphpipe.interop.pyg_backend import to_pyg_backend
-
-        return to_pyg_backend(self, features=features, node_type=node_type)
-
     def __repr__(self) -> str:
         return f"GraphStore({str(self.path)!r}, nodes={self.num_nodes}, edges={self.num_edges})"
+
+
+def check_opened(manifest: dict[str, Any], where: str | os.PathLike) -> None:
+    """The checks of a manifest at open (every opener calls this): the counts, shapes and dtypes
+    of the arrays the readers index with (:func:`graphpipe.store.checks.check_manifest`), and a
+    typed store's types and relations (:func:`graphpipe.store.typed_schema.check_typed_manifest`)."""
+    if _checks.checks_enabled():
+        _checks.check_manifest(manifest, where)
+        if is_typed(manifest):
+            check_typed_manifest(manifest, where)
 
 
 LOADER_ARRAYS = ("csc/indptr", "csc/indices", "node/feat", "node/label")

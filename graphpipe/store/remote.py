@@ -1,4 +1,4 @@
-"""A store on object storage: ``GraphStore.open("s3://bucket/prefix")``.
+"""A store on object storage: ``graphpipe.store.open("s3://bucket/prefix")``.
 
 The store is read through zarr's storage layer (:class:`graphpipe.store.object_store.RemotePrefix`)
 into a local **chunk cache directory** that mirrors the store's layout; the reader
@@ -46,7 +46,7 @@ from graphpipe.store.arrays import chunk_grid
 from graphpipe.store.errors import CorruptStoreError, StoreError
 from graphpipe.store.manifest import MANIFEST_FILE, read_manifest
 from graphpipe.store.object_store import RemotePrefix, check_key
-from graphpipe.store.reader import GraphStore, _resolve_in_memory
+from graphpipe.store.reader import GraphStore, _resolve_in_memory, check_opened
 
 MAX_CHUNKS = 1 << 20
 """Most chunks one array may have (a manifest claiming more is refused before any request)."""
@@ -243,7 +243,8 @@ class RemoteGraphStore(GraphStore):
 def open_remote(url: str, *, cache_dir: str | os.PathLike | None = None,
                 in_memory: Any = False) -> RemoteGraphStore:
     """Open the store at ``url`` (``s3://bucket/prefix``) through a chunk cache under
-    ``cache_dir``; :meth:`GraphStore.open` calls this for ``s3://`` paths.
+    ``cache_dir``; ``graphpipe.store.open`` (:func:`graphpipe.store.open.open_store`) calls this
+    for ``s3://`` paths.
 
     A ring ingested to an S3-compatible server (moto's, on loopback), then opened twice
     with one cache: the second open reads only the manifest.
@@ -265,14 +266,14 @@ def open_remote(url: str, *, cache_dir: str | os.PathLike | None = None,
     >>> np.savez(npz, src=np.array([1, 2, 3, 0]), dst=np.arange(4),
     ...          x=np.arange(8, dtype=np.float32).reshape(4, 2))
     >>> _ = ingest(npz, "s3://graphs/rings/ring")      # built here, uploaded, manifest last
-    >>> store = GraphStore.open("s3://graphs/rings/ring", cache_dir=cache)
+    >>> store = open_remote("s3://graphs/rings/ring", cache_dir=cache)
     >>> store
     GraphStore('s3://graphs/rings/ring', nodes=4, edges=4)
     >>> store.indices.tolist(), store.features(np.array([3])).tolist()
     ([1, 2, 3, 0], [[6.0, 7.0]])
     >>> store.requests.gets          # manifest, 2 x (zarr.json + chunk)
     5
-    >>> again = GraphStore.open("s3://graphs/rings/ring", cache_dir=cache)
+    >>> again = open_remote("s3://graphs/rings/ring", cache_dir=cache)
     >>> again.features(np.array([3])).tolist(), again.requests.gets
     ([[6.0, 7.0]], 1)
     >>> server.stop(); os.environ.clear(); os.environ.update(saved); tmp.cleanup()
@@ -291,8 +292,7 @@ def open_remote(url: str, *, cache_dir: str | os.PathLike | None = None,
     if not (root / MANIFEST_FILE).is_file():
         cache._write(MANIFEST_FILE, data)
     manifest = read_manifest(root)
-    if _checks.checks_enabled():
-        _checks.check_manifest(manifest, remote.url)
+    check_opened(manifest, remote.url)
     for key in list(manifest["arrays"]) + list(manifest.get("tables", {})):
         check_key(key, f"{remote.url}/{MANIFEST_FILE}")
     cache.manifest = manifest

@@ -10,6 +10,7 @@ from graphpipe.store import _fetch
 from graphpipe.store import arrays as _arrays
 from graphpipe.store import checks as _checks
 from graphpipe.store.errors import StoreError
+from graphpipe.store.open import open_store
 from graphpipe.store.reader import GraphStore
 
 _SCAN_BLOCK = 1 << 24
@@ -29,7 +30,7 @@ def validate(path: str | os.PathLike, *, checksums: bool = True) -> list[str]:
     is a finding like any other.
     """
     try:
-        store = GraphStore.open(path)
+        store = open_store(path)
     except StoreError as exc:
         return [str(exc)]
     problems = _metadata_problems(store)

@@ -242,10 +242,10 @@ def train_link(store: Any, *, encoder: str = "sage", decoder: str = "mlp", hidde
     >>> tmp.cleanup()
     """
     from graphpipe.loaders import LinkNeighborLoader
-    from graphpipe.store import GraphStore
+    from graphpipe.store import GraphStore, open_store
     from graphpipe.store.link import link_split_names, read_link_split
 
-    store = store if isinstance(store, GraphStore) else GraphStore.open(store, in_memory="auto")
+    store = store if isinstance(store, GraphStore) else open_store(store, in_memory="auto")
     missing = [s for s in ("train", "valid", "test") if s not in link_split_names(store)]
     if missing:
         raise ValueError(f"store {str(store.path)!r} has no link split(s) {missing} (ingest an OGB "

@@ -234,10 +234,10 @@ class SequenceTrainer:
     # ---------------------------------------------------------------------------- setup
     @staticmethod
     def _open_store(store: Any) -> Any:
-        from graphpipe.store import GraphStore
+        from graphpipe.store import GraphStore, open_store
 
         if isinstance(store, (str, os.PathLike)) and Path(store).is_dir():
-            opened = GraphStore.open(store)
+            opened = open_store(store)
             if not opened.has_array("graph/ptr"):
                 return open_training_store(opened)
             store = opened

@@ -96,12 +96,12 @@ def open_training_store(store: Any) -> Any:
     """``store`` (a GraphStore or its path) opened and checked for node classification:
     labels (``task_type`` multiclass), a ``train`` split and node features. Raises
     ``ValueError`` saying what is missing."""
-    from graphpipe.store import GraphStore
+    from graphpipe.store import GraphStore, open_store
 
     if isinstance(store, (str, os.PathLike)):
         if not Path(store).is_dir():
             raise ValueError(f"'store' is not a store directory (got {str(store)!r})")
-        store = GraphStore.open(store, in_memory="auto")
+        store = open_store(store, in_memory="auto")
     if not isinstance(store, GraphStore):
         raise ValueError(  # noqa: TRY004 - the project reports bad arguments as ValueError
             f"'store' must be a GraphStore or a store path (got {type(store).__name__})")

@@ -46,11 +46,11 @@ def typed_training_data(store: Any, *, reverse: bool = True) -> Any:
     fields). ``store``: a typed GraphStore, its path, or a HeteroGraphData (as is)."""
     from graphpipe.loaders import HeteroGraphData
     from graphpipe.loaders.hetero_graph_data import add_reverse_relations
-    from graphpipe.store import GraphStore
+    from graphpipe.store import GraphStore, open_store
 
     if isinstance(store, HeteroGraphData):
         return store
-    store = store if isinstance(store, GraphStore) else GraphStore.open(store)
+    store = store if isinstance(store, GraphStore) else open_store(store)
     if not store.is_typed:
         raise ValueError(f"store {str(store.path)!r} has one node type: train it with "
                          "graphpipe.train.Trainer")

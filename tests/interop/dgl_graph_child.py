@@ -1,5 +1,5 @@
 """Run in the DGL environment by tests/interop/test_dgl_graph.py: ``python dgl_graph_child.py
-CHECK DIR``. Each check writes a ``dgl.DGLGraph`` with ``GraphStore.from_dgl`` under DIR,
+CHECK DIR``. Each check writes a ``dgl.DGLGraph`` with ``graphpipe.from_dgl`` under DIR,
 compares the store with the graph (and DGL's own CSC) and prints ``ok``."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import dgl
 import numpy as np
 import torch
 
+from graphpipe import from_dgl
 from graphpipe.ingest.csc_builder import reference_csc
 from graphpipe.loaders import NeighborLoader
 from graphpipe.store import GraphStore
@@ -35,7 +36,7 @@ def sample_graph(n: int = 300, e: int = 2400) -> dgl.DGLGraph:
 def check_store(folder: str) -> None:
     """CSC against graphpipe's reference and DGL's own, every feature, splits, arrays."""
     g = sample_graph()
-    store = GraphStore.from_dgl(g, os.path.join(folder, "g"))
+    store = from_dgl(g, os.path.join(folder, "g"))
     src, dst = (t.numpy() for t in g.edges(order="eid"))
     indptr, indices, edge_id = reference_csc(src, dst, g.num_nodes())
     assert store.num_nodes == g.num_nodes() and store.num_edges == g.num_edges()
@@ -78,7 +79,7 @@ def check_single_edge_feature(folder: str) -> None:
     """The only edge feature (not named feat) becomes edge/feat; no masks, no splits."""
     g = dgl.graph((torch.tensor([0, 1, 2, 2]), torch.tensor([1, 2, 0, 1])))
     g.edata["weight"] = torch.tensor([0.5, 1.5, 2.5, 3.5])
-    store = GraphStore.from_dgl(g, os.path.join(folder, "w"))
+    store = from_dgl(g, os.path.join(folder, "w"))
     assert store.edge_features.shape == (4, 1)
     assert store.edge_features[:, 0].tolist() == [0.5, 1.5, 2.5, 3.5] and not store.has_array("edge/weight")
     assert store.split_names == [] and store.edge_id.tolist() == [2, 0, 3, 1]
@@ -90,7 +91,7 @@ def check_refusals(folder: str) -> None:
                               ("user", "buys", "item"): ([0], [0])})
     for bad, words in ((hetero, "only homogeneous DGL graphs"), ({"edges": []}, "expected a dgl.DGLGraph")):
         try:
-            GraphStore.from_dgl(bad, os.path.join(folder, "bad"))
+            from_dgl(bad, os.path.join(folder, "bad"))
         except ValueError as exc:
             assert words in str(exc) and "\n" not in str(exc), exc
         else:

@@ -1,5 +1,5 @@
 """graphpipe stores as PyG's remote backend: PyG's own loaders run on
-``store.to_pyg_backend()`` unchanged, and every batch is checked against the
+``graphpipe.to_pyg_backend(store)`` unchanged, and every batch is checked against the
 graph the store was written from (features bit for bit, labels, every edge by ID),
 and, with full neighbourhoods, against PyG's loader on the same graph as a ``Data``."""
 
@@ -13,7 +13,7 @@ pytest.importorskip("torch_geometric")
 from torch_geometric.data import Data, HeteroData
 from torch_geometric.loader import LinkNeighborLoader, NeighborLoader
 
-from graphpipe import GraphStore
+from graphpipe import GraphStore, to_pyg_backend
 from graphpipe.ingest import ingest
 from graphpipe.interop.pyg_backend import PygBackend, StoreFeatureStore, StoreGraphStore
 
@@ -52,7 +52,7 @@ def _check_batch(batch, g, x, y, seeds=None):
 
 def test_feature_store_reads_rows_bit_for_bit(graph):
     store, g, ea, year = graph
-    fs, _ = store.to_pyg_backend()
+    fs, _ = to_pyg_backend(store)
     ids = torch.tensor([5, 0, 5, g.num_nodes - 1])
     assert torch.equal(fs[None, "x", ids], torch.from_numpy(g.features[ids.numpy()]))
     assert torch.equal(fs[None, "y", ids], torch.from_numpy(g.labels[ids.numpy()]))
@@ -72,7 +72,7 @@ def test_feature_store_reads_rows_bit_for_bit(graph):
 
 def test_feature_store_refuses_bad_requests_and_writes(graph):
     store, g, _, _ = graph
-    fs, gs = store.to_pyg_backend()
+    fs, gs = to_pyg_backend(store)
     with pytest.raises(KeyError, match="no tensor 'z'"):
         fs.get_tensor(None, "z", None)
     with pytest.raises(ValueError, match="outside"):
@@ -82,12 +82,12 @@ def test_feature_store_refuses_bad_requests_and_writes(graph):
     with pytest.raises(TypeError, match="read-only"):
         gs.put_edge_index((torch.zeros(2), torch.zeros(2)), None, "coo")
     with pytest.raises(ValueError, match="node_type"):
-        store.to_pyg_backend(node_type="")
+        to_pyg_backend(store, node_type="")
 
 
 def test_graph_store_is_the_store_csc_with_original_edge_ids(graph):
     store, g, _, _ = graph
-    _, gs = store.to_pyg_backend()
+    _, gs = to_pyg_backend(store)
     (attr,) = gs.get_all_edge_attrs()
     assert attr.layout.value == "csc" and attr.is_sorted and attr.size == (g.num_nodes,) * 2
     indptr, indices = store.topology()
@@ -111,7 +111,7 @@ def test_graph_store_is_the_store_csc_with_original_edge_ids(graph):
 @pytest.mark.parametrize("features", [True, "disk"])
 def test_pyg_neighbor_loader_runs_unchanged(graph, features):
     store, g, _, _ = graph
-    data = store.to_pyg_backend(features=features)
+    data = to_pyg_backend(store, features=features)
     seeds = torch.from_numpy(g.splits["train"])
     loader = NeighborLoader(data, num_neighbors=[5, 3], input_nodes=seeds, batch_size=100)
     seen = []
@@ -131,7 +131,7 @@ def test_full_neighbourhoods_match_pyg_on_data(graph):
                edge_index=torch.from_numpy(np.stack([g.src, g.dst])), num_nodes=g.num_nodes)
     seeds = torch.arange(0, g.num_nodes, 7)
     kwargs = {"num_neighbors": [-1, -1], "input_nodes": seeds, "batch_size": 64}
-    ours = NeighborLoader(store.to_pyg_backend(), **kwargs)
+    ours = NeighborLoader(to_pyg_backend(store), **kwargs)
     theirs = NeighborLoader(ref, **kwargs)
     assert len(ours) == len(theirs)
     for a, b in zip(ours, theirs):
@@ -144,7 +144,7 @@ def test_full_neighbourhoods_match_pyg_on_data(graph):
 def test_layerwise_inference_order(graph):
     """PyG's inference idiom (all nodes, in order, out[:batch_size] concatenated)."""
     store, g, _, _ = graph
-    data = store.to_pyg_backend()
+    data = to_pyg_backend(store)
     loader = NeighborLoader(data, num_neighbors=[-1], input_nodes=torch.arange(data.num_nodes),
                             batch_size=300)
     xs = torch.cat([b.x[:b.batch_size] for b in loader])
@@ -156,7 +156,7 @@ def test_layerwise_inference_order(graph):
 
 def test_edge_transform_adds_edge_features(graph):
     store, _, ea, _ = graph
-    data = store.to_pyg_backend()
+    data = to_pyg_backend(store)
     loader = NeighborLoader(data, num_neighbors=[4, 4], input_nodes=torch.arange(50),
                             batch_size=25, transform=data.edge_transform)
     for batch in loader:
@@ -165,7 +165,7 @@ def test_edge_transform_adds_edge_features(graph):
 
 def test_pyg_link_neighbor_loader(graph):
     store, g, _, _ = graph
-    data = store.to_pyg_backend()
+    data = to_pyg_backend(store)
     pos = torch.arange(0, len(g.src), 97)
     label_index = torch.from_numpy(np.stack([g.src[pos], g.dst[pos]]))
     loader = LinkNeighborLoader(data, num_neighbors=[5, 3], edge_label_index=(None, label_index),
@@ -190,7 +190,7 @@ def test_pyg_link_neighbor_loader(graph):
 
 def test_one_type_heterogeneous_loader(graph):
     store, g, _, _ = graph
-    data = store.to_pyg_backend(node_type="paper")
+    data = to_pyg_backend(store, node_type="paper")
     et = ("paper", "to", "paper")
     loader = NeighborLoader(data, num_neighbors={et: [5, 3]},
                             input_nodes=("paper", torch.arange(0, 200)), batch_size=50,
@@ -208,6 +208,6 @@ def test_one_type_heterogeneous_loader(graph):
 
 def test_types(graph):
     store, _, _, _ = graph
-    data = store.to_pyg_backend()
+    data = to_pyg_backend(store)
     assert isinstance(data, PygBackend) and len(data) == 2
     assert isinstance(data[0], StoreFeatureStore) and isinstance(data[1], StoreGraphStore)

@@ -1,4 +1,4 @@
-"""``GraphStore.from_pyg`` / ``graphpipe.interop.pyg_data``: a PyG ``Data`` written as a store
+"""``graphpipe.from_pyg`` / ``graphpipe.interop.pyg_data``: a PyG ``Data`` written as a store
 keeps every node and edge tensor; the CSC is graphpipe's builder's. (A loader's in-memory
 read of a ``Data`` is tests/loaders/test_graph_data.py.)"""
 
@@ -11,9 +11,9 @@ import torch
 pytest.importorskip("torch_geometric")
 from torch_geometric.data import Data, HeteroData
 
+from graphpipe import from_pyg
 from graphpipe.ingest.csc_builder import reference_csc
 from graphpipe.loaders.pyg_arrays import pyg_parts
-from graphpipe.store import GraphStore
 
 
 def sample_data(n: int = 50, e: int = 400) -> Data:
@@ -29,7 +29,7 @@ def sample_data(n: int = 50, e: int = 400) -> Data:
 
 def test_from_pyg_keeps_every_attribute(tmp_path) -> None:
     data = sample_data()
-    store = GraphStore.from_pyg(data, tmp_path / "s")
+    store = from_pyg(data, tmp_path / "s")
     src, dst = data.edge_index.numpy()
     indptr, indices, edge_id = reference_csc(src, dst, data.num_nodes)
     assert np.array_equal(store.indptr, indptr) and np.array_equal(store.indices, indices)
@@ -55,7 +55,7 @@ def test_overlapping_masks_stay_arrays_only() -> None:
 
 def test_refuses_what_is_not_a_homogeneous_data(tmp_path) -> None:
     with pytest.raises(ValueError, match="HeteroData is not supported"):
-        GraphStore.from_pyg(HeteroData(), tmp_path / "h")
+        from_pyg(HeteroData(), tmp_path / "h")
     with pytest.raises(ValueError, match="edge_index"):
-        GraphStore.from_pyg(Data(x=torch.zeros(2, 2)), tmp_path / "x")
+        from_pyg(Data(x=torch.zeros(2, 2)), tmp_path / "x")
     assert not (tmp_path / "h").exists() and not (tmp_path / "x").exists()

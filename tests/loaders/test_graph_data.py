@@ -1,5 +1,5 @@
 """``GraphData.from_pyg``: a PyG ``Data`` read in memory (no store written) has the CSC,
-edge order and arrays the store written by ``GraphStore.from_pyg`` has; tensors are viewed."""
+edge order and arrays the store written by ``graphpipe.from_pyg`` has; tensors are viewed."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import torch
 pytest.importorskip("torch_geometric")
 from torch_geometric.data import Data
 
+from graphpipe import from_pyg
 from graphpipe.ingest.csc_builder import reference_csc
 from graphpipe.loaders.graph_data import GraphData, coo_to_csc, resolve_graph_data
-from graphpipe.store import GraphStore
 
 
 def sample_data(n: int = 50, e: int = 400) -> Data:
@@ -44,7 +44,7 @@ def test_from_pyg_is_the_builders_csc_and_views_the_tensors() -> None:
 
 def test_from_pyg_equals_the_store_written_from_it(tmp_path) -> None:
     data = sample_data()
-    stored = resolve_graph_data(GraphStore.from_pyg(data, tmp_path / "s"))
+    stored = resolve_graph_data(from_pyg(data, tmp_path / "s"))
     gd = resolve_graph_data(data)                 # what NeighborLoader(data, ...) reads
     assert np.array_equal(gd.indptr, stored.indptr) and np.array_equal(gd.indices, stored.indices)
     assert np.array_equal(gd.attrs.edge_order, np.asarray(stored.attrs.edge_order))

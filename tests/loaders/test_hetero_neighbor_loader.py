@@ -284,9 +284,9 @@ def test_typed_store_path_equals_in_memory(tmp_path):
 def test_homogeneous_store_is_refused(tmp_path):
     from torch_geometric.data import Data
 
-    from graphpipe.store import GraphStore
+    from graphpipe import from_pyg
 
-    store = GraphStore.from_pyg(Data(edge_index=torch.tensor([[1, 0], [0, 1]]), num_nodes=3),
+    store = from_pyg(Data(edge_index=torch.tensor([[1, 0], [0, 1]]), num_nodes=3),
                                 tmp_path / "homo")
     with pytest.raises(ValueError, match="not a typed store"):
         HeteroNeighborLoader(store, [2], input_nodes="x")

@@ -15,8 +15,8 @@ pyg = pytest.importorskip("torch_geometric")
 from torch_geometric.data import Data
 from torch_geometric.loader import NeighborLoader as PygNeighborLoader
 
+from graphpipe import from_pyg
 from graphpipe.loaders import NeighborLoader
-from graphpipe.store import GraphStore
 
 N, E = 300, 2400
 
@@ -253,8 +253,8 @@ def test_refuses_what_it_cannot_honour(data: Data, kwargs, error, match) -> None
 
 
 def test_store_from_pyg_gives_the_same_batches(data: Data, tmp_path) -> None:
-    """A store written by GraphStore.from_pyg carries every attribute into the batches."""
-    store = GraphStore.from_pyg(data, tmp_path / "store")
+    """A store written by graphpipe.from_pyg carries every attribute into the batches."""
+    store = from_pyg(data, tmp_path / "store")
     kw = {"num_neighbors": [4, 3], "batch_size": 40, "input_nodes": "train", "seed": 9}
     input_nodes = data.train_mask.nonzero().view(-1)
     for a, b in zip(NeighborLoader(store, **kw), NeighborLoader(data, **kw), strict=True):

@@ -20,7 +20,7 @@ from graphpipe.cli.main import cli
 
 from graphpipe.ingest import ingest
 from graphpipe.loaders import NeighborLoader
-from graphpipe.store import GraphStore, StoreError, StoreWriter
+from graphpipe.store import GraphStore, StoreError, StoreWriter, open_store
 from graphpipe.store import remote as remote_mod
 from graphpipe.store.object_store import RemotePrefix
 from graphpipe.store.upload import upload_store
@@ -64,7 +64,7 @@ def test_ingest_open_epoch_validate(s3_server, local_store, ogb_raw_folder, tmp_
     url = f"s3://{s3_server.bucket}/ingested/g"
     store = ingest(ogb_raw_folder[0], url)
     assert repr(store).startswith(f"GraphStore('{url}'")
-    remote = GraphStore.open(url, cache_dir=tmp_path / "cache")
+    remote = open_store(url, cache_dir=tmp_path / "cache")
     assert remote.manifest["arrays"].keys() == local_store.manifest["arrays"].keys()
     for key in local_store.manifest["arrays"]:
         got, want = remote.array(key), local_store.array(key)
@@ -78,14 +78,14 @@ def test_ingest_open_epoch_validate(s3_server, local_store, ogb_raw_folder, tmp_
 def test_cache_reads_each_object_once(s3_server, local_store, tmp_path) -> None:
     url = f"s3://{s3_server.bucket}/cached/g"
     upload_store(_rechunked(local_store, tmp_path / "chunked", 100).path, url)
-    first = GraphStore.open(url, cache_dir=tmp_path / "cache")
+    first = open_store(url, cache_dir=tmp_path / "cache")
     listing = RemotePrefix(url).list()          # all but the zarr groups' own metadata:
     objects = {k: n for k, n in listing.items() if k == "manifest.json" or k in first.manifest["tables"]
                or any(k.startswith(a + "/") for a in first.manifest["arrays"])}
     first.prefetch()
     assert first.requests.gets == len(objects)              # the manifest + every object once
     assert first.requests.get_bytes == sum(objects.values())
-    again = GraphStore.open(url, cache_dir=tmp_path / "cache")
+    again = open_store(url, cache_dir=tmp_path / "cache")
     _assert_same_epoch(_epoch(again), _epoch(local_store))
     assert again.requests.gets == 1                          # the manifest only
 
@@ -95,7 +95,7 @@ def test_concurrent_readers_share_the_cache(s3_server, local_store, tmp_path) ->
     url = f"s3://{s3_server.bucket}/shared/g"
     upload_store(_rechunked(local_store, tmp_path / "chunked", 50).path, url)
     feat_chunks = [k for k in RemotePrefix(url).list() if k.startswith("node/feat/c/")]
-    stores = [GraphStore.open(url, cache_dir=tmp_path / "cache") for _ in range(2)]
+    stores = [open_store(url, cache_dir=tmp_path / "cache") for _ in range(2)]
     before = sum(s.cache.fetched_files for s in stores)         # the manifest, once
     gate = threading.Barrier(2)
 
@@ -118,7 +118,7 @@ def test_server_restart_mid_read(s3_server, local_store, tmp_path, monkeypatch) 
     port a second later: the read waits (obstore's retries), resumes, and the bytes match."""
     url = f"s3://{s3_server.bucket}/restart/g"
     upload_store(_rechunked(local_store, tmp_path / "chunked", 40).path, url)
-    store = GraphStore.open(url, cache_dir=tmp_path / "cache")
+    store = open_store(url, cache_dir=tmp_path / "cache")
     real_write, outage, chunks = remote_mod.ChunkCache._write, {}, []
 
     def write_then_stop(self, key: str, data) -> None:
@@ -146,12 +146,12 @@ def test_no_manifest_no_store(s3_server, local_store, tmp_path) -> None:
     RemotePrefix(url, read_only=False).put_many(
         [(p.relative_to(root).as_posix(), p.read_bytes()) for p in files])
     with pytest.raises(StoreError, match="no manifest.json"):
-        GraphStore.open(url, cache_dir=tmp_path / "cache")
+        open_store(url, cache_dir=tmp_path / "cache")
     assert validate(url)[0].startswith(f"{url}: no manifest.json")
     with pytest.raises(StoreError, match="already exists"):
         upload_store(root, url)
     upload_store(root, url, overwrite=True)                 # an unfinished upload is replaced
-    assert GraphStore.open(url, cache_dir=tmp_path / "cache").num_nodes == local_store.num_nodes
+    assert open_store(url, cache_dir=tmp_path / "cache").num_nodes == local_store.num_nodes
 
 
 def test_hostile_manifest_keys_are_refused(s3_server, local_store, tmp_path) -> None:
@@ -160,14 +160,14 @@ def test_hostile_manifest_keys_are_refused(s3_server, local_store, tmp_path) -> 
     manifest["tables"] = {"../../escape.parquet": {"rows": 1, "columns": {}, "checksum": "x"}}
     RemotePrefix(url, read_only=False).put_many([("manifest.json", json.dumps(manifest).encode())])
     with pytest.raises(StoreError, match="not allowed"):
-        GraphStore.open(url, cache_dir=tmp_path / "cache")
+        open_store(url, cache_dir=tmp_path / "cache")
     assert not (tmp_path / "escape.parquet").exists()
 
 
 def test_remote_store_is_read_only(s3_server, local_store, tmp_path) -> None:
     url = f"s3://{s3_server.bucket}/readonly/g"
     upload_store(local_store.path, url)
-    store = GraphStore.open(url, cache_dir=tmp_path / "cache")
+    store = open_store(url, cache_dir=tmp_path / "cache")
     with pytest.raises(StoreError, match="read only"):
         store.add_derived("x", {"derived/x": np.zeros(3)}, {})
 
@@ -195,7 +195,7 @@ def test_cli_ingest_validate_info(s3_server, ogb_raw_folder, tmp_path, monkeypat
 def test_credentials_come_from_the_environment_only(s3_server, monkeypatch) -> None:
     monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
     with pytest.raises(StoreError, match="AWS_SECRET_ACCESS_KEY"):
-        GraphStore.open(f"s3://{s3_server.bucket}/cli/g")
+        open_store(f"s3://{s3_server.bucket}/cli/g")
 
 
 def test_cli_train_on_a_store_on_s3(s3_server, ogb_raw_folder, tmp_path, monkeypatch) -> None:
@@ -213,7 +213,7 @@ def test_large_objects_come_in_ranged_parts(s3_server, local_store, tmp_path, mo
     upload_store(local_store.path, url)
     monkeypatch.setattr(remote_mod, "RANGED_BYTES", 4096)
     monkeypatch.setattr(remote_mod, "PART_BYTES", 5000)
-    store = GraphStore.open(url, cache_dir=tmp_path / "cache")
+    store = open_store(url, cache_dir=tmp_path / "cache")
     before = store.requests.gets
     feat = store.feat
     nbytes = local_store.feat.nbytes
@@ -227,7 +227,7 @@ def test_a_truncated_object_is_an_error_naming_it(s3_server, local_store, tmp_pa
     upload_store(local_store.path, url)
     RemotePrefix(url, read_only=False).put_many([("node/feat/c/0/0", b"\0" * 100)])
     monkeypatch.setattr(remote_mod, "RANGED_BYTES", 4096)
-    store = GraphStore.open(url, cache_dir=tmp_path / "cache")
+    store = open_store(url, cache_dir=tmp_path / "cache")
     with pytest.raises(StoreError, match="node/feat/c/0/0"):
         store.features(np.array([0]))
     assert not list((tmp_path / "cache").rglob("node/feat/c/0/0"))       # nothing half written
@@ -236,9 +236,9 @@ def test_a_truncated_object_is_an_error_naming_it(s3_server, local_store, tmp_pa
 _RANK = """
 import os, sys, time
 import numpy as np
-from graphpipe.store import GraphStore
+from graphpipe.store import open_store
 url, cache, go = sys.argv[1:4]
-store = GraphStore.open(url, cache_dir=cache)
+store = open_store(url, cache_dir=cache)
 open(go + "." + str(os.getpid()), "w").close()            # ready
 while not os.path.exists(go):
     time.sleep(0.01)
@@ -285,7 +285,7 @@ def test_a_typed_store_on_s3(s3_server, tmp_path) -> None:
     local = GraphStore.open(tmp_path / "typed")
     url = f"s3://{s3_server.bucket}/typed/g"
     upload_store(local.path, url)
-    remote = GraphStore.open(url, cache_dir=tmp_path / "cache")
+    remote = open_store(url, cache_dir=tmp_path / "cache")
     assert remote.is_typed and remote.node_types == local.node_types
     for etype in local.edge_types:
         for got, want in zip(remote.typed_csc(etype), local.typed_csc(etype)):
@@ -315,3 +315,9 @@ def test_serve_a_store_on_s3(s3_server, local_store, tmp_path) -> None:
         sampler.close()
     finally:
         assert server.stop() == 0
+
+
+def test_graphstore_open_reads_local_stores_only() -> None:
+    """A URL goes through ``graphpipe.store.open``; ``GraphStore.open`` says so in one line."""
+    with pytest.raises(StoreError, match=r"graphpipe\.store\.open\('s3://graphs/g'\)"):
+        GraphStore.open("s3://graphs/g")

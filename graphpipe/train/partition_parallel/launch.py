@@ -59,14 +59,14 @@ def _rank_main(rank: int, world: int, init: str, store_path: str, parts: np.ndar
     if spawned:
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
         torch.set_num_threads(1)
-    from graphpipe.store import GraphStore
+    from graphpipe.store import open_store
 
     if init == "env://":
         dist.init_process_group("gloo", init_method=init)
     else:
         dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
     try:
-        store = GraphStore.open(store_path)
+        store = open_store(store_path)
         if parts is None:
             parts = resolve_parts(store, dist.get_world_size()) if dist.get_rank() == 0 else \
                 np.zeros(store.num_nodes, dtype=np.int64)
@@ -116,9 +116,9 @@ def run_partition_parallel(store_path: str | os.PathLike, num_parts: int,
                              f"WORLD_SIZE={os.environ['WORLD_SIZE']} ranks")
         return _rank_main(int(os.environ["RANK"]), num_parts, "env://", store_path, None,
                           asdict(config), None if out_dir is None else str(out_dir), False)
-    from graphpipe.store import GraphStore
+    from graphpipe.store import open_store
 
-    parts = resolve_parts(GraphStore.open(store_path), num_parts)
+    parts = resolve_parts(open_store(store_path), num_parts)
     init = f"tcp://127.0.0.1:{free_port()}"
     target = None if out_dir is None else str(out_dir)
     if num_parts == 1:  # one rank: this process
