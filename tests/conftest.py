@@ -10,6 +10,7 @@ fixture folder with OGB through :func:`load_with_ogb` (fixture
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -86,6 +87,25 @@ def rmat_small() -> SyntheticGraph:
 
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# PyG's samplers (its NeighborLoader, LinkNeighborLoader, heterogeneous NeighborLoader: the
+# oracles of many tests) need pyg-lib or torch-sparse, and the package index has no wheel of
+# either for this torch (CPU). A test that runs one is marked ``@pytest.mark.requires_pyg_sampler``
+# and skips with this one reason where neither is installed; everything else runs.
+HAS_PYG_SAMPLER = any(importlib.util.find_spec(name) is not None
+                      for name in ("pyg_lib", "torch_sparse"))
+NO_PYG_SAMPLER = ("PyG's NeighborSampler needs pyg-lib or torch-sparse; "
+                  "no wheel for this torch on PyPI")
+
+
+def pytest_configure(config) -> None:
+    config.addinivalue_line("markers", "requires_pyg_sampler: runs PyG's own neighbour sampler "
+                            "(pyg-lib or torch-sparse); skipped where neither is installed")
+
+
+def pytest_runtest_setup(item) -> None:
+    if item.get_closest_marker("requires_pyg_sampler") and not HAS_PYG_SAMPLER:
+        pytest.skip(NO_PYG_SAMPLER)
 
 
 def run_suite_under(test_file: str, test_class: str, **env: str) -> None:

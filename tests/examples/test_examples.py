@@ -74,6 +74,7 @@ def _run_port(tmp_path, name: str) -> str:
     return proc.stdout
 
 
+@pytest.mark.requires_pyg_sampler
 @pytest.mark.slow
 def test_pyg_products_sage_port_runs(tmp_path):
     """The port, run as a script: PyG's NeighborLoader over the store's backend trains,

@@ -108,6 +108,7 @@ def test_graph_store_is_the_store_csc_with_original_edge_ids(graph):
         assert sorted(perm.tolist()) == list(range(len(g.src)))
 
 
+@pytest.mark.requires_pyg_sampler
 @pytest.mark.parametrize("features", [True, "disk"])
 def test_pyg_neighbor_loader_runs_unchanged(graph, features):
     store, g, _, _ = graph
@@ -123,6 +124,7 @@ def test_pyg_neighbor_loader_runs_unchanged(graph, features):
     assert torch.equal(torch.cat(seen), seeds)
 
 
+@pytest.mark.requires_pyg_sampler
 def test_full_neighbourhoods_match_pyg_on_data(graph):
     """num_neighbors=[-1, -1] is deterministic as sets: the same nodes and the same
     edges (by ID) as PyG's loader over a Data holding the same graph."""
@@ -141,6 +143,7 @@ def test_full_neighbourhoods_match_pyg_on_data(graph):
         _check_batch(a, g, g.features, g.labels)
 
 
+@pytest.mark.requires_pyg_sampler
 def test_layerwise_inference_order(graph):
     """PyG's inference idiom (all nodes, in order, out[:batch_size] concatenated)."""
     store, g, _, _ = graph
@@ -154,6 +157,7 @@ def test_layerwise_inference_order(graph):
     assert data.num_classes == int(g.labels.max()) + 1
 
 
+@pytest.mark.requires_pyg_sampler
 def test_edge_transform_adds_edge_features(graph):
     store, _, ea, _ = graph
     data = to_pyg_backend(store)
@@ -163,6 +167,7 @@ def test_edge_transform_adds_edge_features(graph):
         assert torch.equal(batch.edge_attr, torch.from_numpy(ea[batch.e_id.numpy()]))
 
 
+@pytest.mark.requires_pyg_sampler
 def test_pyg_link_neighbor_loader(graph):
     store, g, _, _ = graph
     data = to_pyg_backend(store)
@@ -188,6 +193,7 @@ def test_pyg_link_neighbor_loader(graph):
     assert sum(b.input_id.numel() for b in loader) == len(g.src)
 
 
+@pytest.mark.requires_pyg_sampler
 def test_one_type_heterogeneous_loader(graph):
     store, g, _, _ = graph
     data = to_pyg_backend(store, node_type="paper")

@@ -152,6 +152,7 @@ def _pyg_data(raw: dict):
     return pyg
 
 
+@pytest.mark.requires_pyg_sampler
 def test_to_pyg_has_pygs_layout():
     """The HeteroData of to_pyg() holds what PyG's own hetero NeighborLoader yields for the
     same input (attribute by attribute, per node and edge type) and a PyG HeteroConv runs

@@ -36,6 +36,7 @@ def _pairs(batch, edge_index_attr: str = "edge_index") -> set[tuple[int, int]]:
     return set(map(tuple, batch.n_id[local].T.tolist()))
 
 
+@pytest.mark.requires_pyg_sampler
 def test_same_batches_as_pyg_with_all_neighbours() -> None:
     from torch_geometric.loader import LinkNeighborLoader as PygLinkLoader
 
@@ -63,6 +64,7 @@ def test_same_batches_as_pyg_with_all_neighbours() -> None:
         assert torch.equal(edge_index[:, a.e_id], a.n_id[a.edge_index])
 
 
+@pytest.mark.requires_pyg_sampler
 @pytest.mark.parametrize("amount", [1, 2.5])
 def test_binary_layout_as_pyg(amount) -> None:
     from torch_geometric.loader import LinkNeighborLoader as PygLinkLoader
@@ -85,6 +87,7 @@ def test_binary_layout_as_pyg(amount) -> None:
     assert torch.equal(ours.n_id[ours.edge_label_index[:, :10]], edge_index[:, :10])
 
 
+@pytest.mark.requires_pyg_sampler
 @pytest.mark.parametrize("amount", [1, 3])
 def test_triplet_layout_as_pyg(amount) -> None:
     from torch_geometric.loader import LinkNeighborLoader as PygLinkLoader

@@ -89,6 +89,7 @@ def both_loaders(data: Data, **kwargs):
     return {"graphpipe": NeighborLoader(data, **kwargs), "pyg": PygNeighborLoader(data, **kwargs)}
 
 
+@pytest.mark.requires_pyg_sampler
 @pytest.mark.parametrize("fanouts", [[5, 3], [4, 3, 2], [-1]])
 def test_batches_carry_what_pyg_batches_carry(data: Data, fanouts: list[int]) -> None:
     input_nodes = data.train_mask.nonzero().view(-1)
@@ -101,6 +102,7 @@ def test_batches_carry_what_pyg_batches_carry(data: Data, fanouts: list[int]) ->
         assert torch.equal(torch.cat(seeds), input_nodes), name   # shuffle=False: input order
 
 
+@pytest.mark.requires_pyg_sampler
 def test_to_pyg_is_a_pyg_batch(data: Data) -> None:
     input_nodes = torch.arange(N - 1, 0, -3)
     batch = next(iter(NeighborLoader(data, [4, 2], input_nodes=input_nodes, batch_size=16)))
@@ -127,6 +129,7 @@ def bfs_layers(data: Data, seeds: list[int], hops: int) -> tuple[list[set[int]],
     return layers, edges
 
 
+@pytest.mark.requires_pyg_sampler
 def test_full_neighbourhoods_are_pygs_node_and_edge_sets(data: Data) -> None:
     """With every neighbour taken nothing is random: per hop, graphpipe reaches exactly
     the breadth-first layers (PyG's frontier convention), and the same nodes over the
@@ -315,6 +318,7 @@ def pyg_script(NeighborLoader, data: Data) -> tuple[list[float], torch.Tensor, S
     return losses, model.inference(data.x, subgraph_loader), model
 
 
+@pytest.mark.requires_pyg_sampler
 def test_pygs_script_runs_with_the_import_changed(data: Data) -> None:
     losses, out, model = pyg_script(NeighborLoader, data)
     assert all(np.isfinite(losses)) and len(losses) == 3 * 5

@@ -4,7 +4,6 @@ exact resume, checkpoint errors, metrics log, early stopping, CLI errors."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 from pathlib import Path
@@ -110,12 +109,10 @@ def _pyg_sage_test_acc(graph, seed: int) -> float:
     return accuracy(data.y[test], pred[test])
 
 
+@pytest.mark.requires_pyg_sampler
 def test_sage_accuracy_matches_pyg(store: GraphStore, graph) -> None:
     """Mean test accuracy over two seeds within 2.5 points of PyG's (600 test nodes each;
-    benchmarks/train.py has the larger comparison). PyG's NeighborLoader needs torch-sparse
-    (or pyg-lib): `make test` installs the wheel from ../shared/peers where it exists."""
-    if importlib.util.find_spec("torch_sparse") is None and importlib.util.find_spec("pyg_lib") is None:
-        pytest.skip("PyG's NeighborLoader needs torch-sparse or pyg-lib, neither is installed")
+    benchmarks/train.py has the larger comparison)."""
     ours = np.mean([_trainer(_model("sage", seed), store, seed=seed).fit().test_acc for seed in (0, 1)])
     pyg = np.mean([_pyg_sage_test_acc(graph, seed) for seed in (0, 1)])
     assert abs(ours - pyg) <= 0.025, (ours, pyg)

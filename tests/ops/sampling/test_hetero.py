@@ -217,6 +217,7 @@ def _global_edges(n_id_src, n_id_dst, row, col, e_id) -> set:
                    np.asarray(e_id).tolist()))
 
 
+@pytest.mark.requires_pyg_sampler
 @pytest.mark.parametrize("seeds", [[0, 5, 17], [3]])
 def test_equals_pyg_hetero_loader_with_all_neighbours(seeds):
     """Fanout -1 draws nothing, so PyG's heterogeneous NeighborLoader (torch-sparse or pyg-lib)
