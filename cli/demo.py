@@ -11,7 +11,9 @@ under ``--dir``) and print the test accuracy.
 
 from __future__ import annotations
 
+import os
 import shlex
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -75,3 +77,17 @@ def command(folder: str, nodes: int, classes: int, feature_dim: int, epochs: int
           "--batch-size", str(batch_size), "--epochs", str(epochs),
           "--checkpoint", str(root / "sage.ckpt"), "--metrics-log", str(root / "sage-metrics.jsonl")])
     print("\ndemo finished: generate → ingest → info → validate → load → train", flush=True)
+    print(_next_steps(store), flush=True)
+
+
+def _next_steps(store: Path) -> str:
+    """How to type the demo's commands yourself: the `graphpipe` command and the package live
+    in this interpreter's environment (``.venv`` for `make demo`), which may not be active.
+    """
+    bin_dir = Path(sys.executable).parent
+    if shutil.which("graphpipe") == str(bin_dir / "graphpipe"):
+        return f"next: graphpipe info {store}   (graphpipe --help lists the commands)"
+    relative = os.path.relpath(bin_dir)
+    bin_dir = Path(relative) if not relative.startswith("..") else bin_dir
+    return (f"next: source {bin_dir}/activate   (then: graphpipe info {store}, python -c "
+            f"'import graphpipe'), or call {bin_dir}/graphpipe directly")

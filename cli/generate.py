@@ -355,6 +355,11 @@ def papers100m_bin(dest, nodes, edges_per_node, dim, num_classes, label_frac, se
         write_papers100m_bin(folder, spec, compresslevel=compress_level,
                              progress=progress.callback)
 
+    if not quiet:  # --nodes 8400000 writes 4.1 GB: say so before it starts
+        raw = spec.num_nodes * (spec.dim * 4 + 4 + 8) + spec.num_edges * 16
+        size = f"{raw / 1e9:.1f} GB" if raw >= 1e9 else f"{raw / 1e6:.0f} MB"
+        click.echo(f"writing {dest}: up to {size} (float32 features, int64 edges, "
+                   f"before deflate); a store ingested from it takes about as much", err=True)
     _commit(dest, write, overwrite=overwrite, quiet=quiet)
     if not quiet:
         click.echo(f"wrote {dest}: {spec.num_nodes} nodes, {spec.num_edges} edges, "

@@ -56,6 +56,11 @@ def cli(debug: bool) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the exit code (errors print one line and exit non-zero)."""
+    args = sys.argv[1:] if argv is None else argv
+    if args and not {"-h", "--help", "--version"} & set(args):
+        from graphpipe.jit_notice import announce_compilation
+
+        announce_compilation()  # one stderr line when the Numba kernels compile (first run)
     try:
         cli.main(args=argv, prog_name="graphpipe", standalone_mode=True)
     except SystemExit as exc:

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = {"graphpipe": ROOT / "graphpipe", "graphpipe.cli": ROOT / "cli"}
 
 LAYERS: list[set[str]] = [
-    {"_version", "omp", "memory"},
+    {"_version", "omp", "memory", "jit_notice"},
     {"allocator", "progress"},
     {"ops", "store", "text"},
     {"ingest", "loaders", "derive", "export"},
