@@ -49,7 +49,7 @@ lint: venv
 peers: venv
 	test -x .venv-dgl/bin/python || $(PYTHON) -m venv .venv-dgl
 	.venv-dgl/bin/pip install -q torch==2.2.1 "numpy<2" "pandas<2.3" "scipy<1.14"
-	.venv-dgl/bin/pip install -q dgl==2.1.0 torchdata==0.7.1 "setuptools<70" pydantic pyyaml psutil requests tqdm networkx
+	.venv-dgl/bin/pip install -q dgl==2.1.0 torchdata==0.7.1 "setuptools<70" pydantic pyyaml psutil requests tqdm networkx torchmetrics
 	# graphpipe itself beside DGL (its NumPy-1 install, tests/test_numpy1_env.py); the pins keep
 	# pip from upgrading torch or NumPy there.
 	.venv-dgl/bin/pip install -q -e . "torch==2.2.1" "numpy<2" "pytest>=8"

@@ -10,6 +10,8 @@ import doctest
 
 import pytest
 
+import graphpipe.dgl as gp_dgl
+import graphpipe.graphbolt as gp_gb
 from graphpipe.ingest import ingest
 from graphpipe.ingest.generated import read_generated
 from graphpipe.ingest.ogb_link import read_link_pt, read_ogb_link
@@ -77,7 +79,9 @@ ENTRY_POINTS = [GraphStore.open, ingest, NeighborLoader, MiniBatch.to_pyg, Clust
                 LinkPredictor, train_link, common_neighbours, plan_temporal_link_batch, exclude_edges_anywhere,
                 local_partition, auto_bits, RowCodec, HaloExchange, StalenessClock, PartitionTrainer,
                 run_partition_parallel,
-                open_remote, open_store, ReplicaSet]
+                open_remote, open_store, ReplicaSet,
+                gp_dgl.DataLoader, gp_dgl.NeighborSampler, gp_dgl.Block, gp_gb.OnDiskDataset, gp_gb.ItemSampler,
+                gp_gb.NeighborSampler, gp_gb.FeatureFetcher, gp_gb.DataLoader]
 
 
 @pytest.mark.parametrize("obj", ENTRY_POINTS, ids=lambda obj: obj.__qualname__)

@@ -26,8 +26,8 @@ LAYERS: list[set[str]] = [
     {"allocator", "progress"},
     {"ops", "store", "text"},
     {"ingest", "loaders", "derive", "export"},
-    {"synthetic", "interop", "service"},
-    {"train"},
+    {"synthetic", "interop", "service", "dgl"},
+    {"train", "graphbolt"},
     {"cli"},
 ]
 """Rooms from the bottom up (the layer table of ``docs/architecture.md``): a room imports

@@ -127,7 +127,7 @@ class DataLoader:
             raise ValueError("use_ddp=True is not supported: give each rank its seeds with "
                              "graphpipe.loaders.SeedShard")
         if isinstance(indices, dict):
-            raise ValueError("'indices' per node type (heterogeneous graphs) is not supported")
+            raise ValueError("'indices' per node type (heterogeneous graphs) is not supported")  # noqa: TRY004 - the project reports bad arguments as ValueError
         own = {k: kwargs.pop(k) for k in list(kwargs) if k not in _NO_EFFECT}
         _check_kwargs(kwargs)
         self.graph, self.indices, self.graph_sampler = graph, indices, graph_sampler

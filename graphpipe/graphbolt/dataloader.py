@@ -48,7 +48,10 @@ class DataLoader:
         prefetch: graphpipe's: batches prepared ahead (0: in the caller's thread).
 
     >>> from graphpipe.graphbolt import ItemSampler, ItemSet
-    >>> [b.seed_nodes.tolist() for b in DataLoader(ItemSampler(ItemSet(5, names="seed_nodes"), 2))]
+    >>> loader = DataLoader(ItemSampler(ItemSet(5, names="seed_nodes"), 2))
+    >>> len(loader)
+    3
+    >>> [b.seed_nodes.tolist() for b in loader]
     [[0, 1], [2, 3], [4]]
     """
 

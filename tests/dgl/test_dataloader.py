@@ -8,7 +8,14 @@ import numpy as np
 import pytest
 import torch
 
-from graphpipe.dgl import EID, NID, Block, DataLoader, MultiLayerFullNeighborSampler, NeighborSampler
+from graphpipe.dgl import (
+    EID,
+    NID,
+    Block,
+    DataLoader,
+    MultiLayerFullNeighborSampler,
+    NeighborSampler,
+)
 from graphpipe.dgl.block import dgl_or_none
 from graphpipe.store import GraphStore
 
@@ -144,7 +151,7 @@ def test_block_face() -> None:
     assert moved.srcdata["h"].tolist() == [0.0, 1.0, 2.0, 3.0] and moved is not block
     assert block.in_degrees().tolist() == [2, 0, 1]
     assert [t.tolist() for t in block.edges(form="all")] == [[3, 0, 1], [0, 0, 2], [0, 1, 2]]
-    indptr, indices, eids = block.adj_tensors("csc")
+    indptr, _, eids = block.adj_tensors("csc")
     assert indptr.tolist() == [0, 2, 2, 3] and eids.tolist() == [0, 1, 2]
     with pytest.raises(ValueError, match="form"):
         block.edges(form="eid")

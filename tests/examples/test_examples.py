@@ -30,13 +30,16 @@ def _make_diff():
 def test_diffs_are_current():
     make_diff = _make_diff()
     pairs = make_diff.pairs()
-    assert [p[1].name for p in pairs] == ["pyg_products_sage.py", "pyg_products_sage_graphpipe.py"]
+    assert [p[1].name for p in pairs] == ["dgl_node_classification.py", "graphbolt_node_classification.py",
+                                          "pyg_products_sage.py", "pyg_products_sage_graphpipe.py"]
     for orig, port, target in pairs:
         assert target.read_text() == make_diff.unified(orig, port), (
             f"{target.name} is stale: run python examples/make_diff.py")
     # the counts docs/dropin.md quotes
     assert make_diff.counts((EXAMPLES / "pyg_products_sage.diff").read_text()) == (6, 8)
     assert make_diff.counts((EXAMPLES / "pyg_products_sage_graphpipe.diff").read_text()) == (3, 4)
+    for port in ("dgl_node_classification", "graphbolt_node_classification"):  # the import only
+        assert make_diff.counts((EXAMPLES / f"{port}.diff").read_text()) == (1, 1)
 
 
 def short_schedule(source: str, runs: int, epochs: int) -> str:

@@ -1,0 +1,138 @@
+"""Issue 28, DGL drop-in: two upstream DGL 2.1 example scripts against their ports whose
+only change is the import (examples/*.diff), in one run on one products-like graph.
+
+* ``dgl_node_classification``: DGL's examples/pytorch/graphsage/node_classification.py
+  (``dgl.dataloading.DataLoader`` + ``NeighborSampler([10, 10, 10])``, layer-wise
+  inference with ``MultiLayerFullNeighborSampler(1)``) and its port on ``graphpipe.dgl``;
+* ``graphbolt_node_classification``: DGL's examples/sampling/graphbolt/node_classification.py
+  (``ItemSampler`` -> ``sample_neighbor`` -> ``fetch_feature`` -> ``copy_to`` ->
+  ``DataLoader``) on the graph exported as an on-disk dataset, and its port on
+  ``graphpipe.graphbolt`` reading the same folder (ingested once into a store).
+
+Every script runs whole, as a user runs it (``.venv-dgl``, a fresh process each), in
+rounds that alternate which goes first; ``port+PASSIVE`` is the port with
+``OMP_WAIT_POLICY=PASSIVE`` set in the environment (the scripts import torch before
+graphpipe). Reported per script: median epoch time over the epochs after the first
+(the first includes warm-up), the ratio port / original (below 1: the port is faster),
+validation accuracy after the last epoch and test accuracy, means over the rounds.
+
+    .venv/bin/python benchmarks/dropin_dgl.py [--nodes 50000] [--epochs 5] [--rounds 2] [--write]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+CACHE = Path(tempfile.gettempdir()) / "graphpipe_bench_dropin_dgl"
+SCRIPTS = {"dgl_node_classification": "--store", "graphbolt_node_classification": "--dataset"}
+EPOCH = re.compile(r"Epoch (\d+) \| Loss ([\d.]+) \| Accuracy ([\d.]+) \| Time ([\d.]+)")
+TEST = re.compile(r"Test [Aa]ccuracy ([\d.]+)")
+
+
+def make_data(nodes: int, degree: float) -> tuple[Path, Path]:
+    """A products-like graph (47 classes, 100 features, 8/2/90 split) as a store and as a
+    GraphBolt on-disk dataset folder, made once into the temp directory."""
+    from graphpipe.export import write_graphbolt
+    from graphpipe.ingest import IngestOptions, ingest
+    from graphpipe.synthetic import community_graph
+
+    path = CACHE / f"products{nodes}_d{degree:g}"
+    store, folder = path / "store", path / "gb"
+    if not (folder / "metadata.yaml").exists():
+        g = community_graph(nodes, 47, feature_dim=100, avg_degree=degree, train_frac=0.08,
+                            valid_frac=0.02, seed=0)
+        path.mkdir(parents=True, exist_ok=True)
+        np.savez(path / "g.npz", src=g.src, dst=g.dst, x=g.features, y=g.labels, num_nodes=nodes,
+                 train_idx=g.splits["train"], valid_idx=g.splits["valid"], test_idx=g.splits["test"])
+        write_graphbolt(ingest(path / "g.npz", store, IngestOptions(edge_ids="always")), folder)
+        (path / "g.npz").unlink()
+    return store, folder
+
+
+def run(python: str, script: str, data: Path, epochs: int, passive: bool) -> dict:
+    """One whole run of ``examples/<script>.py``: its epochs, test accuracy, wall time."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "DGLBACKEND": "pytorch"}
+    env.pop("OMP_WAIT_POLICY", None)
+    if passive:
+        env["OMP_WAIT_POLICY"] = "PASSIVE"
+    load = os.getloadavg()[0]
+    started = time.perf_counter()
+    proc = subprocess.run(["nice", python, str(EXAMPLES / f"{script}.py"), SCRIPTS[script.split(".")[0]],
+                           str(data), "--epochs", str(epochs)], env=env, capture_output=True, text=True,
+                          timeout=3600, check=False)
+    wall = time.perf_counter() - started
+    if proc.returncode != 0:
+        raise SystemExit(f"{script} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
+    epochs_seen = [(float(t), float(acc)) for _, _, acc, t in EPOCH.findall(proc.stdout)]
+    test = TEST.findall(proc.stdout)
+    return {"epochs": epochs_seen, "test": float(test[-1]), "wall": wall, "load": load}
+
+
+def summary(runs: list[dict]) -> dict:
+    later = [t for r in runs for t, _ in r["epochs"][1:]]
+    return {"epoch_s": statistics.median(later), "first_s": statistics.median(r["epochs"][0][0] for r in runs),
+            "val": statistics.mean(r["epochs"][-1][1] for r in runs),
+            "test": statistics.mean(r["test"] for r in runs), "wall": statistics.median(r["wall"] for r in runs),
+            "load": statistics.mean(r["load"] for r in runs), "n": len(runs)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=50_000)
+    parser.add_argument("--degree", type=float, default=25)
+    parser.add_argument("--epochs", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--python", default=str(ROOT / ".venv-dgl" / "bin" / "python"))
+    parser.add_argument("--only", choices=sorted(SCRIPTS), default=None)
+    parser.add_argument("--write", action="store_true", help="append the table to results/dropin_dgl.md")
+    args = parser.parse_args()
+    store, folder = make_data(args.nodes, args.degree)
+    print(f"graph: {args.nodes} nodes, average degree {args.degree:g}; {os.cpu_count()} cores, "
+          f"load {os.getloadavg()[0]:.2f} at start, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    rows = []
+    for script in ([args.only] if args.only else SCRIPTS):
+        data = store if script.startswith("dgl_") else folder
+        variants = {"original": (f"{script}.orig", False), "port": (script, False),
+                    "port+PASSIVE": (script, True)}
+        runs: dict[str, list] = {name: [] for name in variants}
+        for r in range(args.rounds):
+            names = list(variants) if r % 2 == 0 else list(reversed(variants))
+            for name in names:
+                result = run(args.python, variants[name][0], data, args.epochs, variants[name][1])
+                runs[name].append(result)
+                print(f"  {script} {name}: epochs {[round(t, 2) for t, _ in result['epochs']]} s, "
+                      f"val {result['epochs'][-1][1]:.4f}, test {result['test']:.4f}, "
+                      f"wall {result['wall']:.1f} s, load {result['load']:.1f}", flush=True)
+        base = summary(runs["original"])
+        for name, got in runs.items():
+            s = summary(got)
+            rows.append(f"| {script} | {name} | {s['epoch_s']:.3f} | {s['epoch_s'] / base['epoch_s']:.2f} | "
+                        f"{s['first_s']:.2f} | {s['val']:.4f} | {s['test']:.4f} | {s['wall']:.1f} | "
+                        f"{s['load']:.1f} | {s['n']} |")
+    header = ("| script | loader | epoch s (median, epochs 2+) | / original | first epoch s | val acc "
+              "| test acc | wall s | load | runs |")
+    table = [header, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |", *rows]
+    print("\n".join(table))
+    if args.write:
+        out = ROOT / "benchmarks" / "results" / "dropin_dgl.md"
+        head = "" if out.exists() else "# DGL drop-in: upstream scripts against their one-import ports\n"
+        with out.open("a") as f:
+            f.write(f"{head}\n`{' '.join(sys.argv)}` ({args.nodes} nodes, degree {args.degree:g}, "
+                    f"{args.epochs} epochs, {args.rounds} rounds; {os.cpu_count()} cores, "
+                    f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})\n\n" + "\n".join(table) + "\n")
+
+
+if __name__ == "__main__":
+    main()
