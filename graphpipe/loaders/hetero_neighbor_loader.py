@@ -114,8 +114,9 @@ class HeteroNeighborLoader:
         self.match_reorder = match_reorder
         if (num_neighbors is None) == (fanouts is None):
             raise ValueError("give the fanouts once: 'num_neighbors' (PyG's name) or 'fanouts'")
-        self.data: HeteroGraphData = resolve_hetero_data(data)
-        self.fanouts = resolve_fanouts(num_neighbors if fanouts is None else fanouts, self.data.edge_types)
+        self.data = data  # the caller's object, as PyG keeps it
+        self.graph: HeteroGraphData = resolve_hetero_data(data)
+        self.fanouts = resolve_fanouts(num_neighbors if fanouts is None else fanouts, self.graph.edge_types)
         self.frontier = check_frontier(frontier)
         self.batch_size = _positive("batch_size", batch_size)
         self.window = _positive("window", window)
@@ -134,27 +135,32 @@ class HeteroNeighborLoader:
             raise ValueError(f"'device' is not a torch device (got {device!r})") from None
         if self.device.type == "cuda" and not torch.cuda.is_available():
             raise ValueError(f"'device' is {device!r} but CUDA is not available")
-        self.target_type, self.input_nodes, self._input_by_node = _resolve_input(self.data, input_nodes)
+        self.target_type, self.input_nodes, self._input_by_node = _resolve_input(self.graph, input_nodes)
         self.rows: dict[str, RowSource] = (
-            {t: self._row_source(t, cache, cache_rows) for t in self.data.features} if features else {})
+            {t: self._row_source(t, cache, cache_rows) for t in self.graph.features} if features else {})
         self.gather = TypedGather(self.rows, match=match_reorder in (True, "match"))
         self.sampler = sampler  # None: the local typed sampler; else e.g. RemoteHeteroSampler
         if sampler is not None:
-            sampler.check_graph(self.data.num_nodes_dict, self.data.edge_types)
+            sampler.check_graph(self.graph.num_nodes_dict, self.graph.edge_types)
         self._epoch = 0
 
     def _row_source(self, ntype: str, cache: str | None, cache_rows: float) -> RowSource:
-        feat = self.data.features[ntype]
+        feat = self.graph.features[ntype]
         rows: RowSource = ChunkedRows([feat], max(1, feat.shape[0]))
         if cache == "degree":
             budget = _budget(cache_rows, feat.shape[0])
-            rows = DegreeCachedRows(rows, degree_order(self.data.in_degrees(ntype))[:budget])
+            rows = DegreeCachedRows(rows, degree_order(self.graph.in_degrees(ntype))[:budget])
         return rows
 
     # -- sizes and plan -------------------------------------------------------------------------
     def __len__(self) -> int:
         n = int(self.input_nodes.shape[0])
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+    @property
+    def dataset(self) -> range:
+        """``range(len(input_nodes))``, PyG's (``len(loader.dataset)`` counts the seeds)."""
+        return range(int(self.input_nodes.shape[0]))
 
     def set_epoch(self, epoch: int) -> None:
         """Make the next ``iter()`` run epoch ``epoch`` (batches depend on ``(seed, epoch)``)."""
@@ -191,7 +197,7 @@ class HeteroNeighborLoader:
                                            replace=self.replace, frontier=self.frontier)
             else:
                 outs = sample_hetero_neighbors_batches(
-                    self.data.graph, seed_dicts, self.fanouts, seeds=keys[s:s + self.window],
+                    self.graph.graph, seed_dicts, self.fanouts, seeds=keys[s:s + self.window],
                     replace=self.replace, frontier=self.frontier, num_threads=self.num_threads)
             order = range(len(outs))
             if self.match_reorder is True and self.shuffle and len(outs) > 2 and self.rows:
@@ -204,8 +210,8 @@ class HeteroNeighborLoader:
         """A batch from a sample: feature rows and labels per type, PyG's edge layout."""
         x = self.gather(out.n_id)
         y_dict = {t: torch.from_numpy(np.asarray(labels[out.n_id[t]]))
-                  for t, labels in self.data.labels.items()}
-        order = self.data.edge_order
+                  for t, labels in self.graph.labels.items()}
+        order = self.graph.edge_order
         seeds = self.input_nodes[pos]
         batch = HeteroMiniBatch(
             n_id={t: torch.from_numpy(v) for t, v in out.n_id.items()}, x=x,
@@ -215,7 +221,7 @@ class HeteroNeighborLoader:
             num_sampled_nodes=out.num_sampled_nodes, num_sampled_edges=out.num_sampled_edges,
             input_id=torch.from_numpy(seeds if self._input_by_node else pos.astype(np.int64)),
             y_dict=y_dict, edge_attr={et: torch.from_numpy(np.asarray(f[out.edge_ids[et]]))
-                                      for et, f in self.data.edge_features.items()})
+                                      for et, f in self.graph.edge_features.items()})
         return batch if self.device.type == "cpu" else batch.to(self.device)
 
     def __iter__(self) -> Iterator[HeteroMiniBatch]:

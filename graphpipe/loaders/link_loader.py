@@ -245,17 +245,22 @@ class LinkNeighborLoader(NeighborLoader):
         self.edge_time: np.ndarray | None = None   # temporal: each supervision edge's time
         if neg_sampling_ratio:  # PyG: the older spelling wins over neg_sampling
             neg_sampling = {"mode": "binary", "amount": neg_sampling_ratio}
-        self.neg_sampling = resolve_negatives(neg_sampling, self.data.indptr, self.data.num_nodes)
-        self.edge_src, self.edge_dst = _resolve_edges(edge_label_index, self.data)
+        self.neg_sampling = resolve_negatives(neg_sampling, self.graph.indptr, self.graph.num_nodes)
+        self.edge_src, self.edge_dst = _resolve_edges(edge_label_index, self.graph)
         self.edge_label = _resolve_label(edge_label, self.edge_src.shape[0], self.neg_sampling)
         self.exclude_seed_edges = bool(exclude_seed_edges)
-        if self.exclude_seed_edges and self.data.num_nodes > MAX_PAIR_NODES:
+        if self.exclude_seed_edges and self.graph.num_nodes > MAX_PAIR_NODES:
             raise ValueError(f"'exclude_seed_edges' supports up to {MAX_PAIR_NODES} nodes")
         self.transfer = _LinkTransfer(self.transfer)
         if time_attr is not None:
             setup_temporal_link(self, time_attr, temporal_strategy, kwargs)
-            self.edge_time = resolve_edge_label_time(edge_label_time, edge_label_index, self.data,
+            self.edge_time = resolve_edge_label_time(edge_label_time, edge_label_index, self.graph,
                                                      self.edge_src.shape[0])
+
+    @property
+    def dataset(self) -> range:
+        """``range(len(edge_label_index))``: the positions of the supervision edges, PyG's."""
+        return range(int(self.edge_src.shape[0]))
 
     def __len__(self) -> int:
         n = int(self.edge_src.shape[0])
@@ -277,9 +282,9 @@ class LinkNeighborLoader(NeighborLoader):
         if self.edge_time is not None:
             return plan_temporal_link_batch(positions, self.edge_src[positions], self.edge_dst[positions],
                                             self.edge_time[positions], label, self.neg_sampling,
-                                            self.data.num_nodes, key, self.sampler.node_time)
+                                            self.graph.num_nodes, key, self.sampler.node_time)
         return plan_link_batch(positions, self.edge_src[positions], self.edge_dst[positions], label,
-                               self.neg_sampling, self.data.num_nodes, key)
+                               self.neg_sampling, self.graph.num_nodes, key)
 
     def _sample_window(self, positions: Sequence[np.ndarray], keys: Sequence[int]) -> tuple[list, list]:
         plans = [self.plan(p, k) for p, k in zip(positions, keys)]
@@ -287,7 +292,7 @@ class LinkNeighborLoader(NeighborLoader):
         outputs = self.sample([p.nodes for p in plans], keys, times)
         if self.exclude_seed_edges:
             exclude = exclude_seed_edges if self.edge_time is None else exclude_edges_anywhere
-            outputs = [exclude(o, p.pos_src, p.pos_dst, self.data.num_nodes)
+            outputs = [exclude(o, p.pos_src, p.pos_dst, self.graph.num_nodes)
                        for o, p in zip(outputs, plans)]
         return plans, outputs
 

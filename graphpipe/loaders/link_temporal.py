@@ -96,7 +96,7 @@ def setup_temporal_link(loader: Any, time_attr: str, strategy: str, options: dic
                            shard=options.get("shard"), frontier=options.get("frontier"), replace=replace,
                            backend=options.get("sampler_backend", "auto"),
                            output=options.get("output", "minibatch"))
-    loader.sampler = build_temporal_sampler(loader.data, time_attr, loader.fanouts, strategy=strategy,
+    loader.sampler = build_temporal_sampler(loader.graph, time_attr, loader.fanouts, strategy=strategy,
                                             replace=replace, num_threads=options.get("num_threads"))
     loader.sample = SampleStage(loader.sampler, loader._stats)
     loader.temporal = loader.disjoint = True

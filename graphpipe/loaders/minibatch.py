@@ -123,22 +123,24 @@ class MiniBatch:
                     return attrs[name]
         raise AttributeError(f"'MiniBatch' object has no attribute {name!r}")
 
-    def _map(self, fn: Any) -> MiniBatch:
-        """A copy with ``fn`` applied to every tensor (None stays None)."""
-        def move(t: torch.Tensor | None) -> torch.Tensor | None:
-            return None if t is None else fn(t)
+    def _map(self, fn: Any, names: tuple[str, ...] = ()) -> MiniBatch:
+        """A copy with ``fn`` applied to every tensor (None stays None), or only to the
+        attributes ``names`` (``"x"``, ``"edge_index"``, ``"blocks"``, a node/edge attribute)."""
+        def keep(name: str, t: torch.Tensor | None) -> torch.Tensor | None:
+            return t if t is None or (names and name not in names) else fn(t)
 
-        return MiniBatch(n_id=move(self.n_id), x=move(self.x), y=move(self.y),
-                         batch_size=self.batch_size,
-                         blocks=[Block(move(b.indptr), move(b.indices), b.num_dst, b.num_src,
-                                       move(b.edge_ids)) for b in self.blocks],
-                         edge_index=move(self.edge_index), e_id=move(self.e_id),
+        blocks = (self.blocks if names and "blocks" not in names else
+                  [Block(fn(b.indptr), fn(b.indices), b.num_dst, b.num_src, fn(b.edge_ids))
+                   for b in self.blocks])
+        return MiniBatch(n_id=keep("n_id", self.n_id), x=keep("x", self.x), y=keep("y", self.y),
+                         batch_size=self.batch_size, blocks=blocks,
+                         edge_index=keep("edge_index", self.edge_index), e_id=keep("e_id", self.e_id),
                          num_sampled_nodes=list(self.num_sampled_nodes),
                          num_sampled_edges=list(self.num_sampled_edges),
-                         input_id=move(self.input_id), edge_attr=move(self.edge_attr),
-                         node_attrs={k: move(v) for k, v in self.node_attrs.items()},
-                         edge_attrs={k: move(v) for k, v in self.edge_attrs.items()},
-                         batch=move(self.batch), seed_time=move(self.seed_time))
+                         input_id=keep("input_id", self.input_id), edge_attr=keep("edge_attr", self.edge_attr),
+                         node_attrs={k: keep(k, v) for k, v in self.node_attrs.items()},
+                         edge_attrs={k: keep(k, v) for k, v in self.edge_attrs.items()},
+                         batch=keep("batch", self.batch), seed_time=keep("seed_time", self.seed_time))
 
     @property
     def num_nodes(self) -> int:
@@ -149,9 +151,10 @@ class MiniBatch:
         """int64 ``(batch_size,)`` global IDs of the seeds."""
         return self.n_id[: self.batch_size]
 
-    def to(self, device: torch.device | str, non_blocking: bool = False) -> MiniBatch:
-        """A copy on ``device`` (tensors already there are not copied)."""
-        return self._map(lambda t: t.to(device, non_blocking=non_blocking))
+    def to(self, device: torch.device | str, *attrs: str, non_blocking: bool = False) -> MiniBatch:
+        """A copy on ``device`` (tensors already there are not copied); with ``attrs``
+        (PyG's ``batch.to(device, "x", "edge_index")``) only those attributes move."""
+        return self._map(lambda t: t.to(device, non_blocking=non_blocking), attrs)
 
     def pin_memory(self) -> MiniBatch:
         """A copy with every tensor in pinned host memory."""

@@ -166,6 +166,10 @@ class NeighborLoader:
             valid edges); only with ``time_attr``.
 
     Attributes:
+        data: ``data`` as given (PyG's: a ``Data`` stays the caller's object; deleting its
+            ``x`` / ``y``, as PyG's layer-wise inference does, leaves them out of the batches).
+        graph: the :class:`graphpipe.loaders.graph_data.GraphData` the loader reads.
+        dataset: ``range(len(input_nodes))`` (PyG's: ``len(loader.dataset)`` counts the seeds).
         match_reorder: the setting in use (``"auto"`` resolved: True, ``"match"`` or False).
         stats: :class:`LoaderStats` of the current (or last) epoch.
         rows: the :class:`graphpipe.loaders.rows.RowSource` the gather stage reads (the
@@ -309,16 +313,17 @@ class NeighborLoader:
         self.fixed_seed = seed is not None
         self.seed = int(seed) if seed is not None else draw_seed(self._generator)
 
-        self.data: GraphData = resolve_graph_data(data)
+        self.data = data  # the caller's object, as PyG keeps it (layer-wise inference edits it)
+        self.graph: GraphData = resolve_graph_data(data)
         self.features = features is not False
         self.feature_tier = features if self.features else False
-        if self.features and self.data.feature_chunks is None:
+        if self.features and self.graph.feature_chunks is None:
             raise ValueError("'data' has no node features ('node/feat' or 'x'); "
                              "pass features=False to load topology and labels only")
-        self.input_nodes = _resolve_input_nodes(input_nodes, self.data, repeats=self.temporal)
+        self.input_nodes = _resolve_input_nodes(input_nodes, self.graph, repeats=self.temporal)
         # input_id indexes input_nodes as given, as PyG's: a mask (or None) by node ID
         self._input_by_node = input_nodes is None or _is_mask(input_nodes)
-        store = self.data.store
+        store = self.graph.store
         self._edge_id = (store.edge_id if output == "dgl" and store is not None
                          and store.has_array("csc/edge_id") else None)
         self.cache: DegreeCachedRows | None = None
@@ -329,12 +334,12 @@ class NeighborLoader:
 
         self.input_time: np.ndarray | None = None   # with time_attr: each input node's time
         if self.temporal:
-            self.sampler = build_temporal_sampler(self.data, time_attr, self.fanouts, strategy=temporal_strategy,
+            self.sampler = build_temporal_sampler(self.graph, time_attr, self.fanouts, strategy=temporal_strategy,
                                                   replace=replace, num_threads=num_threads)
             self.input_time = resolve_input_time(input_time, self.input_nodes, self.sampler)
         else:
             self.sampler = sampler if sampler is not None else LocalSampler(
-                self.data.indptr, self.data.indices, self.fanouts, replace=replace, num_threads=num_threads,
+                self.graph.indptr, self.graph.indices, self.fanouts, replace=replace, num_threads=num_threads,
                 backend=sampler_backend, device=device, frontier=frontier)
         if not isinstance(self.sampler, BaseSampler):
             raise ValueError(f"'sampler' must be a graphpipe.loaders.BaseSampler "  # noqa: TRY004 - the project reports bad arguments as ValueError
@@ -349,11 +354,11 @@ class NeighborLoader:
         self.sample = SampleStage(self.sampler, self._stats)
         # Reorder permutes batches: only in an order-free (shuffled) epoch.
         self.reorder = ReorderStage(match_reorder is True and self.shuffle, self._stats, reorder_by)
-        self.gather = GatherStage(self.rows, self.data.num_nodes, self.data.labels,
+        self.gather = GatherStage(self.rows, self.graph.num_nodes, self.graph.labels,
                                   match_reorder in (True, "match"), self._stats,
                                   on_device=self.device.type != "cpu",
                                   pin_memory=self.device.type == "cuda", seed=self.seed,
-                                  attrs=self.data.attrs)
+                                  attrs=self.graph.attrs)
         self.transfer = TransferStage(self.device, self.rows, self._stats)
         self._epoch = 0
         self._active: weakref.ref | None = None
@@ -379,13 +384,13 @@ class NeighborLoader:
     def _row_source(self, cache: str | None, cache_rows: float) -> RowSource | None:
         """The feature rows the gather stage reads: the store's, wrapped in the degree cache
         (``cache="degree"``, kept as :attr:`cache`) and in quantization (``feature_bits``)."""
-        budget = _cache_budget(cache_rows, self.data.num_nodes) if cache is not None else 0
+        budget = _cache_budget(cache_rows, self.graph.num_nodes) if cache is not None else 0
         if not self.features:
             return None
-        rows: RowSource = feature_source(self.data, self.feature_tier)
+        rows: RowSource = feature_source(self.graph, self.feature_tier)
         if cache == "degree":
-            rows = self.cache = DegreeCachedRows.by_degree(rows, self.data.indptr, budget,
-                                                           store=self.data.store)
+            rows = self.cache = DegreeCachedRows.by_degree(rows, self.graph.indptr, budget,
+                                                           store=self.graph.store)
         if self.feature_bits is not None:
             rows = QuantizedRowSource(rows, self.feature_bits, seed=self.seed)
         return rows
@@ -394,6 +399,12 @@ class NeighborLoader:
     def __len__(self) -> int:
         n = int(self.input_nodes.shape[0]) if self.shard is None else self.shard.count(self.input_nodes)
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+    @property
+    def dataset(self) -> range:
+        """``range(len(input_nodes))``: what PyG's loader iterates over (the positions of its
+        seeds), so ``len(loader.dataset)`` counts the seeds (progress bars)."""
+        return range(int(self.input_nodes.shape[0]))
 
     @property
     def stats(self) -> LoaderStats:
@@ -515,9 +526,22 @@ class NeighborLoader:
         if not self.fixed_seed:  # a new draw from torch's RNG per epoch, as PyG's DataLoader
             self.seed = self.gather.seed = draw_seed(self._generator)
         self._stats.current = LoaderStats(epoch=epoch)
+        self._follow_data_edits()
         it = _LoaderIterator(self, epoch)
         self._active = weakref.ref(it)
         return it
+
+    def _follow_data_edits(self) -> None:
+        """PyG's layer-wise inference deletes ``x`` / ``y`` from ``loader.data`` (a ``Data``)
+        so that batches leave them out: then none are gathered, as PyG's loader does; put
+        back, they are gathered again (the batch before is forgotten, Match restarts)."""
+        if not hasattr(self.data, "is_node_attr"):  # a PyG Data (a store cannot lose x)
+            return
+        features = self.rows is not None and "x" in self.data
+        if features != self.gather.features:
+            self.gather.reset()
+            self.gather.features = features
+        self.gather.labels = self.graph.labels if "y" in self.data else None
 
     def __repr__(self) -> str:
         return (f"NeighborLoader(num_neighbors={self.fanouts}, batch_size={self.batch_size}, "

@@ -1,12 +1,19 @@
-"""What :class:`graphpipe.loaders.HeteroNeighborLoader` yields: :class:`HeteroMiniBatch`, a
-sampled typed subgraph with its features, in PyG's layout (``n_id`` / ``x`` /
+"""What the heterogeneous :class:`graphpipe.loaders.NeighborLoader` yields: :class:`HeteroMiniBatch`,
+a sampled typed subgraph with its features, in PyG's layout (``n_id`` / ``x`` /
 ``edge_index`` dicts, seeds first in the target type) and as DGL-style typed blocks.
+
+It has ``HeteroData``'s face, as :class:`graphpipe.loaders.MiniBatch` has ``Data``'s, so a
+PyG script runs on it unchanged: ``batch["paper"].x`` / ``.y`` / ``.n_id`` /
+``.batch_size`` per node type, ``batch["author", "writes", "paper"].edge_index`` / ``.e_id``
+per relation, ``batch.x_dict`` / ``batch.edge_index_dict`` / any ``batch.<attr>_dict``,
+``batch.metadata()`` and ``batch.to(device, "edge_index")`` (only the named attributes
+move). ``batch.to_pyg()`` gives the same as a ``HeteroData``.
 
 For a model: ``batch.x[t]`` are the input rows of the nodes ``batch.n_id[t]``;
 ``batch.edge_index[(s, r, d)]`` is ``(2, E)`` with row 0 a local ID into ``n_id[s]``
 and row 1 a local ID into ``n_id[d]``; the logits to score are those of the first
 ``batch.batch_size`` nodes of ``batch.target_type`` and ``batch.y[:batch.batch_size]``
-their labels. ``batch.to_pyg()`` gives the same as a ``HeteroData``.
+their labels.
 """
 
 from __future__ import annotations
@@ -19,9 +26,64 @@ import torch
 
 from graphpipe.loaders.minibatch import Block
 
-__all__ = ["HeteroMiniBatch"]
+__all__ = ["HeteroMiniBatch", "TypeView"]
 
 EdgeType = tuple[str, str, str]
+
+# the batch's dict behind each attribute of a node type / relation (``batch[key].<name>``)
+_NODE_SLOTS = {"x": "x", "y": "y_dict", "n_id": "n_id", "num_sampled_nodes": "num_sampled_nodes"}
+_EDGE_SLOTS = {"edge_index": "edge_index", "edge_attr": "edge_attr", "e_id": "e_id",
+               "num_sampled_edges": "num_sampled_edges"}
+
+
+class TypeView:
+    """One node type or relation of a :class:`HeteroMiniBatch`, as PyG's ``NodeStorage`` /
+    ``EdgeStorage``: ``view.x``, ``view.n_id``, ``view.edge_index``... read the batch's
+    dicts; setting an attribute writes it there (a name the batch does not know is kept
+    beside, per type); ``keys()`` lists what PyG's storage would hold."""
+
+    __slots__ = ("_batch", "_key")
+
+    def __init__(self, batch: HeteroMiniBatch, key: str | EdgeType):
+        object.__setattr__(self, "_batch", batch)
+        object.__setattr__(self, "_key", key)
+
+    def _fields(self) -> dict[str, Any]:
+        return self._batch._fields(self._key)
+
+    def __getattr__(self, name: str) -> Any:
+        fields = self._fields()
+        if name in fields:
+            return fields[name]
+        if name == "num_nodes" and isinstance(self._key, str):
+            return int(self._batch.n_id[self._key].numel())
+        if name == "num_edges" and not isinstance(self._key, str):
+            return int(self._batch.edge_index[self._key].shape[1])
+        raise AttributeError(f"{self._key!r} of the batch has no attribute {name!r}")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        self._batch._set(self._key, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        self._batch._set(self._key, name, None)
+
+    def __getitem__(self, name: str) -> Any:
+        return getattr(self, name)
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        self._batch._set(self._key, name, value)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._fields()
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self._fields().get(name, default)
+
+    def keys(self) -> list[str]:
+        return list(self._fields())
+
+    def __repr__(self) -> str:
+        return f"TypeView({self._key!r}, keys={self.keys()})"
 
 
 @dataclass
@@ -65,6 +127,108 @@ class HeteroMiniBatch:
     input_id: torch.Tensor | None = None
     y_dict: dict[str, torch.Tensor] = field(default_factory=dict)
     edge_attr: dict[EdgeType, torch.Tensor] = field(default_factory=dict)
+    extra: dict[Any, dict[str, Any]] = field(default_factory=dict)
+
+    # -- HeteroData's face ----------------------------------------------------------------------
+    def __getitem__(self, key: str | tuple) -> TypeView:
+        """``batch["paper"]`` (a node type) or ``batch["author", "writes", "paper"]`` (a
+        relation; ``(src, dst)`` when one relation joins them) as a :class:`TypeView`.
+
+        >>> import numpy as np
+        >>> from graphpipe.loaders import HeteroGraphData, NeighborLoader
+        >>> data = HeteroGraphData.from_dicts(
+        ...     {"paper": 3, "author": 2},
+        ...     {("author", "writes", "paper"): (np.array([0, 1, 1]), np.array([0, 0, 2]))},
+        ...     x={"paper": np.eye(3, dtype=np.float32)}, y={"paper": np.array([1, 0, 1])})
+        >>> batch = next(iter(NeighborLoader(data, [2], input_nodes="paper", batch_size=2, seed=0)))
+        >>> batch["paper"].batch_size, batch["paper"].y.tolist(), batch["author"].n_id.tolist()
+        (2, [1, 0], [0, 1])
+        >>> batch = batch.to("cpu", "edge_index")          # PyG's: only the named attributes
+        >>> batch["author", "writes", "paper"].edge_index.tolist(), list(batch.x_dict)
+        ([[0, 1], [0, 0]], ['paper'])
+        >>> batch.n_id_dict["author"].tolist(), batch.metadata()[0]
+        ([0, 1], ['paper', 'author'])
+        """
+        if isinstance(key, str):
+            if key not in self.n_id:
+                raise KeyError(f"no node type {key!r} in the batch (node types: {self.node_types})")
+            return TypeView(self, key)
+        key = tuple(key)
+        if len(key) == 2:
+            found = [et for et in self.edge_index if (et[0], et[2]) == key]
+            if len(found) != 1:
+                raise KeyError(f"{key!r} names {len(found)} relations; give (src, rel, dst)")
+            key = found[0]
+        if key not in self.edge_index:
+            raise KeyError(f"no relation {key!r} in the batch (relations: {self.edge_types})")
+        return TypeView(self, key)
+
+    def _fields(self, key: str | EdgeType) -> dict[str, Any]:
+        """What PyG's storage of ``key`` holds in its loader's batch, in its order."""
+        if isinstance(key, str):
+            fields: dict[str, Any] = {}
+            if key in self.x:
+                fields["x"] = self.x[key]
+            else:
+                fields["num_nodes"] = int(self.n_id[key].numel())
+            if key in self.y_dict:
+                fields["y"] = self.y_dict[key]
+            fields["n_id"] = self.n_id[key]
+            fields["num_sampled_nodes"] = self.num_sampled_nodes.get(key, [])
+            if key == self.target_type:
+                fields["batch_size"] = self.batch_size
+                if self.input_id is not None:
+                    fields["input_id"] = self.input_id
+        else:
+            fields = {"edge_index": self.edge_index[key]}
+            if key in self.edge_attr:
+                fields["edge_attr"] = self.edge_attr[key]
+            fields["e_id"] = self.e_id[key]
+            fields["num_sampled_edges"] = self.num_sampled_edges.get(key, [])
+        fields.update({k: v for k, v in self.extra.get(key, {}).items() if v is not None})
+        return fields
+
+    def _set(self, key: str | EdgeType, name: str, value: Any) -> None:
+        """``batch[key].<name> = value`` (None deletes)."""
+        slots = _NODE_SLOTS if isinstance(key, str) else _EDGE_SLOTS
+        if name in slots:
+            target = getattr(self, slots[name])
+            if value is None:
+                target.pop(key, None)
+            else:
+                target[key] = value
+            if name == "y" and key == self.target_type:
+                self.y = value
+        elif key == self.target_type and name in ("batch_size", "input_id"):
+            setattr(self, name, value)
+        else:
+            self.extra.setdefault(key, {})[name] = value
+
+    def collect(self, name: str) -> dict[Any, Any]:
+        """``{type or relation: its attribute name}`` over the types that have it (PyG's
+        ``HeteroData.collect``; ``batch.<name>_dict`` is the same)."""
+        out = {}
+        for key in [*self.n_id, *self.edge_index]:
+            fields = self._fields(key)
+            if name in fields:
+                out[key] = fields[name]
+        return out
+
+    def __getattr__(self, name: str) -> Any:
+        """``batch.<attr>_dict``: :meth:`collect` of ``attr`` (``n_id_dict``,
+        ``num_sampled_nodes_dict``, ``e_id_dict``, ...)."""
+        if name.endswith("_dict") and not name.startswith("_") and "n_id" in self.__dict__:
+            return self.collect(name[:-5])
+        raise AttributeError(f"'HeteroMiniBatch' object has no attribute {name!r}")
+
+    def metadata(self) -> tuple[list[str], list[EdgeType]]:
+        """``(node_types, edge_types)``, as PyG's ``HeteroData.metadata()`` (``to_hetero``)."""
+        return self.node_types, self.edge_types
+
+    @property
+    def num_nodes(self) -> int:
+        """Nodes of every type."""
+        return sum(int(v.numel()) for v in self.n_id.values())
 
     @property
     def node_types(self) -> list[str]:
@@ -118,23 +282,35 @@ class HeteroMiniBatch:
             layers.append(layer)
         return layers[::-1]
 
-    def _map(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> HeteroMiniBatch:
-        """A copy with ``fn`` applied to every tensor."""
-        def each(d: dict) -> dict:
-            return {k: fn(v) for k, v in d.items()}
+    def _map(self, fn: Callable[[torch.Tensor], torch.Tensor], names: tuple[str, ...] = ()) -> HeteroMiniBatch:
+        """A copy with ``fn`` applied to every tensor, or only to the attributes ``names``
+        (``"x"``, ``"edge_index"``, ...) of every type."""
+        def each(name: str, d: dict) -> dict:
+            if names and name not in names:
+                return dict(d)
+            return {k: fn(v) if isinstance(v, torch.Tensor) else v for k, v in d.items()}
 
+        def one(name: str, t: torch.Tensor | None) -> torch.Tensor | None:
+            return t if t is None or (names and name not in names) else fn(t)
+
+        extra = {key: {n: one(n, v) if isinstance(v, torch.Tensor) else v for n, v in d.items()}
+                 for key, d in self.extra.items()}
         return HeteroMiniBatch(
-            n_id=each(self.n_id), x=each(self.x), y=None if self.y is None else fn(self.y),
+            n_id=each("n_id", self.n_id), x=each("x", self.x), y=one("y", self.y),
             batch_size=self.batch_size, target_type=self.target_type,
-            edge_index=each(self.edge_index), e_id=each(self.e_id),
+            edge_index=each("edge_index", self.edge_index), e_id=each("e_id", self.e_id),
             num_sampled_nodes={k: list(v) for k, v in self.num_sampled_nodes.items()},
             num_sampled_edges={k: list(v) for k, v in self.num_sampled_edges.items()},
-            input_id=None if self.input_id is None else fn(self.input_id), y_dict=each(self.y_dict),
-            edge_attr=each(self.edge_attr))
+            input_id=one("input_id", self.input_id), y_dict=each("y", self.y_dict),
+            edge_attr=each("edge_attr", self.edge_attr), extra=extra)
 
-    def to(self, device: torch.device | str, non_blocking: bool = False) -> HeteroMiniBatch:
-        """A copy on ``device`` (tensors already there are not copied)."""
-        return self._map(lambda t: t.to(device, non_blocking=non_blocking))
+    def to(self, device: torch.device | str, *attrs: str, non_blocking: bool = False) -> HeteroMiniBatch:
+        """A copy on ``device`` (tensors already there are not copied); with ``attrs``
+        (PyG's ``batch.to(device, "edge_index")``) only those attributes move."""
+        return self._map(lambda t: t.to(device, non_blocking=non_blocking), attrs)
+
+    def cpu(self) -> HeteroMiniBatch:
+        return self.to("cpu")
 
     def pin_memory(self) -> HeteroMiniBatch:
         """A copy with every tensor in pinned host memory."""
@@ -167,23 +343,7 @@ class HeteroMiniBatch:
             raise ImportError("HeteroMiniBatch.to_pyg() needs torch_geometric; install it with "
                               "`pip install torch-geometric`") from exc
         data = HeteroData()
-        for t, ids in self.n_id.items():
-            store = data[t]
-            if t in self.x:
-                store.x = self.x[t]
-            else:
-                store.num_nodes = int(ids.numel())
-            if t in self.y_dict:
-                store.y = self.y_dict[t]
-            store.n_id = ids
-            store.num_sampled_nodes = list(self.num_sampled_nodes.get(t, []))
-        for et, ei in self.edge_index.items():
-            data[et].edge_index = ei
-            if et in self.edge_attr:
-                data[et].edge_attr = self.edge_attr[et]
-            data[et].e_id = self.e_id[et]
-            data[et].num_sampled_edges = list(self.num_sampled_edges.get(et, []))
-        data[self.target_type].batch_size = self.batch_size
-        if self.input_id is not None:
-            data[self.target_type].input_id = self.input_id
+        for key in [*self.n_id, *self.edge_index]:
+            for name, value in self._fields(key).items():
+                data[key][name] = list(value) if isinstance(value, list) else value
         return data

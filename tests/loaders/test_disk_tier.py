@@ -74,7 +74,7 @@ def test_tier_choice(tmp_path: Path) -> None:
     _write_store(tmp_path / "s", 300, 4)
     loader = NeighborLoader(tmp_path / "s", [2], batch_size=50, input_nodes="train", shuffle=True)  # small: memory
     assert isinstance(loader.rows, ChunkedRows)
-    assert choose_tier(loader.data, True) == "memory"
+    assert choose_tier(loader.graph, True) == "memory"
     small = NeighborLoader(tmp_path / "s", [2], batch_size=50, features="disk", cache="degree", cache_rows=10,
                            input_nodes="train", shuffle=True)
     tier = small.rows.backing  # the loader's degree cache wraps the disk tier's hot set + CLOCK
@@ -86,7 +86,7 @@ def test_tier_choice(tmp_path: Path) -> None:
     assert train.rows is infer.rows  # one disk tier and cache per store, not per loader
     with pytest.raises(ValueError, match="'features'"):
         NeighborLoader(tmp_path / "s", [2], batch_size=50, features="ssd", input_nodes="train", shuffle=True)
-    arrays = {"indptr": loader.data.indptr, "indices": loader.data.indices,
+    arrays = {"indptr": loader.graph.indptr, "indices": loader.graph.indices,
               "x": np.zeros((300, 4), np.float32)}
     with pytest.raises(ValueError, match="needs a store"):
         NeighborLoader(arrays, [2], batch_size=50, features="disk", input_nodes=None, shuffle=True)

@@ -153,10 +153,12 @@ def _pyg_data(raw: dict):
 
 
 @pytest.mark.requires_pyg_sampler
-def test_to_pyg_has_pygs_layout():
-    """The HeteroData of to_pyg() holds what PyG's own hetero NeighborLoader yields for the
-    same input (attribute by attribute, per node and edge type) and a PyG HeteroConv runs
-    on both; with fanout -1 (no draws) the nodes and edges reached are PyG's."""
+@pytest.mark.parametrize("face", ["batch", "to_pyg"])
+def test_typed_batch_has_pygs_layout(face):
+    """The typed batch (HeteroData's face) and its to_pyg() hold what PyG's own hetero
+    NeighborLoader yields for the same input (attribute by attribute, per node and edge
+    type) and a PyG HeteroConv runs on both; with fanout -1 (no draws) the nodes and edges
+    reached are PyG's."""
     from torch_geometric.loader import NeighborLoader as PyGLoader
 
     data, raw = make_data(5)
@@ -165,11 +167,15 @@ def test_to_pyg_has_pygs_layout():
     for fanouts in ([3, 2], [-1, -1]):
         theirs = next(iter(PyGLoader(pyg_data, fanouts, input_nodes=("paper", seeds), batch_size=4)))
         ours = next(iter(HeteroNeighborLoader(data, fanouts, input_nodes=("paper", seeds.numpy()),
-                                              batch_size=4, seed=0))).to_pyg()
+                                              batch_size=4, seed=0)))
+        ours = ours.to_pyg() if face == "to_pyg" else ours
         assert ours.node_types == theirs.node_types and ours.edge_types == theirs.edge_types
-        for key in theirs.node_types + theirs.edge_types:
+        assert ours.metadata() == theirs.metadata()
+        for key in theirs.node_types + theirs.edge_types:   # (PyG without pyg-lib: no num_sampled_*)
             missing = set(theirs[key].keys()) - set(ours[key].keys())
             assert not missing, (key, missing)
+        for name in ("x", "y", "n_id", "batch_size", "edge_index", "e_id"):
+            assert getattr(ours, f"{name}_dict").keys() == getattr(theirs, f"{name}_dict").keys(), name
         assert ours["paper"].batch_size == theirs["paper"].batch_size == 4
         assert ours["paper"].n_id[:4].tolist() == theirs["paper"].n_id[:4].tolist() == seeds.tolist()
         assert ours["paper"].input_id.tolist() == theirs["paper"].input_id.tolist()
@@ -189,6 +195,81 @@ def test_to_pyg_has_pygs_layout():
                 assert mine == pyg, et
                 assert sorted(ours[et].e_id.tolist()) == sorted(theirs[et].e_id.tolist())
         _run_hetero_conv(ours, theirs)
+
+
+def test_typed_batch_moves_named_attributes_and_takes_new_ones():
+    """PyG's ``batch.to(device, "edge_index")`` moves only the named attributes; attributes
+    set on a type are kept (and travel in to_pyg()); None deletes."""
+    data, _ = make_data(2)
+    batch = next(iter(HeteroNeighborLoader(data, [2, 2], input_nodes=("paper", np.arange(8)),
+                                           batch_size=8, seed=0)))
+    moved = batch.to("meta", "edge_index")
+    assert all(v.device.type == "meta" for v in moved.edge_index_dict.values())
+    assert all(v.device.type == "cpu" for v in [*moved.x_dict.values(), *moved.n_id_dict.values()])
+    assert moved["paper"].batch_size == 8 and moved.target_type == "paper"
+    assert batch.edge_index_dict[RELS[0]].device.type == "cpu"   # a copy, the batch unchanged
+    batch["author"].h = torch.ones(batch["author"].num_nodes)
+    batch["paper"].y = batch["paper"].y + 1
+    assert "h" in batch["author"] and batch.h_dict.keys() == {"author"}
+    assert torch.equal(batch.y, batch["paper"].y) and torch.equal(batch.to_pyg()["author"].h, batch["author"].h)
+    del batch["author"].x
+    assert "x" not in batch["author"] and "author" not in batch.x_dict
+    assert batch["author", "writes", "paper"].num_edges == batch.edge_index[RELS[0]].shape[1]
+    with pytest.raises(KeyError, match="venue"):
+        batch["venue"]
+
+
+class _SAGE(torch.nn.Module):
+    def __init__(self, linear, conv):
+        super().__init__()
+        self.conv1, self.conv2, self.lin = conv((-1, -1), 16), conv((-1, -1), 16), linear(-1, 2)
+
+    def forward(self, x, edge_index):
+        x = self.conv1(x, edge_index).relu()
+        x = self.conv2(x, edge_index).relu()
+        return self.lin(x)
+
+
+def test_pygs_to_hetero_mag_loop_runs_unchanged():
+    """The training and test loops of PyG's examples/hetero/to_hetero_mag.py (a
+    ``to_hetero`` GraphSAGE on the typed NeighborLoader's batches), only the import changed:
+    ``batch.to(device, 'edge_index')``, ``batch['paper'].batch_size``, ``batch.x_dict``,
+    ``batch.edge_index_dict``; the loss falls. (The example's ``Sequential`` model is
+    written as a Module: torch.fx in this torch cannot trace PyG's ``Sequential``.)"""
+    import torch.nn.functional as F
+    from torch_geometric.nn import Linear, SAGEConv, to_hetero
+
+    from graphpipe.loaders import NeighborLoader
+
+    _, raw = make_data(3)
+    data = _pyg_data({**raw, "x": {**raw["x"], "inst": np.eye(12, dtype=np.float32)}})
+    data["paper"].y = torch.from_numpy(raw["x"]["paper"][:, 0] > 0).long()   # learnable labels
+    data["paper"].train_mask = torch.rand(300, generator=torch.Generator().manual_seed(0)) < 0.8
+    device = torch.device("cpu")
+    train_loader = NeighborLoader(data, num_neighbors=[10] * 2, shuffle=True, batch_size=64,
+                                  input_nodes=("paper", data["paper"].train_mask), seed=0)
+    torch.manual_seed(0)
+    model = to_hetero(_SAGE(Linear, SAGEConv), data.metadata(), aggr="sum").to(device)
+    with torch.no_grad():  # init_params()
+        batch = next(iter(train_loader)).to(device, "edge_index")
+        model(batch.x_dict, batch.edge_index_dict)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    losses = []
+    for _ in range(8):   # train()
+        total_examples = total_loss = 0
+        for batch in train_loader:
+            optimizer.zero_grad()
+            batch = batch.to(device, "edge_index")
+            batch_size = batch["paper"].batch_size
+            out = model(batch.x_dict, batch.edge_index_dict)["paper"][:batch_size]
+            loss = F.cross_entropy(out, batch["paper"].y[:batch_size])
+            loss.backward()
+            optimizer.step()
+            total_examples += batch_size
+            total_loss += float(loss) * batch_size
+        losses.append(total_loss / total_examples)
+    assert total_examples == int(data["paper"].train_mask.sum())
+    assert losses[-1] < 0.7 * losses[0], losses
 
 
 def _run_hetero_conv(ours, theirs) -> None:
@@ -268,7 +349,7 @@ def test_typed_store_path_equals_in_memory(tmp_path):
     loader = HeteroNeighborLoader(str(tmp_path / "typed"), [4, 2], input_nodes=("paper", "train"),
                                   batch_size=25, seed=4, cache="degree")
     assert loader.target_type == "paper" and len(loader) == 4
-    assert loader.data.store is not None and set(loader.rows) == {"paper", "author"}
+    assert loader.graph.store is not None and set(loader.rows) == {"paper", "author"}
     seeds = []
     for batch in loader:
         check_batch(batch, raw, batch.seeds.numpy())
@@ -411,7 +492,7 @@ def test_neighbor_loader_serves_typed_graphs_as_pyg_does(tmp_path):
     by_path = NeighborLoader(str(tmp_path / "typed"), fanouts=[2], input_nodes=("paper", "train"),
                              batch_size=50)
     assert isinstance(by_path, HeteroNeighborLoader) and len(by_path) == 2
-    assert isinstance(NeighborLoader(by_path.data.store, [2], ("paper", "train")), HeteroNeighborLoader)
+    assert isinstance(NeighborLoader(by_path.graph.store, [2], ("paper", "train")), HeteroNeighborLoader)
     plain = NeighborLoader((np.array([0, 1, 2]), np.array([1, 0])), [1], batch_size=1, features=False)
     assert type(plain) is NeighborLoader and len(plain) == 2
 

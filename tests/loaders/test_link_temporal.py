@@ -43,7 +43,7 @@ def _time_of_pairs(pairs: np.ndarray, edge_time: np.ndarray) -> dict[tuple[int, 
 
 def _csc_time(loader, pair_time: dict) -> np.ndarray:
     """The edge time of every CSC slot of the loader's graph, found by its (src, dst) pair."""
-    indptr, indices = np.asarray(loader.data.indptr), np.asarray(loader.data.indices)
+    indptr, indices = np.asarray(loader.graph.indptr), np.asarray(loader.graph.indices)
     dst = np.repeat(np.arange(indptr.shape[0] - 1), np.diff(indptr))
     return np.array([pair_time[(int(u), int(v))] for u, v in zip(indices, dst)], dtype=np.int64)
 
@@ -111,7 +111,7 @@ def test_batches_are_the_oracle_per_endpoint_and_never_newer_than_their_edge(gra
             assert np.array_equal(batch.edge_label_time.numpy(), np.resize(t, p + m))
             assert np.array_equal(batch.seed_time.numpy(), np.tile(np.resize(t, p + m), 2))
         # the plain oracle: one temporal tree per seed at its time, on the batch's key
-        ref = sample_temporal_reference(loader.data.indptr, loader.data.indices, seeds,
+        ref = sample_temporal_reference(loader.graph.indptr, loader.graph.indices, seeds,
                                         batch.seed_time.numpy(), [3, 2], edge_time=csc_time,
                                         strategy=strategy, seed=_key_of(loader, batch.input_id))
         assert torch.equal(batch.n_id, torch.from_numpy(ref.n_id))
@@ -136,7 +136,7 @@ def test_batches_are_the_oracle_per_endpoint_and_never_newer_than_their_edge(gra
 
 def _slots(loader, batch) -> np.ndarray:
     """CSC slot of each edge_index column, found by its (src, dst) pair."""
-    indptr, indices = np.asarray(loader.data.indptr), np.asarray(loader.data.indices)
+    indptr, indices = np.asarray(loader.graph.indptr), np.asarray(loader.graph.indices)
     out = []
     for u, v in batch.n_id[batch.edge_index].T.tolist():
         row = np.arange(indptr[v], indptr[v + 1])
@@ -164,7 +164,7 @@ def test_node_time_negatives_are_never_newer_than_their_edge(mode) -> None:
         # node-level time: every sampled neighbour is no newer than its tree's time
         src, dst = batch.edge_index
         assert bool((node_time[batch.n_id[src]] <= batch.seed_time[batch.batch[dst]]).all())
-        ref = sample_temporal_reference(loader.data.indptr, loader.data.indices, seeds.numpy(),
+        ref = sample_temporal_reference(loader.graph.indptr, loader.graph.indices, seeds.numpy(),
                                         batch.seed_time.numpy(), [-1, -1], node_time=node_time.numpy(),
                                         seed=_key_of(loader, batch.input_id))
         assert torch.equal(batch.n_id, torch.from_numpy(ref.n_id))

@@ -436,9 +436,9 @@ def test_store_path_loads_in_memory_and_yields_the_same_batches(store: GraphStor
     kwargs = {"match_reorder": match_reorder, "window": 4, "cache": cache, "cache_rows": 0.1,
               "seed": 5, "prefetch": 1}
     from_path = NeighborLoader(store.path, FANOUTS, batch_size=128, **kwargs)
-    assert from_path.data.store.in_memory_arrays == ["csc/indices", "csc/indptr", "node/feat",
+    assert from_path.graph.store.in_memory_arrays == ["csc/indices", "csc/indptr", "node/feat",
                                                      "node/label"]
-    assert len(from_path.data.feature_chunks) == 1 and len(store.feature_chunks()[0]) > 1
+    assert len(from_path.graph.feature_chunks) == 1 and len(store.feature_chunks()[0]) > 1
     mapped = NeighborLoader(store, FANOUTS, batch_size=128, **kwargs)
     for _ in range(2):
         a, b = _epoch(from_path), _epoch(mapped)

@@ -184,7 +184,7 @@ def test_disjoint_trees(data: Data) -> None:
         shared += batch.n_id.numel() - torch.unique(batch.n_id).numel()
         starts = np.cumsum([0] + batch.num_sampled_nodes)
         for t in range(batch.batch_size):
-            alone = sample_neighbors(loader.data.indptr, loader.data.indices,
+            alone = sample_neighbors(loader.graph.indptr, loader.graph.indices,
                                      batch.n_id[t:t + 1].numpy(), fanouts, seed=tree_key(key, t))
             mine = (tree == t).numpy()
             for h in range(len(starts) - 1):  # hop h of tree t, in the tree's own order
@@ -193,7 +193,7 @@ def test_disjoint_trees(data: Data) -> None:
                 assert got.tolist() == alone.n_id[lo:lo + alone.num_sampled_nodes[h]].tolist()
             edges = mine[batch.edge_index[1].numpy()]
             assert sorted(batch.e_id[edges].tolist()) == sorted(
-                loader.data.attrs.edge_order[np.concatenate([b.edge_ids for b in alone.blocks])].tolist())
+                loader.graph.attrs.edge_order[np.concatenate([b.edge_ids for b in alone.blocks])].tolist())
     assert shared > 0                                             # trees do overlap here
 
 
@@ -353,3 +353,104 @@ def test_input_id_indexes_input_nodes_as_given(data: Data, order: str) -> None:
         assert torch.equal(given[batch.input_id], batch.n_id[:batch.batch_size])
         seen.append(batch.input_id)
     assert sorted(torch.cat(seen).tolist()) == list(range(len(given)))
+
+
+class RedditSAGE(torch.nn.Module):
+    """PyG's examples/reddit.py model, its layer-wise ``inference()`` copied unchanged."""
+
+    def __init__(self, in_channels, hidden_channels, out_channels):
+        from torch_geometric.nn import SAGEConv
+
+        super().__init__()
+        self.convs = torch.nn.ModuleList()
+        self.convs.append(SAGEConv(in_channels, hidden_channels))
+        self.convs.append(SAGEConv(hidden_channels, out_channels))
+
+    def forward(self, x, edge_index):
+        for i, conv in enumerate(self.convs):
+            x = conv(x, edge_index)
+            if i < len(self.convs) - 1:
+                x = x.relu_()
+                x = torch.nn.functional.dropout(x, p=0.5, training=self.training)
+        return x
+
+    @torch.no_grad()
+    def inference(self, x_all, subgraph_loader):
+        from tqdm import tqdm
+
+        device = torch.device("cpu")
+        pbar = tqdm(total=len(subgraph_loader.dataset) * len(self.convs))
+        pbar.set_description('Evaluating')
+
+        # Compute representations of nodes layer by layer, using *all*
+        # available edges. This leads to faster computation in contrast to
+        # immediately computing the final representations of each batch:
+        for i, conv in enumerate(self.convs):
+            xs = []
+            for batch in subgraph_loader:
+                x = x_all[batch.n_id.to(x_all.device)].to(device)
+                x = conv(x, batch.edge_index.to(device))
+                if i < len(self.convs) - 1:
+                    x = x.relu_()
+                xs.append(x[:batch.batch_size].cpu())
+                pbar.update(batch.batch_size)
+            x_all = torch.cat(xs, dim=0)
+        pbar.close()
+        return x_all
+
+
+@pytest.mark.parametrize("Loader", [NeighborLoader, pytest.param(PygNeighborLoader, marks=pytest.mark.requires_pyg_sampler)],
+                         ids=["graphpipe", "pyg"])
+def test_pygs_reddit_layerwise_inference_runs_unchanged(data: Data, Loader) -> None:
+    """PyG's examples/reddit.py evaluation set-up with only the import changed: the loader
+    keeps the caller's ``data`` (``del subgraph_loader.data.x, ...``, ``num_nodes`` and
+    ``n_id`` set on it), ``len(loader.dataset)`` sizes the progress bar, and the
+    layer-wise inference equals a full-graph forward pass (fanout -1, node order kept).
+    Batch size and workers scaled down; PyG's own loader runs the same code as the oracle."""
+    import copy
+
+    kwargs = {'batch_size': 64, 'num_workers': 0}
+    subgraph_loader = Loader(copy.copy(data), input_nodes=None,
+                             num_neighbors=[-1], shuffle=False, **kwargs)
+
+    # No need to maintain these features during evaluation:
+    del subgraph_loader.data.x, subgraph_loader.data.y
+    # Add global node index information.
+    subgraph_loader.data.num_nodes = data.num_nodes
+    subgraph_loader.data.n_id = torch.arange(data.num_nodes)
+
+    assert len(subgraph_loader.dataset) == data.num_nodes
+    batch = next(iter(subgraph_loader))
+    assert getattr(batch, "x", None) is None and getattr(batch, "y", None) is None  # deleted: left out
+    assert "x" in data and "y" in data                                              # a copy lost them
+    torch.manual_seed(0)
+    model = RedditSAGE(data.num_features, 16, 5).eval()
+    out = model.inference(data.x, subgraph_loader)
+    with torch.no_grad():
+        torch.testing.assert_close(out, model(data.x, data.edge_index), rtol=1e-5, atol=1e-5)
+
+
+def test_deleted_features_come_back_when_put_back(data: Data) -> None:
+    """Deleting ``x`` from ``loader.data`` drops it from the next epoch's batches; setting it
+    again brings the same rows back (the Match state restarts, nothing stale is reused)."""
+    import copy
+
+    loader = NeighborLoader(copy.copy(data), [3], batch_size=50, seed=0, match_reorder="match")
+    first = [b.x.clone() for b in loader]
+    del loader.data.x
+    loader.set_epoch(0)
+    assert all(b.x is None and b.y is not None for b in loader)
+    loader.data.x = data.x
+    loader.set_epoch(0)
+    again = [b.x for b in loader]
+    assert len(again) == len(first) and all(torch.equal(a, b) for a, b in zip(first, again))
+    assert loader.graph.num_nodes == data.num_nodes and loader.data is not data
+
+
+def test_minibatch_moves_named_attributes(data: Data) -> None:
+    """PyG's ``batch.to(device, "x", "y")`` moves only the named attributes."""
+    batch = next(iter(NeighborLoader(data, [3], batch_size=16, seed=0)))
+    moved = batch.to("meta", "x", "y")
+    assert moved.x.device.type == moved.y.device.type == "meta"
+    assert moved.edge_index.device.type == moved.n_id.device.type == moved.blocks[0].indptr.device.type == "cpu"
+    assert batch.x.device.type == "cpu"
