@@ -2,7 +2,7 @@
 peer environment of ``make peers``), its declared bounds hold there and it ingests and loads.
 
 The environment is ``$GRAPHPIPE_DGL_PYTHON`` or the repository's ``.venv-dgl/bin/python``;
-without one the tests are skipped. Build it with ``make peers`` (see the README's "graphpipe
+without one the tests are skipped. Build it with ``make peers`` (see docs/guide/dgl.md "graphpipe
 beside DGL"); it runs this checkout's code (``PYTHONPATH``), with the dependencies pip
 resolved there."""
 

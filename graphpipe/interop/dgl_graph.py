@@ -68,7 +68,7 @@ def from_dgl(g: Any, path: str | os.PathLike, *, overwrite: bool = False,
                     name: str | None = None) -> Any:
     """Write ``g`` (a homogeneous ``dgl.DGLGraph``) as a new store at ``path``; returns the
     opened :class:`graphpipe.store.GraphStore`. Every node and edge feature is kept (module
-    docstring). In an environment with DGL (README, "graphpipe beside DGL"):
+    docstring). In an environment with DGL (docs/guide/dgl.md, "graphpipe beside DGL"):
 
     .. code-block:: python
 

@@ -43,7 +43,7 @@ def import_dgl() -> Any:
     try:
         import dgl
     except ImportError as exc:
-        raise ImportError("DGL output needs dgl (2.x, NumPy < 2): see the README's "
+        raise ImportError("DGL output needs dgl (2.x, NumPy < 2): see docs/guide/dgl.md, "
                           "'graphpipe beside DGL' for an environment with both") from exc
     return dgl
 
