@@ -9,6 +9,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 from graphpipe.cli._common import fail, friendly_errors
+from graphpipe.cli.train_text import TEXT_MODEL_NAMES, pop_text_options, text_train_options
 
 _DEFAULT_FANOUTS = {1: [10], 2: [15, 10], 3: [15, 10, 5]}
 
@@ -146,6 +147,7 @@ def _parse_fanouts(text: str | None, layers: int) -> list[int]:
               help="--task link: edge decoder on the encoder's embeddings [mlp].")
 @click.option("--staleness", type=click.IntRange(0), default=0, show_default=True,
               help="--partition-parallel: epochs a halo may be reused (0 = exchange every epoch).")
+@text_train_options
 @friendly_errors
 def command(store: str, model_name: str, hidden: int | None, layers: int | None, fanouts: str | None,
             batch_size: int | None, epochs: int, lr: float | None, weight_decay: float | None,
@@ -168,6 +170,14 @@ def command(store: str, model_name: str, hidden: int | None, layers: int | None,
     from graphpipe.train import MODELS, SEQUENCE_MODELS, Trainer, build_model
     from graphpipe.train.memory_plan import plan_training
 
+    text = pop_text_options(transformer)
+    if model_name in TEXT_MODEL_NAMES:  # language models on node text: cli/train_text.py
+        from graphpipe.cli.train_text import train_text
+
+        return train_text(store, model_name, text, {"hidden": hidden, "layers": layers,
+                          "lr": lr, "dropout": dropout}, epochs=epochs, seed=seed,
+                          patience=patience, checkpoint=checkpoint, resume=resume,
+                          metrics_log=metrics_log, device=device, quiet=quiet)
     task, decoder = transformer.pop("task"), transformer.pop("decoder")
     if task == "link":  # link prediction: cli/train_link.py
         from graphpipe.cli.train_link import train_link_command
