@@ -190,6 +190,14 @@ class StoreEditor:
                 arr[...] = data
         self._arrays.append(key)
 
+    def create_array(self, key: str, shape: tuple[int, ...], dtype: Any, *,
+                     replace: bool = False) -> zarr.Array:
+        """Create derived array ``key`` to be filled through zarr a block of rows at a time
+        (arrays too large to hand over whole); committed like :meth:`write_array`'s."""
+        self._check_key(key, replace)
+        self._arrays.append(key)
+        return _arrays.create_array(self.pending, key, shape, dtype)
+
     def write_table(self, key: str, table: pa.Table, *, replace: bool = False) -> None:
         """Write derived table ``key``."""
         self._check_key(key, replace)
