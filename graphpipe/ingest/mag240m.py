@@ -36,7 +36,7 @@ from graphpipe.ingest.errors import IngestError
 from graphpipe.ingest.ogb import _labels_from_float
 from graphpipe.ingest.safe_load import load_torch_file
 from graphpipe.ingest.typed_csc import build_relation, build_reverse, check_reverse
-from graphpipe.store import typed_schema as ts
+from graphpipe.store import schema as ts
 from graphpipe.store.errors import StoreError
 from graphpipe.store.typed_writer import TypedStoreWriter
 

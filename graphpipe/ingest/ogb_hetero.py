@@ -35,7 +35,7 @@ from graphpipe.ingest.errors import IngestError
 from graphpipe.ingest.ogb import _labels_from_float, iter_csv_rows, read_csv_table
 from graphpipe.ingest.textio import iter_line_blocks
 from graphpipe.ingest.typed_csc import build_relation, build_reverse, check_reverse
-from graphpipe.store import typed_schema as ts
+from graphpipe.store import schema as ts
 from graphpipe.store.errors import StoreError
 from graphpipe.store.typed_writer import TypedStoreWriter
 

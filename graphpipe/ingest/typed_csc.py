@@ -19,7 +19,7 @@ import numpy as np
 from graphpipe.ingest.chunks import EdgeChunk
 from graphpipe.ingest.csc_builder import CscOptions, build_csc
 from graphpipe.ingest.errors import IngestError
-from graphpipe.store import typed_schema as ts
+from graphpipe.store import schema as ts
 from graphpipe.store.typed_writer import TypedStoreWriter
 
 ProgressFn = Callable[[str, int, int], None]

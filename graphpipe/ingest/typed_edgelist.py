@@ -39,7 +39,7 @@ from graphpipe.ingest.edgelist import _iter_batches, _null_check, _open_file, _T
 from graphpipe.ingest.errors import IngestError
 from graphpipe.ingest.idmap_build import DuplicateIdError, IntIdIndex, StringIdIndex
 from graphpipe.ingest.typed_csc import build_relation, build_reverse, check_reverse
-from graphpipe.store import typed_schema as ts
+from graphpipe.store import schema as ts
 from graphpipe.store.errors import StoreError
 from graphpipe.store.typed_writer import TypedStoreWriter
 

@@ -40,13 +40,24 @@ from typing import Any
 
 import numpy as np
 
-from graphpipe.store.errors import CorruptStoreError
+from graphpipe.store.errors import CorruptStoreError, StoreError
+from graphpipe.store.schema import (
+    EdgeType,
+    as_etype,
+    check_name,
+    etype_key,
+    node_key,
+    rel_key,
+    split_key,
+)
 
 __all__ = [
     "INDEX_ARRAYS",
     "check_array_metadata",
     "check_manifest",
+    "check_relation",
     "check_topology",
+    "check_typed_manifest",
     "checks_enabled",
     "index_range",
 ]
@@ -90,19 +101,24 @@ def _dtype(value: Any) -> np.dtype | None:
 _TOPOLOGY_KINDS = {"indptr": "i", "indices": "iu", "edge_id": "iu"}
 
 
-def _known_entry(arrays: dict[str, Any], key: str, rows: int, kinds: str, ndim: int | None,
-                 path: str | os.PathLike, counts: tuple[int, int]) -> tuple[list, np.dtype] | None:
+def _known_entry(arrays: dict[str, Any], key: str, rows: int | None, kinds: str, ndim: int | None,
+                 path: str | os.PathLike,
+                 counts: tuple[int, int] | None = None) -> tuple[list, np.dtype] | None:
     """``(shape, dtype)`` of array ``key`` when the manifest lists it, after checking that it
-    has ``rows`` rows (and ``ndim`` dimensions) and a dtype of one of ``kinds``."""
+    has ``rows`` rows (any when None; ``counts``: the homogeneous ``(num_nodes, num_edges)``
+    they come from, for the message), ``ndim`` dimensions and a dtype of one of ``kinds``."""
     meta = arrays.get(key)
     if meta is None:
         return None
     shape = meta.get("shape") if isinstance(meta, dict) else None
     dtype = _dtype(meta.get("dtype")) if isinstance(meta, dict) else None
-    if type(shape) is not list or not shape or type(shape[0]) is not int or shape[0] != rows \
-            or (ndim is not None and len(shape) != ndim):
-        raise _fail(path, f"array {key!r} has shape {shape!r}, but the manifest's num_nodes = "
-                          f"{counts[0]} and num_edges = {counts[1]} give it {rows} rows")
+    if type(shape) is not list or not shape or not all(type(s) is int and s >= 0 for s in shape) \
+            or (rows is not None and shape[0] != rows) or (ndim is not None and len(shape) != ndim):
+        if counts is not None:
+            raise _fail(path, f"array {key!r} has shape {shape!r}, but the manifest's num_nodes = "
+                              f"{counts[0]} and num_edges = {counts[1]} give it {rows} rows")
+        raise _fail(path, f"array {key!r} has shape {shape!r}, expected {rows} rows"
+                          + (f" and {ndim} dimension(s)" if ndim else ""))
     if dtype is None or dtype.kind not in kinds or (key.endswith("indptr") and dtype.itemsize != 8):
         raise _fail(path, f"array {key!r} has dtype {meta.get('dtype')!r}, which it cannot have")
     return shape, dtype
@@ -147,6 +163,80 @@ def check_manifest(manifest: dict[str, Any], path: str | os.PathLike) -> None:
                           f"says dim = {dim!r}")
 
 
+# -- a typed manifest: node types and relations (key names: schema.py) -------------------------
+def _counts(manifest: dict[str, Any], path: str | os.PathLike) -> dict[str, int]:
+    node_types = manifest.get("node_types")
+    if not isinstance(node_types, dict) or not node_types:
+        raise _fail(path, "field 'node_types' must be a non-empty object {type: count}")
+    for ntype, count in node_types.items():
+        try:
+            check_name(ntype, "node type")
+        except StoreError as exc:
+            raise _fail(path, f"field 'node_types': {exc}") from None
+        if type(count) is not int or count < 0:
+            raise _fail(path, f"field 'node_types': count of {ntype!r} must be an integer >= 0 "
+                              f"(got {count!r})")
+    return node_types
+
+
+def _etypes(manifest: dict[str, Any], counts: dict[str, int],
+            path: str | os.PathLike) -> list[EdgeType]:
+    raw = manifest.get("edge_types")
+    if not isinstance(raw, list):
+        raise _fail(path, "field 'edge_types' must be a list of [src, rel, dst]")
+    etypes = []
+    for item in raw:
+        try:
+            etype = as_etype(item)
+        except StoreError as exc:
+            raise _fail(path, f"field 'edge_types': {exc}") from None
+        if etype[0] not in counts or etype[2] not in counts:
+            raise _fail(path, f"field 'edge_types': {list(etype)} names a node type not in "
+                              f"'node_types'")
+        etypes.append(etype)
+    if len(set(etypes)) != len(etypes):
+        raise _fail(path, "field 'edge_types' lists a relation twice")
+    return etypes
+
+
+def _check_relation_arrays(arrays: dict[str, Any], etype: EdgeType, counts: dict[str, int],
+                    path: str | os.PathLike) -> None:
+    n_src, n_dst = counts[etype[0]], counts[etype[2]]
+    if rel_key(etype, "csc/indptr") not in arrays or rel_key(etype, "csc/indices") not in arrays:
+        raise _fail(path, f"relation {etype_key(etype)!r} has no csc/indptr or csc/indices")
+    _known_entry(arrays, rel_key(etype, "csc/indptr"), n_dst + 1, "i", 1, path)
+    num_edges = _known_entry(arrays, rel_key(etype, "csc/indices"), None, "iu", 1, path)[0][0]
+    _known_entry(arrays, rel_key(etype, "csc/edge_id"), num_edges, "iu", 1, path)
+    _known_entry(arrays, rel_key(etype, "time"), num_edges, "iu", 1, path)
+    _known_entry(arrays, rel_key(etype, "edge_feat"), num_edges, "biuf", None, path)
+    check_range(arrays, rel_key(etype, "csc/indices"), n_src, num_edges, path, repr(etype[0]))
+
+
+def check_typed_manifest(manifest: dict[str, Any], path: str | os.PathLike) -> None:
+    """Raise :class:`CorruptStoreError` unless the typed fields are consistent: type counts
+    are integers >= 0, every relation names known types and has a CSC whose ``indptr`` has
+    ``N_dst + 1`` int64 entries and whose recorded index range lies in ``[0, N_src)``, and the
+    per-type arrays have ``N_t`` rows."""
+    counts = _counts(manifest, path)
+    arrays = manifest["arrays"]
+    for etype in _etypes(manifest, counts, path):
+        _check_relation_arrays(arrays, etype, counts, path)
+    for ntype, n in counts.items():
+        _known_entry(arrays, node_key(ntype, "feat"), n, "f", 2, path)
+        _known_entry(arrays, node_key(ntype, "label"), n, "iu", 1, path)
+        _known_entry(arrays, node_key(ntype, "time"), n, "iu", 1, path)
+    target = manifest.get("target_type")
+    if target is not None and target not in counts:
+        raise _fail(path, f"field 'target_type' is {target!r}, not one of {sorted(counts)}")
+    splits = manifest.get("typed_splits", {})
+    if not isinstance(splits, dict) or any(t not in counts or not isinstance(s, dict)
+                                           for t, s in splits.items()):
+        raise _fail(path, "field 'typed_splits' must be {node type: {split: count}}")
+    for ntype, names in splits.items():
+        for name in names:
+            _known_entry(arrays, split_key(ntype, name), names[name], "iu", 1, path)
+
+
 # -- zarr.json against the manifest ------------------------------------------------------------
 def check_array_metadata(path: str | os.PathLike, key: str, zarr_meta: dict[str, Any],
                          entry: dict[str, Any]) -> None:
@@ -184,7 +274,7 @@ def index_range(indices: np.ndarray) -> list[int] | None:
 
 def check_topology(indptr: np.ndarray, indices: np.ndarray, num_nodes: int, *,
                    name: str = "csc", recorded: list[int] | None = None, error: type = CorruptStoreError,
-                   where: str = "") -> None:
+                   where: str = "", num_sources: int | None = None) -> None:
     """Raise ``error`` unless ``indptr``/``indices`` form a CSC (or CSR) of ``num_nodes``
     nodes whose every slice and index is in bounds (see the module docstring).
 
@@ -192,8 +282,11 @@ def check_topology(indptr: np.ndarray, indices: np.ndarray, num_nodes: int, *,
         indptr: ``(N+1,)`` int64 offsets; indices: ``(E,)`` integer node IDs.
         recorded: ``[min, max]`` of the indices recorded at ingest, checked when given.
         where: a prefix for the message (the store path).
+        num_sources: the bound of the indices when it is not ``num_nodes`` (a relation
+            between two node types: ``num_nodes`` destinations, sources in ``[0, num_sources)``).
     """
     prefix = f"{where}: " if where else ""
+    n_src = num_nodes if num_sources is None else num_sources
     if indptr.ndim != 1 or indptr.shape[0] != num_nodes + 1 or indptr.dtype != np.int64:
         raise error(f"{prefix}{name}/indptr is {list(indptr.shape)} {indptr.dtype}, expected "
                     f"[{num_nodes + 1}] int64")
@@ -204,15 +297,24 @@ def check_topology(indptr: np.ndarray, indices: np.ndarray, num_nodes: int, *,
         indices = indices.astype(np.int64)
     from graphpipe.store._scan import scan_csc
 
-    code, pos, lo, hi = scan_csc(indptr, indices, np.int64(num_nodes))
-    messages = {
-        1: f"{name}/indptr starts at {int(indptr[0])}, expected 0",
-        2: f"{name}/indptr decreases at node {pos}",
-        3: f"{name}/indptr ends at {int(indptr[-1])}, but {name}/indices has {indices.shape[0]} entries",
-        4: f"{name}/indices entry {pos} = {int(indices[pos])} is outside [0, {num_nodes})",
-    }
+    code, pos, lo, hi = scan_csc(indptr, indices, np.int64(n_src))
     if code:
-        raise error(prefix + messages[code])
+        messages = {
+            1: lambda: f"{name}/indptr starts at {int(indptr[0])}, expected 0",
+            2: lambda: f"{name}/indptr decreases at node {pos}",
+            3: lambda: f"{name}/indptr ends at {int(indptr[-1])}, but {name}/indices has "
+                       f"{indices.shape[0]} entries",
+            4: lambda: f"{name}/indices entry {pos} = {int(indices[pos])} is outside [0, {n_src})",
+        }
+        raise error(prefix + messages[code]())
     if recorded is not None and indices.shape[0] and [int(lo), int(hi)] != list(recorded):
         raise error(f"{prefix}{name}/indices holds node IDs in [{int(lo)}, {int(hi)}], but the "
                     f"manifest records {list(recorded)}")
+
+
+def check_relation(indptr: np.ndarray, indices: np.ndarray, etype: EdgeType,
+                   counts: dict[str, int], recorded: list[int] | None, *, where: str = "") -> None:
+    """Raise :class:`CorruptStoreError` unless ``(indptr, indices)`` is a CSC of ``counts[dst]``
+    destinations over sources in ``[0, counts[src])`` (and its range is ``recorded``)."""
+    check_topology(indptr, indices, counts[etype[2]], name=f"rel/{etype_key(etype)}/csc",
+                   recorded=recorded, where=where, num_sources=counts[etype[0]])

@@ -19,8 +19,8 @@ from graphpipe.store.dataset import DatasetFace
 from graphpipe.store.errors import CorruptStoreError, StoreError
 from graphpipe.store.manifest import read_manifest
 from graphpipe.store.object_store import is_remote
-from graphpipe.store.typed_reader import TypedFace
-from graphpipe.store.typed_schema import check_typed_manifest, is_typed
+from graphpipe.store.schema import is_typed
+from graphpipe.store.types import TypedFace
 
 _GATHER_THREADS = max(1, min(8, os.cpu_count() or 1))
 _PARALLEL_MIN_ROWS = 4096
@@ -43,7 +43,7 @@ class GraphStore(TypedFace, DatasetFace):
     (:mod:`graphpipe.store.checks`); each failure is a one-line :class:`StoreError`.
 
     A typed (heterogeneous) store has node types and one CSC per relation; its face
-    (:class:`graphpipe.store.typed_reader.TypedFace`: ``is_typed``, ``node_types``,
+    (:class:`graphpipe.store.types.TypedFace`: ``is_typed``, ``node_types``,
     ``edge_types``, ``typed_csc(etype)``, ``typed_features(ntype)``, ...) is memory-mapped too.
 
     A store is also a one-graph OGB / PyG dataset (:class:`graphpipe.store.dataset.DatasetFace`):
@@ -415,11 +415,11 @@ class GraphStore(TypedFace, DatasetFace):
 def check_opened(manifest: dict[str, Any], where: str | os.PathLike) -> None:
     """The checks of a manifest at open (every opener calls this): the counts, shapes and dtypes
     of the arrays the readers index with (:func:`graphpipe.store.checks.check_manifest`), and a
-    typed store's types and relations (:func:`graphpipe.store.typed_schema.check_typed_manifest`)."""
+    typed store's types and relations (:func:`graphpipe.store.checks.check_typed_manifest`)."""
     if _checks.checks_enabled():
         _checks.check_manifest(manifest, where)
         if is_typed(manifest):
-            check_typed_manifest(manifest, where)
+            _checks.check_typed_manifest(manifest, where)
 
 
 LOADER_ARRAYS = ("csc/indptr", "csc/indices", "node/feat", "node/label")

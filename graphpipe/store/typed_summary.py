@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from graphpipe.store import typed_schema as ts
+from graphpipe.store import schema as ts
 
 
 def _degree(indptr: np.ndarray) -> dict[str, Any]:

@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from graphpipe.store import typed_schema as ts
+from graphpipe.store import schema as ts
+from graphpipe.store.checks import check_relation
 from graphpipe.store.errors import StoreError
-from graphpipe.store.typed_reader import check_relation
 
 _BLOCK = 1 << 24
 

@@ -4,7 +4,7 @@ A :class:`~graphpipe.store.writer.StoreWriter` (same temporary sibling, checksum
 atomic rename) that knows node types and relations: each relation's edge list (local
 IDs) becomes its own CSC, sorted like the homogeneous store's (neighbours ascending
 within a destination, ties by input position), and per-edge arrays are stored in that
-CSC order. Key names: :mod:`graphpipe.store.typed_schema`.
+CSC order. Key names: :mod:`graphpipe.store.schema`.
 
 Large relations can be built by the ingest's out-of-core builder instead of
 :meth:`TypedStoreWriter.add_relation`: :meth:`TypedStoreWriter.relation_sink` is a
@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from graphpipe.store import arrays as _arrays
-from graphpipe.store import typed_schema as ts
+from graphpipe.store import schema as ts
 from graphpipe.store.errors import StoreError
 from graphpipe.store.writer import StoreWriter
 

@@ -113,7 +113,7 @@ class StoreWriter:
     def _finalise_manifest(self) -> None:
         m = self.manifest
         m["arrays"] = {key: _arrays.describe_array(self.path, key) for key in _list_arrays(self.path)}
-        from graphpipe.store.typed_schema import is_index_array
+        from graphpipe.store.schema import is_index_array
 
         for key in list(_checks.INDEX_ARRAYS) + [k for k in m["arrays"] if is_index_array(k)]:
             if key in m["arrays"]:  # readers check the node IDs against it (checks.py)

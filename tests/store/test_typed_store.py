@@ -128,14 +128,34 @@ def test_features_are_one_memory_map(typed_store):
     assert not feat.flags.writeable
 
 
-def test_homogeneous_store_is_not_typed(tmp_path):
+def test_homogeneous_store_answers_the_typed_face(tmp_path):
+    """A homogeneous store is one node type ``_N`` and one relation ``(_N, _E, _N)`` (DGL's
+    names) read from its own keys; its manifest and layout stay as they are."""
     from graphpipe.ingest import ingest
 
     npz = tmp_path / "g.npz"
-    np.savez(npz, edge_index=np.array([[0, 1], [1, 2]]))
+    edge_index = np.array([[0, 1, 2, 2], [1, 2, 0, 1]])
+    np.savez(npz, edge_index=edge_index, x=np.arange(6, dtype=np.float32).reshape(3, 2),
+             y=np.array([1, 0, 1]), train_idx=np.array([2, 0]), node_year=np.array([5, 6, 7]),
+             edge_time=np.array([10, 11, 12, 13]), edge_attr=np.array([[0.5], [1.5], [2.5], [3.5]]))
     store = ingest(npz, tmp_path / "g")
-    assert not store.is_typed and store.node_types == [] and store.edge_types == []
-    assert store.target_type is None and "node_types" not in store.manifest
+    etype = ("_N", "_E", "_N")
+    assert not store.is_typed and "node_types" not in store.manifest
+    assert store.node_types == ["_N"] and store.edge_types == [etype] and store.target_type == "_N"
+    assert store.num_nodes_dict == {"_N": 3} and store.num_edges_dict == {etype: 4}
+    indptr, indices = store.typed_csc("_N____E____N")  # "src___rel___dst"
+    assert indptr.tolist() == store.indptr.tolist() and indices.tolist() == store.indices.tolist()
+    assert np.array_equal(store.typed_features("_N"), store.feat)
+    assert store.typed_labels("_N").tolist() == [1, 0, 1] and store.typed_num_classes("_N") == 2
+    assert store.typed_split_names("_N") == ["train"] and store.typed_split("_N", "train").tolist() == [0, 2]
+    assert store.typed_node_time("_N").tolist() == [5, 6, 7]
+    eid = store.typed_edge_ids(etype)
+    assert eid.tolist() == store.edge_id.tolist()
+    assert store.typed_edge_time(etype).tolist() == [10 + int(e) for e in eid]
+    assert store.typed_edge_features(etype)[:, 0].tolist() == [0.5 + int(e) for e in eid]
+    assert store.typed_id_map("_N").is_identity
+    with pytest.raises(KeyError, match="unknown node type 'paper'"):
+        store.typed_features("paper")
     assert validate(tmp_path / "g") == []
 
 
