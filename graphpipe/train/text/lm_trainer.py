@@ -76,7 +76,7 @@ class LMTrainer(TextTrainable):
         self.loader = GroupBatches(train, self.groups, batch_size, order=order, seed=seed,
                                    num_groups=model.groups)
         self.optimizer = adamw([{"params": model.parameters(), "lr": lr}], weight_decay)
-        self.label, self.layers_run = "lm", 0
+        self.label, self.layers_run, self.steps_taken = "lm", 0, 0
 
     def lm_step(self, group: int, nodes: np.ndarray) -> tuple[float, int, int]:
         """One optimizer step on a batch of ``group`` (Eq. 5.1 weight)."""
@@ -89,6 +89,7 @@ class LMTrainer(TextTrainable):
         (loss * float(self.loader.weights[group])).backward()
         self.optimizer.step()
         self.layers_run += self.model.depths[group] * len(nodes)
+        self.steps_taken += 1
         return loss.item(), len(nodes), int((logits.argmax(-1) == target).sum())
 
     def step(self, batch: Any, epoch: int, iteration: int) -> tuple[float, int, int]:

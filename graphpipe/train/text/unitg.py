@@ -98,6 +98,7 @@ class UniTGTrainer(TextTrainable):
         self.text_nodes = np.flatnonzero(has_text)
         self.label = "unitg"
         self._epoch_stats: dict[str, Any] = {}
+        self._synced_at_step = -1
         self.setting = {"epochs": gnn.epochs, "lm_epochs": lm_epochs, "lm_share": lm_share,
                         "sync_patience": sync_patience, "groups": lm.model.groups}
 
@@ -112,7 +113,14 @@ class UniTGTrainer(TextTrainable):
         return loss, n, right
 
     def sync(self) -> None:
-        """Encode every node with text through its group's exit; replace its GNN input."""
+        """Encode every node with text through its group's exit; replace its GNN input.
+        When the LM has taken no step since the last sync (its epochs are done), the
+        embeddings would be the same: nothing is recomputed."""
+        steps = self.lm.steps_taken
+        if steps == self._synced_at_step:
+            self._epoch_stats["synced"] = "same"
+            return
+        self._synced_at_step = steps
         t0 = time.perf_counter()
         nodes = self.text_nodes
         emb, _ = encode(self.lm.model, self.lm.inputs, nodes, self.lm.groups[nodes])
@@ -130,7 +138,8 @@ class UniTGTrainer(TextTrainable):
 
     def extra_state(self) -> dict[str, Any]:
         return {"schedule": self.schedule.state(), "x": self.inputs.x.clone(),
-                "encoded": self.inputs.encoded.clone(), "setting": dict(self.setting)}
+                "encoded": self.inputs.encoded.clone(), "setting": dict(self.setting),
+                "lm_steps": self.lm.steps_taken, "synced_at_step": self._synced_at_step}
 
     def load_extra_state(self, state: dict[str, Any]) -> None:
         if state.get("setting") != self.setting:
@@ -138,5 +147,6 @@ class UniTGTrainer(TextTrainable):
                                   f"{state.get('setting')}; this run has {self.setting} (the "
                                   "LM's spread and the sync schedule depend on them)")
         self.schedule.load(state["schedule"])
+        self.lm.steps_taken, self._synced_at_step = state["lm_steps"], state["synced_at_step"]
         self.inputs.x.copy_(state["x"])
         self.inputs.encoded.copy_(state["encoded"])

@@ -7,6 +7,8 @@ import re
 from pathlib import Path
 
 import pytest
+import numpy as np
+import torch
 from click.testing import CliRunner
 
 from graphpipe.cli.main import cli
@@ -69,3 +71,31 @@ def test_refusals(tag_store: Path, tmp_path: Path) -> None:
     assert code == 2 and "not supported" in out
     code, out = _train(tag_store, "--model", "lm", "--lm-path", str(tmp_path))
     assert code == 2 and "model.safetensors" in out and len(out.strip().splitlines()) == 1
+
+
+def test_unitg_syncs_and_reuses_embeddings_once_the_lm_is_done(tag_store: Path) -> None:
+    from graphpipe.store import GraphStore
+    from graphpipe.train.text.build import TextConfig, build_unitg
+    from graphpipe.train.text.lm_trainer import encode
+    from graphpipe.train.text.task import TextTask
+
+    config = TextConfig(lm_hidden=32, lm_layers=4, max_len=24, emb_dim=16, gnn_hidden=32,
+                        lm_batch_size=32, epochs=10, lm_epochs=1, lm_share=0.3)
+    task = TextTask.from_store(GraphStore.open(tag_store), config.max_len)
+    trainer = build_unitg(task, config, quiet=True)
+    syncs, layers = [], []
+    trainer.on_epoch = lambda r: (syncs.append(r["synced"]), layers.append(r["lm_layers_run"]))
+    trainer.fit()
+    # Δt = 0.3 J = 3: epochs 3, 6, 9 (1-based) sync; the LM finished in the first 3 epochs
+    assert [i for i, s in enumerate(syncs) if s != "-"] == [2, 5, 8]
+    assert syncs[5] == "same" and syncs[8] == "same" and isinstance(syncs[2], float)
+    nodes = np.flatnonzero(task.has_text)
+    emb, _ = encode(trainer.lm.model, task.inputs, nodes, trainer.lm.groups[nodes])
+    torch.testing.assert_close(trainer.inputs.x[nodes], emb)
+    no_text = np.flatnonzero(~task.has_text)
+    torch.testing.assert_close(trainer.inputs.x[no_text], trainer.inputs.base[no_text])
+    # the layers the LM ran in training: each train node once, at its group's exit depth
+    lm = trainer.lm
+    train = task.splits["train"][task.has_text[task.splits["train"]]]
+    assert lm.steps_taken == len(lm.loader)
+    assert sum(layers) == int(np.sum(np.array(lm.model.depths)[lm.groups[train]]))
