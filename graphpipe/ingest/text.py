@@ -83,7 +83,19 @@ def read_paper_ids(folder: str | os.PathLike, num_nodes: int) -> np.ndarray:
 def titleabs_source(tsv: str | os.PathLike, paper_ids: np.ndarray, scratch: str | os.PathLike,
                     *, bucket_bytes: int = BUCKET_BYTES) -> TextSource:
     """The ``title`` and ``abstract`` fields of every node, joined from ``tsv`` on
-    ``paper_ids`` (module docstring); spill files go under ``scratch``."""
+    ``paper_ids`` (module docstring); spill files go under ``scratch``.
+
+    >>> import tempfile, numpy as np
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> tsv = Path(tmp.name) / "titleabs.tsv"
+    >>> _ = tsv.write_text("30\\tC title\\tC abstract\\n99\\tnot a node\\tx\\n10\\tA title\\tA\\tabs\\n")
+    >>> source = titleabs_source(tsv, np.array([10, 20, 30]), tmp.name)
+    >>> [rows for _, rows in source.batches()]
+    [{'title': [b'A title', None, b'C title'], 'abstract': [b'A\\tabs', None, b'C abstract']}]
+    >>> source.extra["matched_lines"], source.extra["unmatched_lines"]
+    (2, 1)
+    >>> tmp.cleanup()
+    """
     tsv = Path(tsv)
     if not tsv.is_file():
         raise IngestError(f"{tsv}: text file not found")
