@@ -6,16 +6,16 @@ negatives, seed-edge exclusion). The neighbour loader is a chain of stages
 (:mod:`graphpipe.loaders.stages`) reading feature rows from row sources
 (:mod:`graphpipe.loaders.rows`); a seed shard
 (:mod:`graphpipe.loaders.shard`) gives each data-parallel rank its part of an epoch.
-Typed graphs: :class:`HeteroNeighborLoader` over a :class:`HeteroGraphData` yields
-:class:`HeteroMiniBatch` es. Temporal sampling (PyG's ``time_attr``):
+Typed graphs: the same :class:`NeighborLoader` over a :class:`HeteroGraphData` (a PyG
+``HeteroData``, a typed store) yields :class:`HeteroMiniBatch` es, HeteroData's face
+(``HeteroNeighborLoader`` is an alias). Temporal sampling (PyG's ``time_attr``):
 :class:`TemporalSampler` (:mod:`graphpipe.loaders.temporal`), built by ``NeighborLoader``."""
 
 from graphpipe.loaders.cluster import ClusterLoader, SequenceBatch
 from graphpipe.loaders.hetero_graph_data import HeteroGraphData
-from graphpipe.loaders.hetero_neighbor_loader import HeteroNeighborLoader
 from graphpipe.loaders.link_loader import LinkMiniBatch, LinkNeighborLoader
 from graphpipe.loaders.minibatch import Block, MiniBatch
-from graphpipe.loaders.neighbor_loader import NeighborLoader
+from graphpipe.loaders.neighbor_loader import HeteroNeighborLoader, NeighborLoader
 from graphpipe.loaders.rows import (
     ArrayRows,
     ChunkedRows,

@@ -27,7 +27,8 @@ from graphpipe.loaders.graph_data import coo_to_csc, numeric_array
 from graphpipe.loaders.pyg_arrays import MASK_SPLITS
 from graphpipe.ops.sampling.types import EdgeType, HeteroCSC, as_etype, etype_str
 
-__all__ = ["HeteroGraphData", "add_reverse_relations", "is_typed_data", "resolve_hetero_data"]
+__all__ = ["HeteroGraphData", "add_reverse_relations", "is_typed_data", "resolve_hetero_data",
+           "resolve_typed_input"]
 
 @dataclass
 class HeteroGraphData:
@@ -394,6 +395,51 @@ def add_reverse_relations(data: HeteroGraphData) -> HeteroGraphData:
         order[rev] = data.edge_order[et][slots] if et in data.edge_order else slots
     new_graph = HeteroCSC.from_arrays(counts, csc)
     return replace(data, graph=new_graph, edge_order=order)
+
+
+def resolve_typed_input(data: HeteroGraphData, input_nodes: Any) -> tuple[str, np.ndarray, bool]:
+    """``(node type, int64 seed IDs, input_id by node ID)`` of a typed loader's
+    ``input_nodes``: ``(ntype, ids | mask | split name | None)``, a node type alone, or None
+    (every node of ``data.target_type``); ``ValueError`` naming what is wrong.
+
+    >>> data = HeteroGraphData.from_dicts({"paper": 3, "author": 2},
+    ...     {("author", "writes", "paper"): (np.array([0, 1]), np.array([2, 0]))},
+    ...     splits={"paper": {"train": np.array([0, 2])}})
+    >>> [(t, ids.tolist(), by_node) for t, ids, by_node in
+    ...  (resolve_typed_input(data, spec) for spec in (None, ("paper", "train"), "author"))]
+    [('paper', [0, 1, 2], True), ('paper', [0, 2], False), ('author', [0, 1], True)]
+    """
+    if input_nodes is None:
+        if data.target_type is None:
+            raise ValueError("'input_nodes' is needed: the data names no target type")
+        ntype, spec = data.target_type, None
+    elif isinstance(input_nodes, str):
+        ntype, spec = input_nodes, None
+    elif isinstance(input_nodes, (tuple, list)) and len(input_nodes) == 2 and isinstance(input_nodes[0], str):
+        ntype, spec = input_nodes
+    else:
+        raise ValueError("'input_nodes' must be None, a node type, or (node type, IDs | mask | "
+                         f"split name | None) (got {type(input_nodes).__name__})")
+    if ntype not in data.num_nodes_dict:
+        raise ValueError(f"'input_nodes' names an unknown node type {ntype!r} (known: {data.node_types})")
+    n = data.num_nodes_dict[ntype]
+    if spec is None:
+        return ntype, np.arange(n, dtype=np.int64), True
+    if isinstance(spec, str):
+        return ntype, data.typed_split(ntype, spec), False
+    ids = spec.detach().cpu().numpy() if isinstance(spec, torch.Tensor) else np.asarray(spec)
+    if ids.dtype == np.bool_:
+        if ids.shape != (n,):
+            raise ValueError(f"'input_nodes' mask must have {n} entries (got {ids.shape})")
+        return ntype, np.flatnonzero(ids).astype(np.int64), True
+    if ids.ndim != 1 or (ids.size and ids.dtype.kind not in "iu"):
+        raise ValueError(f"'input_nodes' IDs must be a 1-D integer array (got {ids.dtype}, ndim {ids.ndim})")
+    ids = ids.astype(np.int64)
+    if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= n):
+        raise ValueError(f"'input_nodes' IDs of {ntype!r} must lie in [0, {n})")
+    if np.unique(ids).shape[0] != ids.shape[0]:
+        raise ValueError("'input_nodes' IDs must be distinct")
+    return ntype, ids, False
 
 
 def resolve_hetero_data(data: Any) -> HeteroGraphData:

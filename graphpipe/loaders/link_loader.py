@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from graphpipe.loaders.hetero_graph_data import is_typed_data
 from graphpipe.loaders.link_exclude import MAX_PAIR_NODES, exclude_seed_edges
 from graphpipe.loaders.link_seeds import LinkSeeds, plan_link_batch, resolve_negatives
 from graphpipe.loaders.link_temporal import (
@@ -231,6 +232,9 @@ class LinkNeighborLoader(NeighborLoader):
                  neg_sampling_ratio: float | None = None, batch_size: int = 1,
                  exclude_seed_edges: bool = False, edge_label_time: Any = None,
                  time_attr: str | None = None, temporal_strategy: str = "uniform", **kwargs: Any):
+        if is_typed_data(data):
+            raise ValueError("LinkNeighborLoader does not support typed graphs (HeteroData is not "
+                             "supported, nor typed stores): give one node type and one relation")
         for refused in ("input_nodes", "disjoint", "output", "input_time"):
             if kwargs.get(refused) not in (None, False, "minibatch"):
                 raise ValueError(f"LinkNeighborLoader does not support {refused!r}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -16,22 +16,34 @@ from graphpipe.loaders.dgl_blocks import import_dgl, seed_first_fanouts, to_dgl_
 from graphpipe.loaders.disjoint import DisjointSampler
 from graphpipe.loaders.feature_tier import auto_match_reorder, feature_source, row_tier
 from graphpipe.loaders.graph_data import GraphData, resolve_graph_data
+from graphpipe.loaders.hetero_graph_data import (
+    HeteroGraphData,
+    is_typed_data,
+    resolve_hetero_data,
+    resolve_typed_input,
+)
 from graphpipe.loaders.minibatch import MiniBatch
 from graphpipe.loaders.prefetch import END, Prefetcher, data_loader_kwargs, draw_seed
 from graphpipe.loaders.prepared import PreparedBatch
-from graphpipe.loaders.rows import DegreeCachedRows, QuantizedRowSource, RowSource
+from graphpipe.loaders.rows import ChunkedRows, DegreeCachedRows, QuantizedRowSource, RowSource
 from graphpipe.loaders.sampler import BaseSampler, LocalSampler, SamplerInput
 from graphpipe.loaders.shard import BaseShard
 from graphpipe.loaders.stages import GatherStage, ReorderStage, SampleStage, TransferStage
+from graphpipe.loaders.stages.gather import RowCounts, TypedGather
+from graphpipe.loaders.stages.reorder import typed_reorder
 from graphpipe.loaders.stats import LoaderStats, StatsRef
 from graphpipe.loaders.temporal import (
     build_temporal_sampler,
     check_temporal_options,
     resolve_input_time,
 )
+from graphpipe.loaders.typed_batch import HeteroMiniBatch, typed_batch_from_sample
 from graphpipe.ops._core.checks import check_fanouts as _check_fanouts
+from graphpipe.ops.features.degree import degree_order
+from graphpipe.ops.sampling import sample_neighbors_batches
+from graphpipe.ops.sampling.types import check_frontier, resolve_fanouts
 
-__all__ = ["NeighborLoader"]
+__all__ = ["HeteroNeighborLoader", "NeighborLoader"]
 
 class NeighborLoader:
     """Mini-batches of sampled neighbourhoods with their features, like
@@ -225,21 +237,40 @@ class NeighborLoader:
     >>> batch = next(iter(loader))
     >>> batch.n_id.tolist(), batch.batch.tolist(), batch.stamp.tolist(), batch.seed_time.tolist()
     ([0, 0, 2, 3, 3, 1], [0, 1, 0, 0, 1, 1], [1, 3, 3, 5], [4, 9])
+
+    Typed graphs (a PyG ``HeteroData``, a typed store or its path, a
+    :class:`graphpipe.loaders.HeteroGraphData`), as PyG's loader serves ``HeteroData``:
+    ``num_neighbors`` is one list for every relation or ``{relation: list}``;
+    ``input_nodes`` is ``(node type, IDs | mask | split name | None)``, a node type, or None
+    (the data's target type); each hop expands, over every relation into a type, that
+    type's nodes the hop before reached first; rows are gathered per type (``x[t]`` equals
+    ``X_t[n_id[t]]``), Match per type, Greedy Reorder on byte-weighted typed overlaps
+    (``match_reorder="auto"`` is False), a degree cache per type (in-degree summed over
+    relations); ``sampler`` may be a :class:`graphpipe.service.RemoteHeteroSampler`;
+    :attr:`stats` counts rows per type. It yields :class:`graphpipe.loaders.HeteroMiniBatch`
+    es (HeteroData's face). Options without a typed implementation (``time_attr``,
+    ``disjoint``, ``feature_bits``, ``sampler_backend="cuda"``, ``output="dgl"``,
+    ``shard``, ``reorder_by``, ``features="disk"``) are refused with one line. Two papers
+    cite each other, two authors write them; seeds are papers:
+
+    >>> from graphpipe.loaders import HeteroGraphData
+    >>> data = HeteroGraphData.from_dicts(
+    ...     {"paper": 2, "author": 2},
+    ...     {("paper", "cites", "paper"): (np.array([0, 1]), np.array([1, 0])),
+    ...      ("author", "writes", "paper"): (np.array([0, 1, 1]), np.array([0, 0, 1]))},
+    ...     x={"paper": np.arange(4, dtype=np.float32).reshape(2, 2)},
+    ...     y={"paper": np.array([1, 0])}, splits={"paper": {"train": np.array([1])}})
+    >>> loader = NeighborLoader(data, [2, 2], input_nodes=("paper", "train"), batch_size=1, seed=0)
+    >>> batch = next(iter(loader))
+    >>> batch["paper"].batch_size, batch.seeds.tolist(), batch["paper"].y.tolist()
+    (1, [1], [0, 1])
+    >>> {t: v.tolist() for t, v in batch.n_id_dict.items()}
+    {'paper': [1, 0], 'author': [1, 0]}
+    >>> batch.edge_index_dict[("paper", "cites", "paper")].tolist()   # 0 -> 1, then 1 -> 0
+    [[1, 0], [0, 1]]
+    >>> torch.equal(batch.x_dict["paper"], torch.tensor([[2.0, 3.0], [0.0, 1.0]])), list(batch.x_dict)
+    (True, ['paper'])
     """
-
-    def __new__(cls, data: Any = None, *args: Any, **kwargs: Any) -> Any:
-        """A typed graph (a PyG ``HeteroData``, a typed store or its path, a
-        :class:`graphpipe.loaders.HeteroGraphData`) gets a
-        :class:`graphpipe.loaders.HeteroNeighborLoader` with the same arguments, as PyG's
-        ``NeighborLoader`` serves ``Data`` and ``HeteroData`` alike; anything else this class."""
-        if cls is NeighborLoader and data is not None:
-            from graphpipe.loaders.hetero_graph_data import is_typed_data
-
-            if is_typed_data(data):
-                from graphpipe.loaders.hetero_neighbor_loader import HeteroNeighborLoader
-
-                return HeteroNeighborLoader(data, *args, **kwargs)
-        return super().__new__(cls)
 
     def __init__(self, data: Any, num_neighbors: Sequence[int] | None = None,
                  input_nodes: str | np.ndarray | torch.Tensor | None = None, *, batch_size: int = 1,
@@ -255,35 +286,33 @@ class NeighborLoader:
                  output: str = "minibatch", shard: BaseShard | None = None,
                  time_attr: str | None = None, input_time: Any = None, temporal_strategy: str = "uniform",
                  **loader_kwargs: Any):
+        self.typed = is_typed_data(data)
+        if self.typed:  # options that have no typed implementation: one line each, never ignored
+            _refuse_on_typed(time_attr=time_attr, input_time=input_time, disjoint=disjoint,
+                             feature_bits=feature_bits, sampler_backend=sampler_backend, output=output,
+                             shard=shard, reorder_by=reorder_by, features=features)
         self.temporal = time_attr is not None
         check_temporal_options(time_attr, input_time, temporal_strategy, sampler=sampler, shard=shard,
                                frontier=frontier, replace=replace, backend=sampler_backend, output=output)
-        fanouts = _resolve_fanouts(num_neighbors, fanouts)
+        spec = _resolve_fanouts(num_neighbors, fanouts, typed=self.typed)
         _check_pyg_options(subgraph_type, disjoint, directed)
         prefetch, generator = data_loader_kwargs(loader_kwargs, prefetch)
         self._generator = generator
         # DGL's sampler expands every node of a layer; PyG's only the new frontier
-        frontier = frontier or ("all" if "dgl" in (fanout_order, output) else "new")
+        frontier = check_frontier(frontier or ("all" if "dgl" in (fanout_order, output) else "new"))
         if feature_bits is not None and (isinstance(feature_bits, bool) or
                                          not isinstance(feature_bits, (int, np.integer)) or
                                          int(feature_bits) not in (1, 2, 4, 8)):
             raise ValueError(f"'feature_bits' must be None, 8, 4, 2 or 1 (got {feature_bits!r})")
         self.feature_bits = None if feature_bits is None else int(feature_bits)
-        self.fanouts = seed_first_fanouts(_check_fanouts(fanouts), fanout_order)
         if output not in ("minibatch", "dgl"):
             raise ValueError(f"'output' must be 'minibatch' or 'dgl' (got {output!r})")
         self.output = output
         if output == "dgl":
             import_dgl()
-        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
-            raise ValueError(f"'batch_size' must be a positive integer (got {batch_size!r})")
-        self.batch_size = int(batch_size)
-        if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 1:
-            raise ValueError(f"'window' must be a positive integer (got {window!r})")
-        self.window = int(window)
-        if isinstance(prefetch, bool) or not isinstance(prefetch, (int, np.integer)) or prefetch < 0:
-            raise ValueError(f"'prefetch' must be a non-negative integer (got {prefetch!r})")
-        self.prefetch = int(prefetch)
+        self.batch_size = _positive("batch_size", batch_size)
+        self.window = _positive("window", window)
+        self.prefetch = _positive("prefetch", prefetch, minimum=0)
         if self.prefetch:  # a background thread beside torch's: the OpenMP wait policy matters
             from graphpipe.omp import warn_if_too_late
 
@@ -312,10 +341,30 @@ class NeighborLoader:
         self.progress = bool(progress)
         self.fixed_seed = seed is not None
         self.seed = int(seed) if seed is not None else draw_seed(self._generator)
-
         self.data = data  # the caller's object, as PyG keeps it (layer-wise inference edits it)
-        self.graph: GraphData = resolve_graph_data(data)
         self.features = features is not False
+        self._stats = StatsRef()
+        options = {"replace": replace, "frontier": frontier, "num_threads": num_threads,
+                   "cache": cache, "cache_rows": cache_rows, "match_reorder": match_reorder, "sampler": sampler}
+        if self.typed:
+            self._build_typed(spec, fanout_order, input_nodes, **options)
+        else:
+            self._build_homogeneous(seed_first_fanouts(spec, fanout_order), input_nodes, features=features,
+                                    disjoint=disjoint, reorder_by=reorder_by, sampler_backend=sampler_backend,
+                                    temporal=(time_attr, input_time, temporal_strategy), **options)
+        self._epoch = 0
+        self._active: weakref.ref | None = None
+        self._handed_out: tuple[torch.Tensor, int] | None = None  # last x given out, its version
+        self._input_pos: np.ndarray | None = None  # node ID -> position in input_nodes (input_id)
+
+    def _build_homogeneous(self, fanouts: list[int], input_nodes: Any, *, features: bool | str, disjoint: bool,
+                           reorder_by: str, sampler_backend: str, temporal: tuple, replace: bool, frontier: str,
+                           num_threads: int | None, cache: str | None, cache_rows: float,
+                           match_reorder: bool | str, sampler: BaseSampler | None) -> None:
+        """The four stages over one node type and one relation (:class:`GraphData`)."""
+        time_attr, input_time, temporal_strategy = temporal
+        self.fanouts = fanouts
+        self.graph: GraphData = resolve_graph_data(self.data)
         self.feature_tier = features if self.features else False
         if self.features and self.graph.feature_chunks is None:
             raise ValueError("'data' has no node features ('node/feat' or 'x'); "
@@ -324,7 +373,7 @@ class NeighborLoader:
         # input_id indexes input_nodes as given, as PyG's: a mask (or None) by node ID
         self._input_by_node = input_nodes is None or _is_mask(input_nodes)
         store = self.graph.store
-        self._edge_id = (store.edge_id if output == "dgl" and store is not None
+        self._edge_id = (store.edge_id if self.output == "dgl" and store is not None
                          and store.has_array("csc/edge_id") else None)
         self.cache: DegreeCachedRows | None = None
         self.rows = self._row_source(cache, cache_rows)
@@ -340,7 +389,7 @@ class NeighborLoader:
         else:
             self.sampler = sampler if sampler is not None else LocalSampler(
                 self.graph.indptr, self.graph.indices, self.fanouts, replace=replace, num_threads=num_threads,
-                backend=sampler_backend, device=device, frontier=frontier)
+                backend=sampler_backend, device=self.device, frontier=frontier)
         if not isinstance(self.sampler, BaseSampler):
             raise ValueError(f"'sampler' must be a graphpipe.loaders.BaseSampler "  # noqa: TRY004 - the project reports bad arguments as ValueError
                              f"(got {type(sampler).__name__})")
@@ -350,7 +399,6 @@ class NeighborLoader:
         if self.disjoint and not self.temporal:  # one tree per seed: batch.batch names each node's tree
             self.sampler = DisjointSampler(self.sampler)
 
-        self._stats = StatsRef()
         self.sample = SampleStage(self.sampler, self._stats)
         # Reorder permutes batches: only in an order-free (shuffled) epoch.
         self.reorder = ReorderStage(match_reorder is True and self.shuffle, self._stats, reorder_by)
@@ -360,10 +408,37 @@ class NeighborLoader:
                                   pin_memory=self.device.type == "cuda", seed=self.seed,
                                   attrs=self.graph.attrs)
         self.transfer = TransferStage(self.device, self.rows, self._stats)
-        self._epoch = 0
-        self._active: weakref.ref | None = None
-        self._handed_out: tuple[torch.Tensor, int] | None = None  # last x given out, its version
-        self._input_pos: np.ndarray | None = None  # node ID -> position in input_nodes (input_id)
+
+    def _build_typed(self, spec: Any, fanout_order: str, input_nodes: Any, *, replace: bool, frontier: str,
+                     num_threads: int | None, cache: str | None, cache_rows: float,
+                     match_reorder: bool | str, sampler: Any) -> None:
+        """The typed path (:class:`HeteroGraphData`): one fanout list per relation, seeds of
+        one node type, rows gathered per type (:class:`TypedGather`, Match per type), Greedy
+        Reorder on byte-weighted typed overlaps; ``match_reorder="auto"`` is False here."""
+        self.graph: HeteroGraphData = resolve_hetero_data(self.data)
+        fanouts = resolve_fanouts(spec, self.graph.edge_types)
+        self.fanouts = {et: seed_first_fanouts(f, fanout_order) for et, f in fanouts.items()}
+        self.replace, self.frontier, self.num_threads = bool(replace), frontier, num_threads
+        self.disjoint, self.cache, self.input_time, self.sampler = False, None, None, sampler
+        self.match_reorder = False if match_reorder == "auto" else match_reorder
+        self.target_type, self.input_nodes, self._input_by_node = resolve_typed_input(self.graph, input_nodes)
+        self.rows: Any = ({t: self._typed_rows(t, cache, cache_rows) for t in self.graph.features}
+                          if self.features else {})
+        self.gather = TypedGather(self.rows, match=self.match_reorder in (True, "match"))
+        if sampler is not None:  # e.g. RemoteHeteroSampler: samples elsewhere, same results
+            if not callable(getattr(sampler, "check_graph", None)):
+                raise ValueError("'sampler' on a typed graph must sample typed batches (e.g. "
+                                 f"graphpipe.service.RemoteHeteroSampler; got {type(sampler).__name__})")
+            sampler.check_graph(self.graph.num_nodes_dict, self.graph.edge_types)
+
+    def _typed_rows(self, ntype: str, cache: str | None, cache_rows: float) -> RowSource:
+        """``ntype``'s feature rows, wrapped in its degree cache (in-degree over relations)."""
+        feat = self.graph.features[ntype]
+        rows: RowSource = ChunkedRows([feat], max(1, feat.shape[0]))
+        if cache == "degree":
+            budget = _cache_budget(cache_rows, feat.shape[0])
+            rows = DegreeCachedRows(rows, degree_order(self.graph.in_degrees(ntype))[:budget])
+        return rows
 
     def input_id(self, seeds: np.ndarray) -> np.ndarray:
         """int64 index of each of ``seeds`` in ``input_nodes`` as given (PyG's ``input_id``):
@@ -407,9 +482,10 @@ class NeighborLoader:
         return range(int(self.input_nodes.shape[0]))
 
     @property
-    def stats(self) -> LoaderStats:
-        """Counters of the current (or last) epoch."""
-        return self._stats.current
+    def stats(self) -> LoaderStats | RowCounts:
+        """Counters of the current (or last) epoch; on a typed graph the rows per node type
+        by where they came from (:class:`graphpipe.loaders.stages.gather.RowCounts`)."""
+        return self.gather.counts if self.typed else self._stats.current
 
     @property
     def epoch(self) -> int:
@@ -460,6 +536,9 @@ class NeighborLoader:
         batches of the current one are gathered, or, when the sampler declares
         ``supports_stream``, the next windows are streamed through it.
         """
+        if self.typed:
+            yield from self._produce_typed(epoch)
+            return
         batches, times, positions = self._epoch_plan(epoch)
         keys = self.batch_keys(epoch, len(batches))
         starts = range(0, len(batches), self.window)
@@ -489,6 +568,37 @@ class NeighborLoader:
                 if w + 1 < len(windows):
                     pending = pool.submit(self.sample, *windows[w + 1], win_times[w + 1])
                 yield from self._reorder_and_gather(outputs, windows[w][1], win_pos[w])
+
+    def _produce_typed(self, epoch: int) -> Iterator[HeteroMiniBatch]:
+        """One epoch on a typed graph: each window sampled in parallel threads (or by
+        ``sampler``), reordered (Match-Reorder, shuffled epochs only), rows gathered per type."""
+        batches = self.epoch_positions(epoch)
+        keys = self.batch_keys(epoch, len(batches))
+        stats = self._stats.current
+        for s in range(0, len(batches), self.window):
+            window, window_keys = batches[s:s + self.window], keys[s:s + self.window]
+            seed_dicts = [{self.target_type: self.input_nodes[p]} for p in window]
+            t0 = time.perf_counter()
+            if self.sampler is not None:
+                outs = self.sampler.sample(seed_dicts, self.fanouts, window_keys, replace=self.replace,
+                                           frontier=self.frontier)
+            else:
+                outs = sample_neighbors_batches(self.graph.graph, seed_dicts, self.fanouts, seeds=window_keys,
+                                                replace=self.replace, frontier=self.frontier,
+                                                num_threads=self.num_threads)
+            stats.sample_s += time.perf_counter() - t0
+            order = range(len(outs))
+            if self.match_reorder is True and self.shuffle and len(outs) > 2 and self.rows:
+                order = typed_reorder([o.n_id for o in outs], {
+                    t: r.dim * np.dtype(r.dtype).itemsize for t, r in self.rows.items()}).tolist()
+            for i in order:
+                t0 = time.perf_counter()
+                pos = window[i]
+                ids = self.input_nodes[pos] if self._input_by_node else pos
+                batch = typed_batch_from_sample(outs[i], self.gather(outs[i].n_id), self.graph,
+                                                self.target_type, ids)
+                stats.gather_s += time.perf_counter() - t0
+                yield batch if self.device.type == "cpu" else batch.to(self.device)
 
     def _epoch_plan(self, epoch: int) -> tuple[list[np.ndarray], list | None, list | None]:
         """``(seed batches, their seed times, their input positions)`` of ``epoch``; the
@@ -526,7 +636,10 @@ class NeighborLoader:
         if not self.fixed_seed:  # a new draw from torch's RNG per epoch, as PyG's DataLoader
             self.seed = self.gather.seed = draw_seed(self._generator)
         self._stats.current = LoaderStats(epoch=epoch)
-        self._follow_data_edits()
+        if self.typed:
+            self.gather.reset()  # the row counts (the batch before stays resident)
+        else:
+            self._follow_data_edits()
         it = _LoaderIterator(self, epoch)
         self._active = weakref.ref(it)
         return it
@@ -544,6 +657,9 @@ class NeighborLoader:
         self.gather.labels = self.graph.labels if "y" in self.data else None
 
     def __repr__(self) -> str:
+        if self.typed:
+            return (f"NeighborLoader(target_type={self.target_type!r}, batch_size={self.batch_size}, "
+                    f"batches={len(self)}, relations={len(self.fanouts)}, prefetch={self.prefetch})")
         return (f"NeighborLoader(num_neighbors={self.fanouts}, batch_size={self.batch_size}, "
                 f"batches={len(self)}, match_reorder={self.match_reorder!r}, window={self.window}, "
                 f"cache={len(self.cache) if self.cache is not None else None}, prefetch={self.prefetch}, "
@@ -557,7 +673,7 @@ class _LoaderIterator:
     def __init__(self, loader: NeighborLoader, epoch: int):
         self._loader = loader
         self._stats = loader._stats.current
-        self._transfer = loader.transfer
+        self._transfer = None if loader.typed else loader.transfer  # typed: moved as assembled
         self._remaining = len(loader)
         self._done = False
         self._bar = _progress_bar(len(loader), epoch) if loader.progress else None
@@ -593,6 +709,15 @@ class _LoaderIterator:
         if item is END:
             self.close()
             raise StopIteration
+        batch = item if self._transfer is None else self._prepared(item)
+        self._remaining -= 1
+        self._stats.batches += 1
+        if self._bar is not None:
+            self._bar[0].update(self._bar[1], advance=1, hit=f"{self._stats.hit_rate:.0%}")
+        return self._loader._deliver(batch)
+
+    def _prepared(self, item: PreparedBatch) -> MiniBatch:
+        """A gathered batch transferred, its ``input_id`` set, Match's guard checked."""
         batch = self._transfer(item)
         if batch.input_id is None:  # temporal sampling set it already (the input positions)
             seeds = item.batch.n_id[:item.batch.batch_size].numpy()  # host copy, before transfer
@@ -600,11 +725,7 @@ class _LoaderIterator:
         self._check_previous_untouched(item.reused_rows)
         if batch.x is not None:
             self._loader._handed_out = (batch.x, batch.x._version)
-        self._remaining -= 1
-        self._stats.batches += 1
-        if self._bar is not None:
-            self._bar[0].update(self._bar[1], advance=1, hit=f"{self._stats.hit_rate:.0%}")
-        return self._loader._deliver(batch)
+        return batch
 
     def _check_previous_untouched(self, reused_rows: int) -> None:
         """Match copies rows of the previous batch's ``x`` into this one. If the caller
@@ -647,16 +768,43 @@ def _progress_bar(total: int, epoch: int) -> tuple[Any, Any]:
 
 
 # -- argument checks ----------------------------------------------------------------------------
-def _resolve_fanouts(num_neighbors: Sequence[int] | None, fanouts: Sequence[int] | None) -> list[int]:
-    """``num_neighbors`` (PyG's name) or ``fanouts`` (the same thing), not both."""
+def _resolve_fanouts(num_neighbors: Any, fanouts: Any, typed: bool = False) -> Any:
+    """``num_neighbors`` (PyG's name) or ``fanouts`` (the same thing), not both: a list, or
+    on a typed graph also ``{relation: list}`` (checked against the relations later)."""
     if num_neighbors is not None and fanouts is not None:
-        raise ValueError("give 'num_neighbors' or 'fanouts' (the same thing), not both")
+        raise ValueError("give the fanouts once: 'num_neighbors' or 'fanouts' (the same thing), not both")
     chosen = num_neighbors if num_neighbors is not None else fanouts
     if chosen is None:
         raise ValueError("'num_neighbors' is required (neighbours per hop, seed hop first)")
-    if isinstance(chosen, dict):
-        raise ValueError("'num_neighbors' as a dict (heterogeneous graphs) is not supported")  # noqa: TRY004 - the project reports bad arguments as ValueError
+    if isinstance(chosen, Mapping):
+        if typed:
+            return chosen
+        raise ValueError("'num_neighbors' as a dict (one list per relation) needs a typed graph "
+                         "(a HeteroData or a typed store)")
     return _check_fanouts(chosen)
+
+
+_TYPED_DEFAULTS = {"time_attr": None, "input_time": None, "disjoint": False, "feature_bits": None,
+                   "sampler_backend": ("auto", "cpu"), "output": "minibatch", "shard": None,
+                   "reorder_by": "match", "features": (True, False, "auto", "memory")}
+
+
+def _refuse_on_typed(**given: Any) -> None:
+    """``ValueError`` (one line) for an option a typed graph has no implementation of."""
+    for name, value in given.items():
+        allowed = _TYPED_DEFAULTS[name]
+        ok = value in allowed if isinstance(allowed, tuple) else (
+            value is allowed if allowed is None or isinstance(allowed, bool) else value == allowed)
+        if not ok:
+            raise ValueError(f"{name}={value!r} is not supported on typed graphs (HeteroData, typed "
+                             "stores): leave it at its default")
+
+
+def _positive(name: str, value: Any, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        kind = "a positive integer" if minimum == 1 else "a non-negative integer"
+        raise ValueError(f"'{name}' must be {kind} (got {value!r})")
+    return int(value)
 
 
 def _check_pyg_options(subgraph_type: Any, disjoint: bool, directed: bool) -> None:
@@ -714,3 +862,8 @@ def _cache_budget(cache_rows: float, num_nodes: int) -> int:
             raise ValueError(f"'cache_rows' as a fraction must be in [0, 1] (got {cache_rows})")
         return round(cache_rows * num_nodes)
     raise ValueError(f"'cache_rows' must be a row count or a fraction (got {cache_rows!r})")
+
+
+HeteroNeighborLoader = NeighborLoader
+"""The name graphpipe's typed loader had: :class:`NeighborLoader` serves typed graphs itself
+(as PyG's ``NeighborLoader`` serves ``HeteroData``); kept as an alias for existing code."""

@@ -22,11 +22,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 
 from graphpipe.loaders.minibatch import Block
 
-__all__ = ["HeteroMiniBatch", "TypeView"]
+__all__ = ["HeteroMiniBatch", "TypeView", "typed_batch_from_sample"]
 
 EdgeType = tuple[str, str, str]
 
@@ -347,3 +348,22 @@ class HeteroMiniBatch:
             for name, value in self._fields(key).items():
                 data[key][name] = list(value) if isinstance(value, list) else value
         return data
+
+
+def typed_batch_from_sample(out: Any, x: dict[str, torch.Tensor], graph: Any, target_type: str,
+                            input_id: np.ndarray) -> HeteroMiniBatch:
+    """The batch of a typed sample (:class:`graphpipe.ops.sampling.HeteroSampleOutput`):
+    ``x`` the rows gathered per type; labels, edge order (``e_id``) and edge features read
+    from ``graph`` (a :class:`graphpipe.loaders.HeteroGraphData`); ``input_id`` int64
+    ``(batch_size,)``; PyG's edge layout (row 0 into ``n_id[src]``, row 1 into ``n_id[dst]``)."""
+    y_dict = {t: torch.from_numpy(np.asarray(labels[out.n_id[t]])) for t, labels in graph.labels.items()}
+    order = graph.edge_order
+    return HeteroMiniBatch(
+        n_id={t: torch.from_numpy(v) for t, v in out.n_id.items()}, x=x,
+        y=y_dict.get(target_type), batch_size=int(input_id.shape[0]), target_type=target_type,
+        edge_index={et: torch.from_numpy(np.stack([out.row[et], out.col[et]])) for et in out.row},
+        e_id={et: torch.from_numpy(order[et][e] if et in order else e) for et, e in out.edge_ids.items()},
+        num_sampled_nodes=out.num_sampled_nodes, num_sampled_edges=out.num_sampled_edges,
+        input_id=torch.from_numpy(np.ascontiguousarray(input_id, dtype=np.int64)), y_dict=y_dict,
+        edge_attr={et: torch.from_numpy(np.asarray(f[out.edge_ids[et]]))
+                   for et, f in graph.edge_features.items()})

@@ -308,7 +308,9 @@ def test_input_node_forms_and_errors():
     with pytest.raises(ValueError, match="once"):
         HeteroNeighborLoader(data, [1], input_nodes="paper", fanouts=[1])
     with pytest.raises(ValueError, match="match_reorder"):
-        HeteroNeighborLoader(data, [1], input_nodes="paper", match_reorder="auto")
+        HeteroNeighborLoader(data, [1], input_nodes="paper", match_reorder="often")
+    # one loader: "auto" (NeighborLoader's default) is accepted, and is no reuse on typed graphs
+    assert HeteroNeighborLoader(data, [1], input_nodes="paper", match_reorder="auto").match_reorder is False
 
 
 def test_blocks_follow_edge_index():
@@ -363,15 +365,22 @@ def test_typed_store_path_equals_in_memory(tmp_path):
         assert all(torch.equal(a.e_id[et], b.e_id[et]) for et in RELS)
 
 
-def test_homogeneous_store_is_refused(tmp_path):
+def test_homogeneous_store_is_served_as_one_relation(tmp_path):
+    """HeteroNeighborLoader is NeighborLoader: a homogeneous store is not refused but served
+    as NeighborLoader serves it (MiniBatch), and a typed-only option is refused in one line
+    on a typed graph (HeteroGraphData.from_store still refuses a homogeneous store)."""
     from torch_geometric.data import Data
 
     from graphpipe import from_pyg
+    from graphpipe.loaders import MiniBatch, NeighborLoader
 
     store = from_pyg(Data(edge_index=torch.tensor([[1, 0], [0, 1]]), num_nodes=3),
                                 tmp_path / "homo")
+    alias = next(iter(HeteroNeighborLoader(store, [2], batch_size=3, seed=0, features=False)))
+    plain = next(iter(NeighborLoader(store, [2], batch_size=3, seed=0, features=False)))
+    assert isinstance(alias, MiniBatch) and torch.equal(alias.n_id, plain.n_id)
     with pytest.raises(ValueError, match="not a typed store"):
-        HeteroNeighborLoader(store, [2], input_nodes="x")
+        HeteroGraphData.from_store(store)
 
 
 def test_match_reorder_changes_no_batch_and_counts_rows():
@@ -545,3 +554,29 @@ def test_edge_features_follow_their_edges(tmp_path):
     merged = data.with_reverse_relations(merge=True)
     assert ("paper", "cites", "paper") not in merged.edge_features  # symmetrised: rows dropped
     assert RELS[0] in merged.edge_features
+
+
+@pytest.mark.parametrize(("option", "value"), [
+    ("time_attr", "time"), ("disjoint", True), ("feature_bits", 8), ("sampler_backend", "cuda"),
+    ("output", "dgl"), ("reorder_by", "overlap"), ("features", "disk")])
+def test_options_without_a_typed_path_are_refused_in_one_line(option, value):
+    data, _ = make_data()
+    with pytest.raises(ValueError, match=rf"^{option}=.* is not supported on typed graphs[^\n]*$"):
+        HeteroNeighborLoader(data, [2], input_nodes="paper", **{option: value})
+
+
+def test_loader_options_shared_with_one_relation_work_on_typed_graphs():
+    """progress, fanout_order="dgl" (input layer first, per relation too, and DGL's
+    frontier "all" as on one relation), len(dataset), the caller's data kept as
+    loader.data; stats count the typed batches' rows."""
+    data, raw = make_data(4)
+    kw = {"input_nodes": ("paper", np.arange(40)), "batch_size": 16, "seed": 2}
+    seed_first = _batches(HeteroNeighborLoader(data, [4, 2], frontier="all", **kw))
+    dgl_order = HeteroNeighborLoader(data, {et: [2, 4] for et in RELS}, fanout_order="dgl",
+                                     progress=True, **kw)
+    assert dgl_order.fanouts == {et: [4, 2] for et in RELS} and dgl_order.data is data
+    assert len(dgl_order.dataset) == 40
+    assert_same_batches(seed_first, _batches(dgl_order))
+    assert dgl_order.stats.total("paper") == sum(b.n_id["paper"].numel() for b in seed_first)
+    for batch in seed_first:
+        check_batch(batch, raw, batch.seeds.numpy())

@@ -221,3 +221,14 @@ def test_topology_only_and_ratio(link_store) -> None:
     assert batch.x is None and batch.edge_label_index.shape == (2, 24)  # ratio 2 -> binary
     assert batch.edge_label.tolist() == [1.0] * 8 + [0.0] * 16
     assert len(loader) == math.ceil(read_link_split(link_store, "valid").num_pos / 8)
+
+
+def test_typed_graphs_are_refused_in_one_line() -> None:
+    pytest.importorskip("torch_geometric")
+    from torch_geometric.data import HeteroData
+
+    data = HeteroData()
+    data["paper"].num_nodes = 3
+    data["paper", "cites", "paper"].edge_index = torch.tensor([[0, 1], [1, 2]])
+    with pytest.raises(ValueError, match=r"^LinkNeighborLoader does not support typed graphs"):
+        LinkNeighborLoader(data, [2], edge_label_index=torch.tensor([[0], [1]]))
