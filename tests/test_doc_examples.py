@@ -47,7 +47,7 @@ from graphpipe.store.link import read_link_split
 from graphpipe.store.open import open_store
 from graphpipe.store.remote import open_remote
 from graphpipe.store.types import TypedFace
-from graphpipe.store.typed_writer import TypedStoreWriter
+from graphpipe.store.writer import TypedStoreWriter
 from graphpipe.synthetic.link import link_dataset, write_ogb_link
 from graphpipe.synthetic.mag import mag_dataset, write_ogb_mag
 from graphpipe.synthetic.mag240m import mag240m_dataset

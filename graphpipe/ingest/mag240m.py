@@ -38,7 +38,7 @@ from graphpipe.ingest.safe_load import load_torch_file
 from graphpipe.ingest.typed_csc import build_relation, build_reverse, check_reverse
 from graphpipe.store import schema as ts
 from graphpipe.store.errors import StoreError
-from graphpipe.store.typed_writer import TypedStoreWriter
+from graphpipe.store.writer import TypedStoreWriter
 
 ProgressFn = Callable[[str, int, int], None]
 DIR_NAME = "mag240m_kddcup2021"

@@ -3,7 +3,7 @@
 :func:`is_typed_source` recognises the typed layouts (OGB's heterogeneous raw folder,
 :mod:`graphpipe.ingest.ogb_hetero`; MAG240M's, :mod:`graphpipe.ingest.mag240m`; typed
 edge lists and node tables, :mod:`graphpipe.ingest.typed_edgelist`); :func:`ingest_typed` writes one as a typed store
-(:mod:`graphpipe.store.typed_writer`), atomically. ``graphpipe ingest`` and
+(:mod:`graphpipe.store.writer`), atomically. ``graphpipe ingest`` and
 :func:`graphpipe.ingest.ingest` dispatch here when the source is typed, so the same
 command ingests both kinds. Of :class:`~graphpipe.ingest.pipeline.IngestOptions`, a typed
 ingest honours ``overwrite``, ``name``, ``memory_limit``, ``feature_dtype``,

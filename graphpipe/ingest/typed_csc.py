@@ -4,9 +4,9 @@
 (source IDs in ``[0, N_src)``, destination IDs in ``[0, N_dst)``; a failure names the
 file and line), then hands the chunks to :func:`graphpipe.ingest.csc_builder.build_csc`
 over ``max(N_src, N_dst)`` nodes through the writer's
-:meth:`~graphpipe.store.typed_writer.TypedStoreWriter.relation_sink`, which cuts
+:meth:`~graphpipe.store.writer.StoreWriter.relation_sink`, which cuts
 ``indptr`` to ``N_dst + 1`` rows. The result is the CSC
-:meth:`~graphpipe.store.typed_writer.TypedStoreWriter.add_relation` builds in memory
+:meth:`~graphpipe.store.writer.StoreWriter.add_relation` builds in memory
 (neighbours ascending, ties by input position), within ``memory_limit``.
 """
 
@@ -20,7 +20,7 @@ from graphpipe.ingest.chunks import EdgeChunk
 from graphpipe.ingest.csc_builder import CscOptions, build_csc
 from graphpipe.ingest.errors import IngestError
 from graphpipe.store import schema as ts
-from graphpipe.store.typed_writer import TypedStoreWriter
+from graphpipe.store.writer import TypedStoreWriter
 
 ProgressFn = Callable[[str, int, int], None]
 
@@ -74,7 +74,7 @@ def _prepend(first: EdgeChunk, rest: Iterator[EdgeChunk]) -> Iterator[EdgeChunk]
 
 
 def _write_empty(sink, n_src: int, n_dst: int, edge_ids: bool) -> None:
-    from graphpipe.store.typed_writer import indices_dtype
+    from graphpipe.store.writer import indices_dtype
 
     sink.write_array("csc/indptr", np.zeros(max(n_src, n_dst, 1) + 1, dtype=np.int64))
     sink.write_array("csc/indices", np.zeros(0, dtype=indices_dtype(max(n_src, n_dst))))

@@ -41,7 +41,7 @@ from graphpipe.ingest.idmap_build import DuplicateIdError, IntIdIndex, StringIdI
 from graphpipe.ingest.typed_csc import build_relation, build_reverse, check_reverse
 from graphpipe.store import schema as ts
 from graphpipe.store.errors import StoreError
-from graphpipe.store.typed_writer import TypedStoreWriter
+from graphpipe.store.writer import TypedStoreWriter
 
 ProgressFn = Callable[[str, int, int], None]
 SUFFIXES = (".csv", ".tsv", ".parquet", ".csv.gz", ".tsv.gz")

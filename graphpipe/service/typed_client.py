@@ -66,7 +66,7 @@ class RemoteHeteroSampler:
     >>> import numpy as np, torch
     >>> from graphpipe.loaders import HeteroNeighborLoader
     >>> from graphpipe.service import SamplingServer
-    >>> from graphpipe.store.typed_writer import TypedStoreWriter
+    >>> from graphpipe.store.writer import TypedStoreWriter
     >>> tmp = tempfile.TemporaryDirectory()
     >>> with TypedStoreWriter(os.path.join(tmp.name, "t"), {"paper": 3, "author": 2},
     ...                       target_type="paper") as w:

@@ -51,7 +51,7 @@ class TypedFace:
     A typed store:
 
     >>> from graphpipe.store import GraphStore
-    >>> from graphpipe.store.typed_writer import TypedStoreWriter
+    >>> from graphpipe.store.writer import TypedStoreWriter
     >>> tmp = tempfile.TemporaryDirectory()
     >>> path = os.path.join(tmp.name, "mini")
     >>> with TypedStoreWriter(path, {"paper": 3, "author": 2}) as w:

@@ -21,8 +21,8 @@ from graphpipe.cli.main import cli
 from graphpipe.ingest import IngestOptions, ingest
 from graphpipe.ingest.errors import IngestError
 from graphpipe.store import GraphStore
-from graphpipe.store.typed_writer import TypedStoreWriter
 from graphpipe.store.validate import validate
+from graphpipe.store.writer import TypedStoreWriter
 from graphpipe.synthetic.mag import mag_dataset, mag_meta_dict, write_ogb_mag
 
 SMALL = {"papers": 900, "authors": 700, "institutions": 20, "fields": 60, "num_classes": 5,

@@ -144,7 +144,7 @@ def test_merged_reverse_relations_equal_pygs_default_to_undirected():
 
 
 def test_store_face_extras(tmp_path):
-    from graphpipe.store.typed_writer import TypedStoreWriter
+    from graphpipe.store.writer import TypedStoreWriter
 
     edges = edge_lists(5, 60)
     y = np.arange(50) % 3

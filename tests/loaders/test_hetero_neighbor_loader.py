@@ -331,7 +331,7 @@ def test_blocks_follow_edge_index():
 
 
 def write_typed_store(path, raw: dict, edge_attr: dict | None = None) -> None:
-    from graphpipe.store.typed_writer import TypedStoreWriter
+    from graphpipe.store.writer import TypedStoreWriter
 
     with TypedStoreWriter(path, COUNTS, target_type="paper") as w:
         for et, (s, d) in raw["edges"].items():

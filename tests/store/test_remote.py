@@ -271,7 +271,7 @@ def test_two_processes_fetch_each_object_once(s3_server, local_store, tmp_path) 
 
 def test_a_typed_store_on_s3(s3_server, tmp_path) -> None:
     """The typed face (issue 17) reads through the same cache: every typed array equal."""
-    from graphpipe.store.typed_writer import TypedStoreWriter
+    from graphpipe.store.writer import TypedStoreWriter
 
     rng = np.random.default_rng(3)
     with TypedStoreWriter(tmp_path / "typed", {"paper": 50, "author": 30}) as w:

@@ -17,8 +17,8 @@ from click.testing import CliRunner
 from graphpipe.cli.main import cli
 
 from graphpipe.store import CorruptStoreError, GraphStore, StoreError
-from graphpipe.store.typed_writer import TypedStoreWriter
 from graphpipe.store.validate import validate
+from graphpipe.store.writer import TypedStoreWriter
 
 COUNTS = {"paper": 40, "author": 25, "institution": 3}
 WRITES = ("author", "writes", "paper")
@@ -302,3 +302,29 @@ def test_info_and_validate_cli(typed_store):
     os.truncate(path, 8)
     result = runner.invoke(cli, ["validate", str(store.path)])
     assert result.exit_code == 2 and "invalid:" in result.output
+
+
+def test_one_writer_writes_typed_stores(tmp_path):
+    """``StoreWriter.add_node_type`` + ``add_relation`` write what ``TypedStoreWriter`` (its
+    types given up front) writes; a type is declared once."""
+    from graphpipe.store import StoreWriter
+
+    def fill(w):
+        w.add_relation(("author", "writes", "paper"), np.array([0, 1, 1]), np.array([0, 0, 2]))
+        w.write_node_array("paper", "label", np.array([1, 0, 1]))
+        w.commit()
+
+    with StoreWriter(tmp_path / "one") as w:
+        w.add_node_type("paper", 3)
+        w.add_node_type("author", 2)
+        with pytest.raises(StoreError, match="added twice"):
+            w.add_node_type("paper", 3)
+        fill(w)
+    with TypedStoreWriter(tmp_path / "two", {"paper": 3, "author": 2}) as w:
+        fill(w)
+    one, two = GraphStore.open(tmp_path / "one"), GraphStore.open(tmp_path / "two")
+    for field in ("node_types", "edge_types", "target_type", "typed_labels", "num_nodes", "num_edges"):
+        assert one.manifest[field] == two.manifest[field]
+    assert sorted(one.manifest["arrays"]) == sorted(two.manifest["arrays"])
+    assert [a.tolist() for a in one.typed_csc(("author", "writes", "paper"))] == \
+        [a.tolist() for a in two.typed_csc(("author", "writes", "paper"))]
