@@ -76,8 +76,6 @@ def train_text(store: str, model_name: str, text: dict[str, Any], shared: dict[s
     from graphpipe.train.text.build import TextConfig
     from graphpipe.train.text.task import TextTask
 
-    if device != "cpu":
-        fail(f"--model {model_name} runs on the CPU in this version (got --device {device})")
     if model_name in ("tape", "glem") and (checkpoint or resume):
         fail(f"--checkpoint/--resume: --model {model_name} runs several phases; not supported")
     if text["lm_path"] is not None:
@@ -93,7 +91,7 @@ def train_text(store: str, model_name: str, text: dict[str, Any], shared: dict[s
         gnn_lr=shared.get("lr") or 0.01,
         dropout=0.3 if shared.get("dropout") is None else shared["dropout"], epochs=epochs,
         grouping=text["grouping"], exit_order=text["exit_order"], lm_share=text["lm_share"],
-        glem_rounds=text["glem_rounds"], seed=seed)
+        glem_rounds=text["glem_rounds"], seed=seed, device=device)
     task = TextTask.from_store(GraphStore.open(store), config.max_len)
     if not quiet:
         click.echo(f"{store}: {len(task.labels)} nodes, {len(task.indices)} edges, "

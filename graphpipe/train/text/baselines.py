@@ -32,7 +32,7 @@ __all__ = ["run_glem", "run_tape"]
 
 def _embed_inputs(task: TextTask, lm: Any, config: TextConfig) -> tuple[GnnInputs, np.ndarray]:
     """GNN inputs with every text node's LM embedding; the LM's predicted classes."""
-    inputs = GnnInputs(task.features, config.emb_dim, seed=config.seed)
+    inputs = GnnInputs(task.features, config.emb_dim, seed=config.seed, device=config.device)
     nodes = np.flatnonzero(task.has_text)
     emb, logits = encode(lm.model, task.inputs, nodes)
     inputs.replace(torch.as_tensor(nodes), emb)

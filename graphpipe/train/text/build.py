@@ -55,6 +55,7 @@ class TextConfig:
     glem_rounds: int = 2
     pseudo_weight: float = 0.5
     seed: int = 0
+    device: str = "cpu"
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -67,7 +68,8 @@ def build_lm_model(task: TextTask, config: TextConfig, groups: int) -> EarlyExit
     lm = build_lm(config.lm_kind, vocab_size=vocab, hidden=config.lm_hidden,
                   layers=config.lm_layers, heads=config.lm_heads, max_len=config.max_len,
                   path=config.lm_path)
-    return EarlyExitLM(LMEncoder(lm), config.emb_dim, task.num_classes, groups=groups)
+    return EarlyExitLM(LMEncoder(lm), config.emb_dim, task.num_classes,
+                       groups=groups).to(config.device)
 
 
 def build_lm_trainer(task: TextTask, config: TextConfig, *, groups: np.ndarray | None = None,
@@ -88,8 +90,8 @@ def build_gnn(task: TextTask, config: TextConfig, x: torch.Tensor, *, epochs: in
 
     torch.manual_seed(config.seed + 1)
     model = build_model(config.gnn, x.shape[1], config.gnn_hidden, task.num_classes,
-                        config.gnn_layers, dropout=config.dropout)
-    graph = FullGraph(task.indptr, task.indices, config.gnn_layers)
+                        config.gnn_layers, dropout=config.dropout).to(config.device)
+    graph = FullGraph(task.indptr, task.indices, config.gnn_layers, config.device)
     return GnnTrainer(model, graph, x, task.labels, task.splits,
                       epochs=config.epochs if epochs is None else epochs, lr=config.gnn_lr,
                       seed=config.seed, pseudo=pseudo, pseudo_weight=config.pseudo_weight, **kwargs)
@@ -100,7 +102,7 @@ def build_unitg(task: TextTask, config: TextConfig, **kwargs: Any) -> UniTGTrain
     :class:`GnnInputs` (raw features projected to ``emb_dim`` until synced)."""
     groups = node_groups(task.degrees, config.grouping, config.groups)
     lm = build_lm_trainer(task, config, groups=groups, num_groups=config.groups, quiet=True)
-    inputs = GnnInputs(task.features, config.emb_dim, seed=config.seed)
+    inputs = GnnInputs(task.features, config.emb_dim, seed=config.seed, device=config.device)
     gnn = build_gnn(task, config, inputs.x, quiet=True)
     return UniTGTrainer(lm, gnn, inputs, task.has_text, lm_epochs=config.lm_epochs,
                         lm_share=config.lm_share, sync_patience=config.sync_patience, **kwargs)

@@ -80,12 +80,14 @@ class SyncSchedule:
 class GnnInputs:
     """The GNN's input rows: projected raw features, LM embeddings where encoded."""
 
-    def __init__(self, raw: np.ndarray, dim: int, *, seed: int = 0):
+    def __init__(self, raw: np.ndarray, dim: int, *, seed: int = 0,
+                 device: str | torch.device = "cpu"):
         raw = torch.tensor(np.asarray(raw, dtype=np.float32))
         self.projection = self._projection(raw.shape[1], dim, seed)
         self.base = raw @ self.projection if self.projection is not None else raw.clone()
+        self.base = self.base.to(device)
         self.x = self.base.clone()
-        self.encoded = torch.zeros(raw.shape[0], dtype=torch.bool)
+        self.encoded = torch.zeros(raw.shape[0], dtype=torch.bool, device=device)
 
     @staticmethod
     def _projection(width: int, dim: int, seed: int) -> torch.Tensor | None:
@@ -97,5 +99,6 @@ class GnnInputs:
 
     def replace(self, nodes: torch.Tensor, embeddings: torch.Tensor) -> None:
         """Rows ``nodes`` become ``embeddings`` (``(len(nodes), dim)``)."""
-        self.x[nodes] = embeddings.to(self.x.dtype)
+        nodes = nodes.to(self.x.device)
+        self.x[nodes] = embeddings.to(self.x.device, self.x.dtype)
         self.encoded[nodes] = True

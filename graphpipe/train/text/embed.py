@@ -63,7 +63,9 @@ def _encode_chunk(encoder: LMEncoder, inputs: TokenInputs, start: int, stop: int
     out = np.zeros((stop - start, encoder.hidden), dtype=np.float32)
     for s in range(start, stop, batch_size):
         ids, mask = inputs.batch(np.arange(s, min(stop, s + batch_size)))
-        out[s - start:s - start + ids.shape[0]] = encoder(ids, mask, depth=depth).numpy()
+        device = next(encoder.parameters()).device
+        out[s - start:s - start + ids.shape[0]] = encoder(
+            ids.to(device), mask.to(device), depth=depth).cpu().numpy()
     return out
 
 

@@ -67,9 +67,10 @@ class GnnTrainer(TextTrainable):
             nodes.append(pseudo[0])
             targets.append(pseudo[1])
             weights.append(np.full(len(pseudo[0]), pseudo_weight))
-        self.nodes = torch.as_tensor(np.concatenate(nodes), dtype=torch.int64)
-        self.targets = torch.as_tensor(np.concatenate(targets), dtype=torch.int64)
-        self.weights = torch.as_tensor(np.concatenate(weights), dtype=torch.float32)
+        device = x.device
+        self.nodes = torch.as_tensor(np.concatenate(nodes), dtype=torch.int64, device=device)
+        self.targets = torch.as_tensor(np.concatenate(targets), dtype=torch.int64, device=device)
+        self.weights = torch.as_tensor(np.concatenate(weights), dtype=torch.float32, device=device)
         self.last_loss = float("nan")
 
     def logits(self) -> torch.Tensor:
@@ -96,4 +97,4 @@ class GnnTrainer(TextTrainable):
     def predict(self) -> np.ndarray:
         """Predicted class of every node (GLEM's pseudo-labels)."""
         self.model.eval()
-        return self.logits().argmax(-1).numpy()
+        return self.logits().argmax(-1).cpu().numpy()

@@ -34,6 +34,7 @@ def encode(model: EarlyExitLM, inputs: Any, nodes: np.ndarray, exits: np.ndarray
     ``exits[i]`` (default: the last exit)."""
     was_training = model.training
     model.eval()
+    device = next(model.parameters()).device
     nodes = np.asarray(nodes, dtype=np.int64)
     exits = np.full(nodes.size, model.groups - 1) if exits is None else np.asarray(exits)
     emb = torch.zeros(nodes.size, model.emb_dim)
@@ -43,8 +44,8 @@ def encode(model: EarlyExitLM, inputs: Any, nodes: np.ndarray, exits: np.ndarray
         for s in range(0, where.size, batch_size):
             pos = where[s:s + batch_size]
             ids, mask = inputs.batch(nodes[pos])
-            e, out = model(ids, mask, int(g))
-            emb[pos], logits[pos] = e, out
+            e, out = model(ids.to(device), mask.to(device), int(g))
+            emb[pos], logits[pos] = e.cpu(), out.cpu()
     model.train(was_training)
     return emb, logits
 
@@ -81,10 +82,11 @@ class LMTrainer(TextTrainable):
     def lm_step(self, group: int, nodes: np.ndarray) -> tuple[float, int, int]:
         """One optimizer step on a batch of ``group`` (Eq. 5.1 weight)."""
         ids, mask = self.inputs.batch(nodes)
+        device = next(self.model.parameters()).device
         self.optimizer.zero_grad(set_to_none=True)
-        _, logits = self.model(ids, mask, group)
-        target = torch.as_tensor(self.targets[nodes])
-        weight = torch.as_tensor(self.node_weight[nodes])
+        _, logits = self.model(ids.to(device), mask.to(device), group)
+        target = torch.as_tensor(self.targets[nodes]).to(device)
+        weight = torch.as_tensor(self.node_weight[nodes]).to(device)
         loss = (F.cross_entropy(logits, target, reduction="none") * weight).mean()
         (loss * float(self.loader.weights[group])).backward()
         self.optimizer.step()

@@ -25,13 +25,14 @@ class FullGraph:
     """The whole graph as ``layers`` identical blocks (every node a destination and a
     source, every in-edge), so a BlockModel computes all nodes at once."""
 
-    def __init__(self, indptr: np.ndarray, indices: np.ndarray, layers: int):
+    def __init__(self, indptr: np.ndarray, indices: np.ndarray, layers: int,
+                 device: str | torch.device = "cpu"):
         from graphpipe.loaders.minibatch import Block
 
         n = int(indptr.shape[0] - 1)
         ip = torch.as_tensor(np.asarray(indptr, dtype=np.int64))
         ix = torch.as_tensor(np.asarray(indices, dtype=np.int64))
-        block = Block(ip, ix, n, n, torch.arange(ix.numel(), dtype=torch.int64))
+        block = Block(ip, ix, n, n, torch.arange(ix.numel(), dtype=torch.int64)).to(device)
         self.blocks, self.num_nodes = [block] * layers, n
 
     def batch(self, x: torch.Tensor) -> Any:
@@ -90,5 +91,5 @@ def split_accuracy(logits: torch.Tensor, labels: np.ndarray, splits: dict[str, n
     """``{split: accuracy}`` of full-graph ``logits`` (OGB's evaluator, as the Trainer)."""
     from graphpipe.train.trainer import accuracy
 
-    pred = logits.argmax(-1).numpy()
+    pred = logits.argmax(-1).cpu().numpy()
     return {s: accuracy(labels[splits[s]], pred[splits[s]]) for s in names if s in splits}

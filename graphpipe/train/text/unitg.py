@@ -137,8 +137,8 @@ class UniTGTrainer(TextTrainable):
         return self.gnn.evaluate()
 
     def extra_state(self) -> dict[str, Any]:
-        return {"schedule": self.schedule.state(), "x": self.inputs.x.clone(),
-                "encoded": self.inputs.encoded.clone(), "setting": dict(self.setting),
+        return {"schedule": self.schedule.state(), "x": self.inputs.x.cpu().clone(),
+                "encoded": self.inputs.encoded.cpu().clone(), "setting": dict(self.setting),
                 "lm_steps": self.lm.steps_taken, "synced_at_step": self._synced_at_step}
 
     def load_extra_state(self, state: dict[str, Any]) -> None:
