@@ -1,13 +1,18 @@
 """OpenMP's wait policy, which must be set before an OpenMP runtime starts.
 
-The loaders' Numba kernels run in background threads while torch computes; with
-OpenMP's default spin-waiting the two thread pools starve each other (a training step
-on 2 cores was 8x slower). ``import graphpipe`` therefore sets ``OMP_WAIT_POLICY=PASSIVE``
-unless the environment sets it. libgomp reads the variable once, when it is loaded (by
-``import torch``), and has no call to change it later, so when torch was imported first
-the setting comes too late; graphpipe cannot repair that, and says so once, with the
-remedy, when a loader with background threads starts (:func:`warn_if_too_late`):
-import graphpipe before torch, or set ``OMP_WAIT_POLICY=PASSIVE`` in the environment.
+torch's OpenMP threads spin-wait between operations by default (libgomp: about 3 ms per
+wait). On a machine with more runnable threads than cores that spinning takes the cores
+the other threads need, torch's own included: on 2 cores at load 14-21, an epoch of a PyG
+GraphSAGE script on graphpipe's loader took 28-48 s with the default policy and 0.5-2.4 s
+with ``OMP_WAIT_POLICY=PASSIVE`` (``benchmarks/import_order.py``), and 29-40 s against
+0.4-1.0 s without the loader's background threads: the whole step suffers (torch's
+operations and Numba's parallel kernels share torch's OpenMP runtime). ``import graphpipe``
+therefore sets ``OMP_WAIT_POLICY=PASSIVE`` unless the environment sets it. libgomp reads
+the variable once, when it is loaded (by ``import torch``), and has no call to change it
+later, so when torch was imported first the setting comes too late; graphpipe cannot
+repair that, and says so once, with the remedy, when a loader starts on a busy machine
+(:func:`warn_if_too_late`: the load average above the cores this process may use, where
+it was measured; on a quiet machine the two orders ran alike).
 """
 
 from __future__ import annotations
@@ -16,8 +21,8 @@ import os
 import sys
 import warnings
 
-__all__ = ["OpenMPWaitPolicyWarning", "openmp_runtime_loaded", "set_wait_policy",
-           "warn_if_too_late"]
+__all__ = ["OpenMPWaitPolicyWarning", "machine_is_busy", "openmp_runtime_loaded",
+           "set_wait_policy", "warn_if_too_late"]
 
 
 class OpenMPWaitPolicyWarning(RuntimeWarning):
@@ -51,16 +56,35 @@ def set_wait_policy() -> None:
     _state["too_late"] = openmp_runtime_loaded()
 
 
+def machine_is_busy() -> bool:
+    """Whether more threads want to run than this process has cores: the 1-minute load
+    average above the CPUs it may use (``sched_getaffinity``).
+
+    >>> isinstance(machine_is_busy(), bool)
+    True
+    """
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    try:
+        return os.getloadavg()[0] > cores
+    except OSError:
+        return False
+
+
 def warn_if_too_late() -> bool:
     """Warn once (:class:`OpenMPWaitPolicyWarning`) when :func:`set_wait_policy` came after
-    an OpenMP runtime had started; returns whether it did."""
+    an OpenMP runtime had started and the machine is busy (:func:`machine_is_busy`), where
+    spinning was measured to cost; returns whether the policy came too late."""
     if not _state["too_late"]:
         return False
-    if not _state["warned"]:
+    if not _state["warned"] and machine_is_busy():
         _state["warned"] = True
         warnings.warn(
-            "torch (an OpenMP runtime) was imported before graphpipe, so OMP_WAIT_POLICY=PASSIVE "
-            "came too late: torch's threads spin-wait and slow the loader's background threads "
-            "(up to 8x per training step on few cores). Import graphpipe before torch, or set "
-            "OMP_WAIT_POLICY=PASSIVE in the environment.", OpenMPWaitPolicyWarning, stacklevel=3)
+            "torch was imported before graphpipe, so its OpenMP threads spin-wait "
+            "(OMP_WAIT_POLICY=PASSIVE came too late); on a busy machine that made training "
+            "epochs up to 30x slower (benchmarks/import_order.py). Import graphpipe before "
+            "torch, or set OMP_WAIT_POLICY=PASSIVE in the environment.",
+            OpenMPWaitPolicyWarning, stacklevel=3)
     return True

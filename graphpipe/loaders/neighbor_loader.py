@@ -313,10 +313,9 @@ class NeighborLoader:
         self.batch_size = _positive("batch_size", batch_size)
         self.window = _positive("window", window)
         self.prefetch = _positive("prefetch", prefetch, minimum=0)
-        if self.prefetch:  # a background thread beside torch's: the OpenMP wait policy matters
-            from graphpipe.omp import warn_if_too_late
+        from graphpipe.omp import warn_if_too_late
 
-            warn_if_too_late()
+        warn_if_too_late()  # torch's OpenMP threads spin-wait (torch imported first), machine busy
         if match_reorder not in (True, False, "match", "auto"):
             raise ValueError(f"'match_reorder' must be 'auto', True, False or 'match' (got {match_reorder!r})")
         if match_reorder not in ("match", "auto"):
