@@ -12,7 +12,7 @@ Typed graphs: the same :class:`NeighborLoader` over a :class:`HeteroGraphData` (
 :class:`TemporalSampler` (:mod:`graphpipe.loaders.temporal`), built by ``NeighborLoader``."""
 
 from graphpipe.loaders.cluster import ClusterLoader, SequenceBatch
-from graphpipe.loaders.hetero_graph_data import HeteroGraphData
+from graphpipe.loaders.graph_data import HeteroGraphData
 from graphpipe.loaders.link_loader import LinkMiniBatch, LinkNeighborLoader
 from graphpipe.loaders.minibatch import Block, MiniBatch
 from graphpipe.loaders.neighbor_loader import HeteroNeighborLoader, NeighborLoader

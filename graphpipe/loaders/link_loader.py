@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from graphpipe.loaders.hetero_graph_data import is_typed_data
+from graphpipe.loaders.graph_data import is_typed_data
 from graphpipe.loaders.link_exclude import MAX_PAIR_NODES, exclude_seed_edges
 from graphpipe.loaders.link_seeds import LinkSeeds, plan_link_batch, resolve_negatives
 from graphpipe.loaders.link_temporal import (

@@ -15,10 +15,11 @@ import torch
 from graphpipe.loaders.dgl_blocks import import_dgl, seed_first_fanouts, to_dgl_blocks
 from graphpipe.loaders.disjoint import DisjointSampler
 from graphpipe.loaders.feature_tier import auto_match_reorder, feature_source, row_tier
-from graphpipe.loaders.graph_data import GraphData, resolve_graph_data
-from graphpipe.loaders.hetero_graph_data import (
+from graphpipe.loaders.graph_data import (
+    GraphData,
     HeteroGraphData,
     is_typed_data,
+    resolve_graph_data,
     resolve_hetero_data,
     resolve_typed_input,
 )

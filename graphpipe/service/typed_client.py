@@ -99,7 +99,7 @@ class RemoteHeteroSampler:
         """The :class:`graphpipe.loaders.HeteroGraphData` of ``store`` (a typed store or
         its path) over the relations the server samples (its reverses added when the
         server adds them)."""
-        from graphpipe.loaders.hetero_graph_data import (
+        from graphpipe.loaders.graph_data import (
             HeteroGraphData,
             add_reverse_relations,
             resolve_hetero_data,

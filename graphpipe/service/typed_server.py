@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from graphpipe.loaders.hetero_graph_data import HeteroGraphData, add_reverse_relations
+from graphpipe.loaders.graph_data import HeteroGraphData, add_reverse_relations
 from graphpipe.ops.sampling.cpu import sample_hetero_neighbors_batches
 from graphpipe.ops.sampling.types import EdgeType, HeteroCSC, etype_str
 from graphpipe.service import limits, protocol

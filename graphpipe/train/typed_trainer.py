@@ -45,7 +45,7 @@ def typed_training_data(store: Any, *, reverse: bool = True) -> Any:
     each relation one way; without the reverses no message reaches a paper from its
     fields). ``store``: a typed GraphStore, its path, or a HeteroGraphData (as is)."""
     from graphpipe.loaders import HeteroGraphData
-    from graphpipe.loaders.hetero_graph_data import add_reverse_relations
+    from graphpipe.loaders.graph_data import add_reverse_relations
     from graphpipe.store import GraphStore, open_store
 
     if isinstance(store, HeteroGraphData):

@@ -57,3 +57,28 @@ def test_coo_to_csc_refuses_ids_out_of_range() -> None:
         coo_to_csc([0, 1], [1, 3], 3, 3, "Data.edge_index")
     with pytest.raises(ValueError, match="edge_index"):
         GraphData.from_pyg(Data(x=torch.zeros(2, 2)))
+
+
+def test_from_pyg_reads_a_heterodata_and_a_data_answers_the_typed_face() -> None:
+    """One entry point for both PyG classes; a one-relation graph answers the typed read face
+    (type _N, relation (_N, _E, _N)) with its own arrays."""
+    from torch_geometric.data import HeteroData
+
+    from graphpipe.loaders.graph_data import HeteroGraphData
+
+    hetero = HeteroData()
+    hetero["paper"].x = torch.eye(3)
+    hetero["author"].num_nodes = 2
+    hetero["author", "writes", "paper"].edge_index = torch.tensor([[0, 1, 1], [2, 0, 2]])
+    typed = GraphData.from_pyg(hetero)
+    assert isinstance(typed, HeteroGraphData)
+    assert [a.tolist() for a in typed.typed_csc(("author", "writes", "paper"))] == [[0, 1, 1, 3], [1, 0, 1]]
+    data = sample_data()
+    graph = GraphData.from_pyg(data)
+    (etype,) = graph.edge_types
+    assert graph.node_types == ["_N"] and graph.num_nodes_dict == {"_N": 50}
+    assert graph.typed_csc(etype)[0] is graph.indptr and graph.typed_labels("_N") is graph.labels
+    assert np.shares_memory(graph.typed_features("_N"), data.x.numpy())
+    assert graph.typed_split("_N", "train").tolist() == list(range(20))
+    with pytest.raises(ValueError, match="no type 'paper'"):
+        graph.typed_features("paper")

@@ -12,7 +12,7 @@ from graphpipe.cli.main import cli
 
 from graphpipe.ingest import ingest
 from graphpipe.loaders import HeteroGraphData
-from graphpipe.loaders.hetero_graph_data import add_reverse_relations
+from graphpipe.loaders.graph_data import add_reverse_relations
 from graphpipe.synthetic.mag import mag_dataset, write_ogb_mag
 from graphpipe.train import build_model
 from graphpipe.train.checkpoint import CheckpointError
