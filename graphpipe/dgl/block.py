@@ -45,7 +45,7 @@ def block_module(use_dgl: bool | None = None) -> Any:
     ImportError), False (None) or None (``dgl`` when it imports)."""
     dgl = dgl_or_none() if use_dgl is not False else None
     if use_dgl and dgl is None:
-        raise ImportError("DGL blocks need dgl (2.x, NumPy < 2): see the README's "
+        raise ImportError("DGL blocks need dgl (2.x, NumPy < 2): see docs/guide/dgl.md, "
                           "'graphpipe beside DGL'")
     return dgl
 

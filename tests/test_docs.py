@@ -1,0 +1,107 @@
+"""Every code block of the README and the guides (docs/guide/*.md, docs/dropin.md) runs.
+
+Each file runs in a fresh process, in an empty temporary folder, its blocks in order as a
+reader would type them: ```bash / ```sh blocks in bash (``set -euo pipefail``, this
+environment's ``graphpipe`` and ``python`` first on the PATH), ```python blocks in one
+Python namespace per file; what a block leaves running in the background (a server) is
+stopped when the file is done. A block that cannot run here says why in an HTML comment right
+above it, ``<!-- not run: REASON -->`` (an S3 bucket, several machines); a block that
+needs PyG's sampler says ``<!-- needs: pyg-sampler -->`` and skips with the suite's one
+reason where it is missing.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs" / "guide").glob("*.md")), ROOT / "docs" / "dropin.md"]
+FENCE = re.compile(r"^(?P<indent> {0,3})```(?P<lang>[\w+-]*)[^\n]*\n(?P<body>.*?)^(?P=indent)```[ \t]*$",
+                   re.DOTALL | re.MULTILINE)
+NOTE = re.compile(r"<!--\s*(not run|needs):\s*(?P<what>[^>]*?)\s*-->\s*$")
+RUNNABLE = {"python": "python", "py": "python", "bash": "bash", "sh": "bash", "shell": "bash"}
+HAS_PYG_SAMPLER = any(importlib.util.find_spec(n) is not None for n in ("pyg_lib", "torch_sparse"))
+
+RUNNER = r'''
+import json, os, subprocess, sys, traceback
+blocks = json.load(open(sys.argv[1]))
+namespace = {"__name__": "__main__"}
+for i, (lang, line, body) in enumerate(blocks):
+    print(f"@@ block {i} ({lang}, line {line})", flush=True)
+    if lang == "bash":
+        proc = subprocess.run(["bash", "-euo", "pipefail", "-c", body])
+        if proc.returncode:
+            sys.exit(f"@@ FAILED: the {lang} block at line {line} exited {proc.returncode}")
+    else:
+        try:
+            exec(compile(body, f"<block at line {line}>", "exec"), namespace)
+        except BaseException:
+            traceback.print_exc()
+            sys.exit(f"@@ FAILED: the {lang} block at line {line} raised")
+'''
+
+
+def code_blocks(text: str) -> list[tuple[str, int, str, str | None, str | None]]:
+    """``(lang, line, body, not_run_reason, needs)`` of every fenced block of ``text``."""
+    out = []
+    for match in FENCE.finditer(text):
+        lang = RUNNABLE.get(match["lang"].lower())
+        if lang is None:
+            continue
+        line = text.count("\n", 0, match.start()) + 1
+        before = text[:match.start()].rstrip("\n").rsplit("\n", 1)[-1]
+        note = NOTE.search(before)
+        not_run = note["what"] if note and note.group(1) == "not run" else None
+        needs = note["what"] if note and note.group(1) == "needs" else None
+        body = "\n".join(l[len(match["indent"]):] for l in match["body"].split("\n"))
+        out.append((lang, line, body, not_run, needs))
+    return out
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_code_block_runs(doc: Path, tmp_path: Path) -> None:
+    blocks = code_blocks(doc.read_text(encoding="utf-8"))
+    needs = {n for *_, n in blocks if n}
+    if "pyg-sampler" in needs and not HAS_PYG_SAMPLER:
+        pytest.skip("PyG's NeighborSampler needs pyg-lib or torch-sparse; "
+                    "no wheel for this torch on PyPI")
+    runnable = [(lang, line, body) for lang, line, body, not_run, _ in blocks if not not_run]
+    assert runnable or not blocks, f"{doc.name}: no block runs"
+    (tmp_path / "blocks.json").write_text(json.dumps(runnable))
+    bin_dir = str(Path(sys.executable).parent)
+    env = {**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""),
+           "PYTHONPATH": str(ROOT), "GRAPHPIPE_REPO": str(ROOT)}
+    work = tmp_path / "work"
+    work.mkdir()
+    log = tmp_path / "output.txt"  # a file, not a pipe: a server a block leaves running holds it
+    with log.open("w") as out:
+        proc = subprocess.Popen([sys.executable, "-c", RUNNER, str(tmp_path / "blocks.json")],
+                                cwd=work, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        try:
+            code = proc.wait(timeout=1800)
+        finally:
+            try:  # what the blocks started in the background (a server) ends with them
+                os.killpg(proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+    assert code == 0, log.read_text()[-8000:]
+
+
+def test_the_block_parser_sees_fences_notes_and_languages() -> None:
+    text = ("x\n```python\na = 1\n```\n<!-- not run: needs S3 -->\n```bash\naws s3 ls\n```\n"
+            "```text\nnot code\n```\n<!-- needs: pyg-sampler -->\n```py\nb = 2\n```\n")
+    blocks = code_blocks(text)
+    assert [(lang, line, body) for lang, line, body, _, _ in blocks] == [
+        ("python", 2, "a = 1\n"), ("bash", 6, "aws s3 ls\n"), ("python", 13, "b = 2\n")]
+    assert [b[3] for b in blocks] == [None, "needs S3", None]
+    assert [b[4] for b in blocks] == [None, None, "pyg-sampler"]
