@@ -1,8 +1,14 @@
 """The sampling / ID-map service (Arrow Flight): ``graphpipe serve STORE``.
 
 Python users call it through :class:`Client` and plug :class:`RemoteSampler` into
-:class:`graphpipe.loaders.NeighborLoader`; the protocol below is plain Arrow Flight,
-so any language with a Flight client can call it.
+:class:`graphpipe.loaders.NeighborLoader` (:class:`RemoteHeteroSampler` into
+:class:`graphpipe.loaders.HeteroNeighborLoader`); the protocol below is plain Arrow Flight,
+so any language with a Flight client can call it. Rooms: :mod:`.server` (the Flight server,
+calls, errors, drain), its handlers :mod:`.sample` (``sample``, ``sample_typed``) and
+:mod:`.lookup` (``lookup``, ``reverse_lookup``, ``features``) over :mod:`.requests`
+(reading and checking a request) and :mod:`.limits` (request bounds), the wire format
+:mod:`.protocol`, the client :mod:`.client`, shared memory :mod:`.arena`, replicas
+:mod:`.replicas`.
 
 Protocol (version 1)
 --------------------
@@ -49,6 +55,21 @@ ID``, and the server's log has the traceback under that ID.
   column (rows of ``n_id``), with ``labels`` a ``y: list<label type>`` column (labels of
   the seeds). The sample is a pure function of (store, seeds, fanouts, replace, key):
   exactly :func:`graphpipe.ops.sampling.sample_neighbors` with ``seed=key``.
+
+``sample_typed`` — parameters ``ntype`` (the seeds' node type), ``fanouts`` (one list for
+every relation, or ``{"src___rel___dst": list}`` naming each), ``replace`` (bool),
+``frontier`` (``"new"`` or ``"all"``). One protocol for every store: ``info`` → ``typed``
+names the graph it samples (``node_types``, ``edge_types``, ``reverse``): a typed store's
+relations (plus their reverses unless served with ``typed_reverse=False``), or for a
+one-type store the type ``_N`` and the one relation ``_N____E____N`` (``("_N", "_E", "_N")``), whose samples draw
+exactly what ``sample`` draws. A typed store answers only ``sample_typed``.
+  Request: the ``sample`` request (seeds all of type ``ntype``), bounded the same way
+  (``--max-seeds``, ``--max-request-bytes`` for an upper bound of the sample computed
+  before any work).
+  Response: one row per request row with list<int64> columns ``n_id/<type>``,
+  ``nodes/<type>``, ``row/<relation>``, ``col/<relation>``, ``eid/<relation>``,
+  ``edges/<relation>`` (:mod:`graphpipe.service.protocol`); exactly
+  :func:`graphpipe.ops.sampling.sample_neighbors` on the typed graph with ``seed=key``.
 
 ``lookup`` — parameter ``strict`` (bool, default true).
   Request: ``external_id: int64`` or ``external_id: utf8`` (the type of the store's ID
@@ -98,8 +119,14 @@ The server logs one line per call (peer, operation, request size, milliseconds) 
 info level; SIGTERM stops accepting calls, drains those in flight and exits 0.
 """
 
-from graphpipe.service.client import Client, LookupResult, RemoteSampler, SampleResult
+from graphpipe.service.client import (
+    Client,
+    LookupResult,
+    RemoteHeteroSampler,
+    RemoteSampler,
+    SampleResult,
+)
 from graphpipe.service.server import SamplingServer, serve_until_signalled
 
-__all__ = ["Client", "LookupResult", "RemoteSampler", "SampleResult", "SamplingServer",
-           "serve_until_signalled"]
+__all__ = ["Client", "LookupResult", "RemoteHeteroSampler", "RemoteSampler", "SampleResult",
+           "SamplingServer", "serve_until_signalled"]

@@ -1,5 +1,6 @@
-"""Python client of the sampling / ID-map service, and :class:`RemoteSampler`, the
-loader sampler that asks the service (protocol: :mod:`graphpipe.service`).
+"""Python client of the sampling / ID-map service, and the loader samplers that ask the
+service: :class:`RemoteSampler` (``NeighborLoader``) and :class:`RemoteHeteroSampler`
+(``HeteroNeighborLoader``, over ``sample_typed``) (protocol: :mod:`graphpipe.service`).
 
 Server errors surface as Python exceptions carrying the server's message:
 ``ValueError`` (invalid argument: malformed request, limit exceeded), ``KeyError``
@@ -16,7 +17,7 @@ import logging
 import os
 import threading
 from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,13 +27,13 @@ import pyarrow.flight as fl
 
 from graphpipe.allocator import tune_allocator
 from graphpipe.loaders.sampler import BaseSampler
-from graphpipe.ops.sampling import SampleOutput
+from graphpipe.ops.sampling import EdgeType, HeteroSampleOutput, SampleOutput, etype_str
 from graphpipe.service import protocol
 from graphpipe.service.arena import ClientArena
 
 log = logging.getLogger("graphpipe.service")
 
-__all__ = ["Client", "LookupResult", "RemoteSampler", "SampleResult"]
+__all__ = ["Client", "LookupResult", "RemoteHeteroSampler", "RemoteSampler", "SampleResult"]
 
 
 @dataclass
@@ -374,6 +375,34 @@ class Client:
         return self.sample_batches([seeds], [seed], fanouts, replace=replace, features=features,
                                    labels=labels, copy=copy)[0]
 
+    def sample_typed(self, seed_batches: Sequence[np.ndarray], keys: Sequence[int], ntype: str,
+                     fanouts: Sequence[int] | Mapping[Any, Sequence[int]], *, replace: bool = False,
+                     frontier: str = "new", copy: bool = False) -> list[HeteroSampleOutput]:
+        """Sample seed batches of node type ``ntype`` on the server's typed graph, one call
+        (``info()["typed"]``; a one-type store is the type ``_N`` with the one relation
+        ``_N____E____N``).
+
+        Returns one :class:`~graphpipe.ops.sampling.HeteroSampleOutput` per batch, equal to
+        ``sample_neighbors(graph, {ntype: seeds}, fanouts, seed=key, ...)`` on the server's
+        graph (``fanouts``: one list for every relation, or one per relation by
+        ``(src, rel, dst)`` or ``"src___rel___dst"``); on a one-type store the same draws
+        as :meth:`sample_batches`.
+        """
+        if not _check_window(seed_batches, keys):
+            return []
+        if isinstance(fanouts, Mapping):
+            fanouts = {(k if isinstance(k, str) else etype_str(tuple(k))): [int(f) for f in v]
+                       for k, v in fanouts.items()}
+        else:
+            fanouts = [int(f) for f in fanouts]
+        command = protocol.encode_command("sample_typed", ntype=ntype, fanouts=fanouts,
+                                          replace=bool(replace), frontier=frontier)
+        responses = self._exchange(command, protocol.sample_request_batch(seed_batches, keys))
+        outs = [o for batch, _ in responses for o in protocol.decode_typed_rows(batch, frontier, copy=copy)]
+        if len(outs) != len(seed_batches):
+            raise RuntimeError(f"server returned {len(outs)} samples for {len(seed_batches)} batches")
+        return outs
+
     def _external_type(self) -> str:
         if self._id_type is None:
             self._id_type = str(self.info()["server"]["id_map_type"])
@@ -650,3 +679,91 @@ class RemoteSampler(BaseSampler):
     def __repr__(self) -> str:
         urls = self.client.url if self.replicas is None else self.replicas.urls
         return f"RemoteSampler({urls!r}, fanouts={self.fanouts}, replace={self.replace})"
+
+
+class RemoteHeteroSampler:
+    """The typed loader's sampler that samples on a graphpipe service:
+    ``HeteroNeighborLoader(store, fanouts, ..., sampler=RemoteHeteroSampler(url))``.
+
+    For the same seeds, fanouts and keys the service returns exactly what the local typed
+    sampler returns on the same graph, so a loader over the service yields the batches of
+    the local loader (features are gathered by the loader, from its own data). The
+    loader's graph must be the server's: :meth:`check_graph` compares node counts and
+    relations with the server's ``info()["typed"]`` and refuses a mismatch.
+
+    Args:
+        url: ``grpc://host:port`` of a ``graphpipe serve`` over the same typed store.
+        token, timeout, tls_root_certs: see :class:`graphpipe.service.Client`.
+
+    Over a served typed store, the remote loader's batches equal the local loader's:
+
+    >>> import os, tempfile
+    >>> import numpy as np, torch
+    >>> from graphpipe.loaders import HeteroNeighborLoader
+    >>> from graphpipe.service import SamplingServer
+    >>> from graphpipe.store.writer import TypedStoreWriter
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> with TypedStoreWriter(os.path.join(tmp.name, "t"), {"paper": 3, "author": 2},
+    ...                       target_type="paper") as w:
+    ...     w.add_relation(("author", "writes", "paper"), np.array([0, 1, 1]), np.array([0, 1, 2]))
+    ...     w.write_node_array("paper", "feat", np.eye(3, dtype=np.float32))
+    ...     path = w.commit()
+    >>> server = SamplingServer(path, "grpc://127.0.0.1:0", threads=1)
+    >>> remote = RemoteHeteroSampler(f"grpc://127.0.0.1:{server.port}")
+    >>> kw = dict(input_nodes=("paper", None), batch_size=2, seed=3)
+    >>> local_batches = list(HeteroNeighborLoader(remote.graph_data(path), [2], **kw))
+    >>> remote_batches = list(HeteroNeighborLoader(remote.graph_data(path), [2], sampler=remote, **kw))
+    >>> all(torch.equal(a.n_id[t], b.n_id[t]) for a, b in zip(local_batches, remote_batches)
+    ...     for t in a.n_id)
+    True
+    >>> remote.close(); server.close(); tmp.cleanup()
+    """
+
+    def __init__(self, url: str, token: str | None = None, *, timeout: float | None = None,
+                 tls_root_certs: bytes | str | None = None):
+        self.client = Client(url, token, timeout=timeout, shared_memory=False,
+                             tls_root_certs=tls_root_certs)
+        typed = self.client.info()["typed"]
+        self.node_types: dict[str, int] = dict(typed["node_types"])
+        self.edge_types: list[str] = list(typed["edge_types"])
+        self.reverse = bool(typed["reverse"])
+
+    def graph_data(self, store: Any) -> Any:
+        """The :class:`graphpipe.loaders.HeteroGraphData` of ``store`` (a typed store or
+        its path) over the relations the server samples (its reverses added when the
+        server adds them)."""
+        from graphpipe.loaders.graph_data import (
+            HeteroGraphData,
+            add_reverse_relations,
+            resolve_hetero_data,
+        )
+
+        data = resolve_hetero_data(store)
+        if self.reverse and isinstance(data, HeteroGraphData) and data.store is not None:
+            data = add_reverse_relations(data)
+        self.check_graph(data.num_nodes_dict, data.edge_types)
+        return data
+
+    def check_graph(self, num_nodes: Mapping[str, int], edge_types: Sequence[EdgeType]) -> None:
+        """Refuse a loader graph that is not the server's (counts, relations, order)."""
+        mine = [etype_str(e) for e in edge_types]
+        if dict(num_nodes) != self.node_types or mine != self.edge_types:
+            raise ValueError(f"the loader's graph ({dict(num_nodes)}, {mine}) is not the one the "
+                             f"service samples ({self.node_types}, {self.edge_types})")
+
+    def sample(self, seed_batches: Sequence[Mapping[str, np.ndarray]],
+               fanouts: Mapping[EdgeType, Sequence[int]], keys: Sequence[int], *,
+               replace: bool = False, frontier: str = "new") -> list[HeteroSampleOutput]:
+        """One window: per batch a ``{ntype: seeds}`` dict of one type."""
+        types = {t for b in seed_batches for t in b}
+        if len(types) > 1:
+            raise ValueError(f"a remote window must seed one node type (got {sorted(types)})")
+        if not types:
+            return []
+        ntype = types.pop()
+        return self.client.sample_typed([b[ntype] for b in seed_batches], keys, ntype, dict(fanouts),
+                                        replace=replace, frontier=frontier)
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.client.close()

@@ -12,7 +12,8 @@ gathers or allocates anything in proportion to it:
   ID-map table, the kernel's scratch, and the feature / label rows when asked), from the
   seeds' exact first-hop degrees, the graph's largest in-degree, and ``N`` and ``E``
   as caps. The server refuses a request batch whose bounds add up to more than its
-  ``--max-request-bytes``.
+  ``--max-request-bytes``; :func:`typed_bytes_bound` is its typed twin (per relation,
+  from each relation's largest in-degree and each type's node count).
 
 Every refusal is a ``ValueError`` naming the field, the value and the limit (the
 server answers it with status INVALID_ARGUMENT).
@@ -27,7 +28,8 @@ from typing import Any
 import numpy as np
 
 __all__ = ["MAX_FANOUT", "MAX_JSON_BYTES", "MAX_JSON_DEPTH", "MAX_LAYERS", "MAX_METADATA_BYTES",
-           "GraphShape", "check_fanouts", "effective_fanouts", "parse_json", "sample_bytes_bound"]
+           "GraphShape", "check_fanouts", "effective_fanouts", "parse_json", "sample_bytes_bound",
+           "typed_bytes_bound"]
 
 #: most hops of a ``sample`` request
 MAX_LAYERS = 16
@@ -133,3 +135,33 @@ def sample_bytes_bound(graph: GraphShape, seeds: np.ndarray, fanouts: Sequence[i
         total += 8 * (nodes + 1) + 16 * edges
         nodes = min(nodes + edges, max(graph.num_nodes, nodes))
     return total + (8 + _TABLE_BYTES_PER_NODE + row_bytes) * nodes
+
+
+def typed_bytes_bound(num_nodes: dict[str, int], max_degree: dict[Any, int], ntype: str, seeds: int,
+                      fanouts: dict[Any, list[int]]) -> int:
+    """Upper bound of the bytes one typed sample of ``seeds`` seeds of ``ntype`` takes
+    (its ``n_id``, edges and hop counts, 8 bytes each): per hop, every relation's edges
+    are at most its destination frontier times its fanout (or its largest in-degree),
+    and a type's next frontier at most the edges leaving it and its node count.
+    ``num_nodes``: ``{ntype: N_t}``; ``max_degree`` and ``fanouts`` by relation
+    ``(src, rel, dst)``. Python integers: no overflow whatever the request says.
+
+    >>> et = ("a", "to", "a")
+    >>> typed_bytes_bound({"a": 10}, {et: 3}, "a", 2, {et: [5, 5]})  # 2 + 6 + 10 nodes, 6 + 18 edges
+    1120
+    """
+    frontier = {t: 0 for t in num_nodes}
+    frontier[ntype] = seeds
+    nodes, edges = seeds, 0
+    hops = len(next(iter(fanouts.values()), []))
+    for hop in range(hops):
+        nxt = {t: 0 for t in num_nodes}
+        for et, per_hop in fanouts.items():
+            f = per_hop[hop]
+            width = max_degree[et] if f < 0 else min(f, max_degree[et]) if f else 0
+            e = frontier[et[2]] * width
+            edges += e
+            nxt[et[0]] += e
+        frontier = {t: min(n, num_nodes[t]) for t, n in nxt.items()}
+        nodes += sum(frontier.values())
+    return 8 * (2 * nodes + 4 * edges) + 64 * len(fanouts)

@@ -1,6 +1,26 @@
 """Wire format of the sampling / ID-map service: operation names, request and response
 schemas, and the conversions between them and graphpipe's in-memory types.
 
+``sample`` answers a graph of one relation with DGL-style blocks
+(:class:`~graphpipe.ops.sampling.SampleOutput`); ``sample_typed`` answers any graph, the
+one-relation one (``_N____E____N``) included, with typed rows
+(:class:`~graphpipe.ops.sampling.HeteroSampleOutput`). Both take the same request: the
+``sample`` request schema (``seeds: list<int64>``, ``key: int64``; one row per seed batch,
+for ``sample_typed`` the seeds all of the node type named by its ``ntype`` parameter).
+
+``sample_typed`` response: one record batch of one row per request row, in order, with
+list<int64> columns (every node type ``t`` and relation ``e = "src___rel___dst"`` of the
+server's graph, in the order ``info`` lists them under ``typed``):
+
+- ``n_id/<t>``: the sample's nodes of type ``t`` (global IDs of that type), seeds first;
+- ``nodes/<t>``: PyG's ``num_sampled_nodes[t]`` (seeds, then new nodes of each hop);
+- ``row/<e>``, ``col/<e>``: each sampled edge's local source / destination ID (positions
+  in ``n_id/<src>`` / ``n_id/<dst>``); ``eid/<e>``: its CSC slot in the relation;
+- ``edges/<e>``: ``num_sampled_edges[e]`` per hop.
+
+The row decodes to the :class:`~graphpipe.ops.sampling.HeteroSampleOutput` the local
+sampler returns for the same graph, seeds, fanouts and key.
+
 Shared by :mod:`graphpipe.service.server` and :mod:`graphpipe.service.client`; the
 protocol itself is described in :mod:`graphpipe.service` (module docstring).
 """
@@ -14,7 +34,13 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from graphpipe.ops.sampling import SampledBlock, SampleOutput
+from graphpipe.ops.sampling import (
+    EdgeType,
+    HeteroSampleOutput,
+    SampledBlock,
+    SampleOutput,
+    etype_str,
+)
 from graphpipe.service.limits import parse_json
 
 __all__ = [
@@ -23,8 +49,10 @@ __all__ = [
     "PROTOCOL_VERSION",
     "decode_sample_row",
     "decode_sample_rows",
+    "decode_typed_rows",
     "encode_command",
     "encode_sample_output",
+    "encode_typed_output",
     "fixed_rows",
     "id_type_for",
     "lookup_request_schema",
@@ -35,6 +63,7 @@ __all__ = [
     "sample_request_batch",
     "sample_request_schema",
     "sample_response_schema",
+    "typed_response_schema",
 ]
 
 PROTOCOL_VERSION = 1
@@ -301,3 +330,54 @@ def decode_sample_row(batch: pa.RecordBatch, row: int = 0, *, copy: bool = False
     """``(SampleOutput, x or None, y or None)`` of row ``row`` of a ``sample`` response
     (see :func:`decode_sample_rows`)."""
     return decode_sample_rows(batch.slice(row, 1), copy=copy)[0]
+
+
+# -- sample_typed -----------------------------------------------------------------------------
+def typed_response_schema(node_types: Sequence[str], edge_types: Sequence[EdgeType]) -> pa.Schema:
+    """The ``sample_typed`` response schema of a server whose graph has these types and
+    relations (module docstring)."""
+    names = [f"{k}/{t}" for t in node_types for k in ("n_id", "nodes")]
+    names += [f"{k}/{etype_str(e)}" for e in edge_types for k in ("row", "col", "eid", "edges")]
+    return pa.schema([(n, pa.list_(pa.int64())) for n in names])
+
+
+def encode_typed_output(out: HeteroSampleOutput, schema: pa.Schema) -> pa.RecordBatch:
+    """One typed sample as a one-row record batch of ``schema``."""
+    columns = []
+    for name in schema.names:
+        kind, key = name.split("/", 1)
+        if kind == "n_id":
+            value = out.n_id[key]
+        elif kind == "nodes":
+            value = out.num_sampled_nodes.get(key, [])
+        else:
+            et = tuple(key.split("___"))
+            value = out.num_sampled_edges.get(et, []) if kind == "edges" else \
+                {"row": out.row, "col": out.col, "eid": out.edge_ids}[kind][et]
+        columns.append(_one_list(np.ascontiguousarray(value, dtype=np.int64)))
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def decode_typed_rows(batch: pa.RecordBatch, frontier: str = "new", *, copy: bool = False
+                      ) -> list[HeteroSampleOutput]:
+    """The :class:`HeteroSampleOutput` of every row of a ``sample_typed`` response (arrays
+    over the received buffers unless ``copy``, as :func:`decode_sample_rows`)."""
+    columns: dict[str, dict[Any, list[np.ndarray]]] = {
+        k: {} for k in ("n_id", "nodes", "row", "col", "eid", "edges")}
+    for name, column in zip(batch.schema.names, batch.columns):
+        kind, key = name.split("/", 1) if "/" in name else (name, "")
+        if kind not in columns:
+            raise ValueError(f"unexpected column {name!r} in a sample_typed response")
+        columns[kind][key if kind in ("n_id", "nodes") else tuple(key.split("___"))] = \
+            _column_rows(column, copy, ints=True)
+    pick = lambda kind, row: {k: rows[row] for k, rows in columns[kind].items()}
+    outs = []
+    for row in range(batch.num_rows):
+        nodes = pick("nodes", row)
+        outs.append(HeteroSampleOutput(
+            n_id=pick("n_id", row), row=pick("row", row), col=pick("col", row),
+            edge_ids=pick("eid", row), num_seeds={t: int(v[0]) if v.size else 0 for t, v in nodes.items()},
+            num_sampled_nodes={t: v.tolist() for t, v in nodes.items()},
+            num_sampled_edges={e: v.tolist() for e, v in pick("edges", row).items()},
+            frontier=frontier))
+    return outs

@@ -10,7 +10,7 @@ blocks until SIGTERM/SIGINT, then drains the calls in flight and returns.
 
 from __future__ import annotations
 
-import functools
+import contextlib
 import hmac
 import json
 import logging
@@ -21,8 +21,8 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -30,10 +30,13 @@ import pyarrow as pa
 import pyarrow.flight as fl
 
 from graphpipe.allocator import release_free_memory
-from graphpipe.ops.sampling import sample_neighbors
+from graphpipe.ops.sampling import DEFAULT_ETYPE, sample_neighbors
 from graphpipe.service import limits, protocol
-from graphpipe.service.arena import ArenaRegistry, ServerArena
+from graphpipe.service.arena import ArenaRegistry
 from graphpipe.service.idindex import StringIdIndex
+from graphpipe.service.lookup import features, lookup, reverse_lookup
+from graphpipe.service.requests import action_params, owner
+from graphpipe.service.sample import TypedSampling, sample, sample_typed, served_graph
 from graphpipe.store import GraphStore, open_store
 
 __all__ = ["BearerTokenMiddlewareFactory", "SamplingServer", "hide_reply_tracebacks",
@@ -116,7 +119,7 @@ class SamplingServer(fl.FlightServerBase):
             must then be ``grpc+tls://host:port``.
         typed_reverse: a typed store only: serve its relations plus their reverses (the
             default, what the typed trainer samples) or, False, the stored ones only
-            (:mod:`graphpipe.service.typed_server`).
+            (:func:`graphpipe.service.sample.served_graph`).
 
     Error replies carry the server's message; to keep pyarrow from appending the Python
     traceback to them call :func:`hide_reply_tracebacks` (``graphpipe serve`` does).
@@ -141,35 +144,34 @@ class SamplingServer(fl.FlightServerBase):
         if isinstance(shared_memory_bytes, bool) or not isinstance(shared_memory_bytes, (int, np.integer)) \
                 or shared_memory_bytes < 0:
             raise ValueError(f"'shared_memory_bytes' must be an integer >= 0 (got {shared_memory_bytes!r})")
-        self.typed = None
-        if self.store.is_typed:  # a typed store answers sample_typed (service/typed_server.py)
-            from graphpipe.service.typed_server import TypedSampling
-
-            self.typed = TypedSampling(self.store, reverse=typed_reverse, threads=self.threads,
-                                       max_seeds=self.max_seeds, max_request_bytes=self.max_request_bytes,
-                                       max_response_bytes=self.max_response_bytes)
+        if self.store.is_typed:  # sample_typed only: sample.served_graph adds the reverses
+            graph, reverse = served_graph(self.store, None, typed_reverse)
+            max_degree = None
         else:
-            self._init_homogeneous()
-        self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="graphpipe-serve")
-        self._slots = threading.BoundedSemaphore(self.threads)
+            self._init_one_relation()
+            graph, reverse = served_graph(self.store, (self.indptr, self.indices), False)
+            max_degree = {DEFAULT_ETYPE: self.shape.max_degree}
+        self.typed = TypedSampling(graph, reverse, max_degree=max_degree, max_seeds=self.max_seeds,
+                                   max_request_bytes=self.max_request_bytes,
+                                   max_response_bytes=self.max_response_bytes)
+        self.pool = ThreadPoolExecutor(self.threads, thread_name_prefix="graphpipe-serve")
+        self.slots = threading.BoundedSemaphore(self.threads)  # batches sampled at a time
         self._lock = threading.Lock()
         self._in_flight = 0
         self._idle = 0  # calls in flight waiting for their client's next request batch
         self.draining = False
         self.closed = False
         self._handlers: dict[str, Callable[..., int]] = {
-            "sample": self._sample, "lookup": self._lookup,
-            "reverse_lookup": self._reverse_lookup, "features": self._features,
-            "sample_typed": self._sample_typed,
-        }
-        if self.typed is not None:
-            self._handlers = {op: self._typed_only for op in self._handlers}
-            self._handlers["sample_typed"] = self._sample_typed
+            "sample": sample, "lookup": lookup, "reverse_lookup": reverse_lookup,
+            "features": features, "sample_typed": sample_typed}
+        if self.store.is_typed:
+            self._handlers = {op: _typed_only for op in self._handlers}
+            self._handlers["sample_typed"] = sample_typed
         self.arenas = ArenaRegistry(int(shared_memory_bytes), shared_memory_dir)
         middleware = {"auth": BearerTokenMiddlewareFactory(token)} if token is not None else None
         super().__init__(location, middleware=middleware, tls_certificates=tls_certificates or [])
 
-    def _init_homogeneous(self) -> None:
+    def _init_one_relation(self) -> None:
         """Topology, feature/label shapes and ID map of a one-type store (checked once)."""
         indptr, indices = self.store.topology()  # checked once: the sampling kernels trust it
         self.indptr = np.ascontiguousarray(indptr, dtype=np.int64)
@@ -178,19 +180,19 @@ class SamplingServer(fl.FlightServerBase):
         if self.indptr.shape[0] != self.num_nodes + 1:
             raise ValueError(f"'store' csc/indptr has {self.indptr.shape[0]} entries for "
                              f"{self.num_nodes} nodes")
-        self._feature = None
+        self.feature_spec = None  # (dtype, width or None) of a feature row
         if self.store.has_features:
             views, _ = self.store.feature_chunks()
-            self._feature = (views[0].dtype, int(views[0].shape[1]) if views[0].ndim > 1 else None)
-        self._label = None
+            self.feature_spec = (views[0].dtype, int(views[0].shape[1]) if views[0].ndim > 1 else None)
+        self.label_spec = None
         if self.store.has_labels:
             labels = self.store.labels
-            self._label = (labels.dtype, int(labels.shape[1]) if labels.ndim > 1 else None)
-        self._id_map = self.store.id_map
-        self._string_index: StringIdIndex | None = None  # built on the first string lookup
-        self._index_lock = threading.Lock()
-        self._id_type = protocol.id_type_for(self.num_nodes, self.indices.shape[0])
-        self._shape = limits.GraphShape(self.indptr)  # the request bound's view of the graph
+            self.label_spec = (labels.dtype, int(labels.shape[1]) if labels.ndim > 1 else None)
+        self.id_map = self.store.id_map
+        self.string_index: StringIdIndex | None = None  # built on the first string lookup
+        self.index_lock = threading.Lock()
+        self.id_type = protocol.id_type_for(self.num_nodes, self.indices.shape[0])
+        self.shape = limits.GraphShape(self.indptr)  # the request bound's view of the graph
         if self.num_nodes:  # load the compiled sampling kernels before the first call
             sample_neighbors(self.indptr, self.indices, np.zeros(1, np.int64), [1])
 
@@ -225,7 +227,7 @@ class SamplingServer(fl.FlightServerBase):
                 raise ValueError("the DoExchange descriptor must be a command (JSON), not a path")
             op, params = protocol.parse_command(descriptor.command)
             call["op"] = op
-            return self._handlers[op](params, reader, writer, call, context)
+            return self._handlers[op](self, params, reader, writer, call, context)
 
         self._call(context, "exchange", work)
 
@@ -238,10 +240,10 @@ class SamplingServer(fl.FlightServerBase):
             elif action.type == "health":
                 result.append(json.dumps(self.health()).encode())
             elif action.type == "attach_arena":
-                result.append(json.dumps(self._attach_arena(action.body, _owner(context))).encode())
+                result.append(json.dumps(self._attach_arena(action.body, owner(context))).encode())
             elif action.type == "detach_arena":
-                params = _action_params(action.body, ("arena",), "detach_arena")
-                detached = self.arenas.detach(params.get("arena"), owner=_owner(context))
+                params = action_params(action.body, ("arena",), "detach_arena")
+                detached = self.arenas.detach(params.get("arena"), owner=owner(context))
                 result.append(json.dumps({"detached": detached}).encode())
             else:
                 raise ValueError(f"'action' must be one of {list(protocol.ACTIONS)} (got {action.type!r:.80})")
@@ -258,27 +260,22 @@ class SamplingServer(fl.FlightServerBase):
                 ("detach_arena", "drop an arena: body {\"arena\": ID}")]
 
     def info(self) -> dict[str, Any]:
-        """The manifest plus a ``server`` section (protocol version, limits, threads); for a
-        typed store a ``typed`` section (the graph ``sample_typed`` samples) instead of the
-        one-type fields."""
-        if self.typed is not None:
-            return {**self.store.manifest, "typed": self.typed.info(),
-                    "server": {"protocol_version": protocol.PROTOCOL_VERSION,
-                               "max_seeds": self.max_seeds, "max_request_bytes": self.max_request_bytes,
-                               "max_response_bytes": self.max_response_bytes,
-                               "threads": self.threads, "operations": ["sample_typed"],
-                               "actions": ["info", "health"]}}
-        return {**self.store.manifest,
-                "server": {"protocol_version": protocol.PROTOCOL_VERSION, "max_seeds": self.max_seeds,
-                           "max_rows": self.max_rows, "max_response_bytes": self.max_response_bytes,
-                           "max_request_bytes": self.max_request_bytes,
-                           "threads": self.threads,
-                           "operations": list(protocol.DATA_OPS), "actions": list(protocol.ACTIONS),
-                           "id_map_type": self._id_map.external_type,
-                           "sample_id_type": str(self._id_type),
-                           "shared_memory": {"enabled": self.arenas.enabled,
-                                             "max_bytes": self.arenas.max_bytes,
-                                             "directory": self.arenas.directory}}}
+        """The manifest plus a ``typed`` section (the graph ``sample_typed`` samples: a
+        one-type store is the relation ``_N____E____N``) and a ``server`` section (protocol
+        version, limits, threads, operations; for a one-type store also its ID types and
+        shared memory)."""
+        server = {"protocol_version": protocol.PROTOCOL_VERSION, "max_seeds": self.max_seeds,
+                  "max_request_bytes": self.max_request_bytes,
+                  "max_response_bytes": self.max_response_bytes, "threads": self.threads}
+        if self.store.is_typed:
+            server.update(operations=["sample_typed"], actions=["info", "health"])
+        else:
+            server.update(max_rows=self.max_rows, operations=list(protocol.DATA_OPS),
+                          actions=list(protocol.ACTIONS), id_map_type=self.id_map.external_type,
+                          sample_id_type=str(self.id_type),
+                          shared_memory={"enabled": self.arenas.enabled, "max_bytes": self.arenas.max_bytes,
+                                         "directory": self.arenas.directory})
+        return {**self.store.manifest, "typed": self.typed.info(), "server": server}
 
     def health(self) -> dict[str, Any]:
         """``{"status": "ready" | "draining", "in_flight": calls (this one included), "arenas":
@@ -291,9 +288,21 @@ class SamplingServer(fl.FlightServerBase):
         """Stop accepting calls, wait for those in flight, stop the worker pool."""
         self.draining = True
         self.shutdown()
-        self._pool.shutdown(wait=True)
+        self.pool.shutdown(wait=True)
         self.arenas.close()
         self.closed = True
+
+    @contextlib.contextmanager
+    def waiting_for_client(self) -> Iterator[None]:
+        """Counts the calling handler as idle while it waits for its client's next request
+        batch (see :meth:`only_idle_calls`)."""
+        with self._lock:
+            self._idle += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._idle -= 1
 
     @property
     def in_flight(self) -> int:
@@ -309,7 +318,7 @@ class SamplingServer(fl.FlightServerBase):
     def _attach_arena(self, body: bytes, owner: str) -> dict[str, Any]:
         """A new arena for the connection ``owner`` (``pid`` in the body is accepted for
         older clients and ignored: the server trusts no process ID a client claims)."""
-        params = _action_params(body, ("bytes", "pid"), "attach_arena")
+        params = action_params(body, ("bytes", "pid"), "attach_arena")
         pid = params.get("pid", 1)
         if isinstance(pid, bool) or not isinstance(pid, int) or pid < 1:
             raise ValueError(f"'pid' must be a positive integer (got {pid!r:.40}); it is ignored")
@@ -320,226 +329,6 @@ class SamplingServer(fl.FlightServerBase):
                              f"{exc.strerror or exc}; ask for fewer bytes") from None
         log.info("attached shared-memory arena %s (%d bytes) for %s", arena.id, arena.nbytes, owner)
         return {"arena": arena.id, "path": arena.path, "bytes": arena.nbytes, "nonce": arena.nonce.hex()}
-
-    # -- sample ---------------------------------------------------------------------------------
-    def _sample(self, params: dict[str, Any], reader: fl.MetadataRecordBatchReader,
-                writer: fl.MetadataRecordBatchWriter, call: dict[str, Any],
-                context: fl.ServerCallContext) -> int:
-        _only(params, ("fanouts", "replace", "features", "labels", "arena"), "sample")
-        fanouts = limits.check_fanouts(params.get("fanouts"))
-        if "arena" in params and not isinstance(params["arena"], str):
-            raise ValueError(f"'arena' must be a string (got {params['arena']!r:.40})")
-        arena = self.arenas.get(params["arena"], owner=_owner(context)) if "arena" in params else None
-        replace = _flag(params, "replace")
-        want_x, want_y = _flag(params, "features"), _flag(params, "labels")
-        if want_x and self._feature is None:
-            raise ValueError("'features' is true but the store has no node features")
-        if want_y and self._label is None:
-            raise ValueError("'labels' is true but the store has no labels")
-        schema = protocol.sample_response_schema(len(fanouts), id_type=self._id_type,
-                                                 feature=self._feature if want_x else None,
-                                                 label=self._label if want_y else None)
-        kernel_fanouts = limits.effective_fanouts(fanouts, replace, self._shape.max_degree)
-        row_bytes = _row_bytes(self._feature) if want_x else 0
-        seed_row_bytes = _row_bytes(self._label) if want_y else 0
-        writer.begin(schema)
-        schema_bytes = schema.serialize().size if arena is not None else 0
-        total = 0
-        for batch, metadata in _request_batches(self, reader, protocol.sample_request_schema(), "sample",
-                                                with_metadata=True):
-            _free_segments(arena, metadata)
-            seed_batches, keys = self._seed_batches(batch)
-            total += sum(len(b) for b in seed_batches)
-            bound = sum(limits.sample_bytes_bound(self._shape, b, kernel_fanouts, replace, row_bytes,
-                                                  seed_row_bytes) for b in seed_batches)
-            if bound > self.max_request_bytes:
-                raise ValueError(
-                    f"sample request of {len(seed_batches)} batch(es), {total} seeds, fanouts {fanouts} "
-                    f"could take up to {bound} bytes; this server's limit is --max-request-bytes "
-                    f"{self.max_request_bytes} per request batch; use fewer seeds or smaller fanouts")
-            call["bytes"] = max(call["bytes"], bound)
-            args = (schema, kernel_fanouts, replace, want_x, want_y, arena, schema_bytes)
-            if len(seed_batches) == 1:  # no hand-off to the pool for a single batch
-                _send_rows([self._sample_one(seed_batches[0], keys[0], *args)], writer, arena)
-                continue
-            jobs = [self._pool.submit(self._sample_one, seeds, key, *args, row)
-                    for row, (seeds, key) in enumerate(zip(seed_batches, keys))]
-            _send_rows(jobs, writer, arena)
-        return total
-
-    def _sample_one(self, seeds: np.ndarray, key: int, schema: pa.Schema, fanouts: list[int],
-                    replace: bool, want_x: bool, want_y: bool, arena: ServerArena | None = None,
-                    schema_bytes: int = 0, row: int = 0) -> pa.RecordBatch | tuple[int, int]:
-        """Sample one seed batch (at most ``threads`` at a time over all calls) and encode it
-        as a one-row response record batch (at most ``max_response_bytes``); with ``arena``
-        written into one of its segments when it fits: ``(offset, length)``."""
-        with self._slots:
-            out = sample_neighbors(self.indptr, self.indices, seeds, fanouts, replace=replace, seed=key)
-            nbytes = out.n_id.nbytes + sum(b.indptr.nbytes + b.indices.nbytes + b.edge_ids.nbytes
-                                           for b in out.blocks)
-            if want_x and self._feature is not None:
-                dtype, dim = self._feature
-                nbytes += len(out.n_id) * np.dtype(dtype).itemsize * (dim or 1)
-            self._check_response(nbytes, f"sample response of batch {row} ({len(seeds)} seeds)",
-                                 "use fewer seeds per batch or smaller fanouts")
-            x = self.store.features(out.n_id) if want_x else None
-            y = np.take(self.store.labels, seeds, axis=0) if want_y else None
-            batch = protocol.encode_sample_output(out, schema, x=x, y=y)
-        if arena is not None:
-            segment = arena.write_batch(batch, schema_bytes)
-            if segment is not None:
-                return segment
-        return batch
-
-    def _sample_typed(self, params: dict[str, Any], reader: fl.MetadataRecordBatchReader,
-                      writer: fl.MetadataRecordBatchWriter, call: dict[str, Any],
-                      context: fl.ServerCallContext) -> int:
-        if self.typed is None:
-            raise ValueError("'sample_typed' needs a typed store; this store has one node type "
-                             "(use 'sample')")
-        batches = _request_batches(self, reader, protocol.sample_request_schema(), "sample_typed")
-        with self._slots:
-            return self.typed.handle(params, batches, writer, call)
-
-    def _typed_only(self, params: dict[str, Any], reader: fl.MetadataRecordBatchReader,
-                    writer: fl.MetadataRecordBatchWriter, call: dict[str, Any],
-                    context: fl.ServerCallContext) -> int:
-        raise ValueError(f"the store is typed: it serves 'sample_typed' only (not {call['op']!r})")
-
-    def _check_response(self, nbytes: int, what: str, hint: str) -> None:
-        if nbytes > self.max_response_bytes:
-            raise ValueError(f"{what} would be {nbytes} bytes; this server's limit is "
-                             f"--max-response-bytes {self.max_response_bytes} per response batch; {hint}")
-
-    def _seed_batches(self, batch: pa.RecordBatch) -> tuple[list[np.ndarray], list[int]]:
-        seeds_col, keys_col = batch.column(0), batch.column(1)
-        if len(seeds_col) > self.max_seeds:
-            raise ValueError(f"request has {len(seeds_col)} seed batches; this server's limit is "
-                             f"--max-seeds {self.max_seeds} per request batch")
-        if seeds_col.null_count or seeds_col.values.null_count:
-            raise ValueError("'seeds' must not contain nulls")
-        if keys_col.null_count:
-            raise ValueError("'key' must not contain nulls")
-        total = int(seeds_col.offsets[-1].as_py() - seeds_col.offsets[0].as_py()) if len(seeds_col) else 0
-        if total > self.max_seeds:
-            raise ValueError(f"request has {total} seeds; this server's limit is "
-                             f"--max-seeds {self.max_seeds} per request batch")
-        keys = keys_col.to_numpy()
-        if keys.size and keys.min() < 0:
-            raise ValueError(f"'key' must be >= 0 (got {int(keys.min())})")
-        offsets = seeds_col.offsets.to_numpy()
-        flat = seeds_col.values.to_numpy()
-        out = []
-        for row in range(len(seeds_col)):
-            seeds = flat[offsets[row]:offsets[row + 1]]
-            _check_ids(seeds, self.num_nodes, "seeds", f" (batch {row})")
-            if seeds.size > 1:
-                ordered = np.sort(seeds)
-                dup = np.flatnonzero(ordered[1:] == ordered[:-1])
-                if dup.size:
-                    raise ValueError(f"'seeds' (batch {row}) must be unique "
-                                     f"(got {int(ordered[dup[0]])} more than once)")
-            out.append(seeds)
-        return out, [int(k) for k in keys]
-
-    # -- ID map and features ---------------------------------------------------------------------
-    def _lookup(self, params: dict[str, Any], reader: fl.MetadataRecordBatchReader,
-                writer: fl.MetadataRecordBatchWriter, call: dict[str, Any],
-                context: fl.ServerCallContext) -> int:
-        del call, context
-        _only(params, ("strict",), "lookup")
-        strict = _flag(params, "strict", True)
-        expected = protocol.lookup_request_schema(self._id_map.external_type)
-        out_schema = pa.schema([("node_id", pa.int64())])
-        writer.begin(out_schema)
-        total = 0
-        for batch in _request_batches(self, reader, expected, "lookup"):
-            column = batch.column(0)
-            total += self._check_rows(len(column), "lookup")
-            if column.null_count:
-                raise ValueError("'external_id' must not contain nulls")
-            if pa.types.is_string(column.type):
-                dense = self._string_ids().to_dense(column)
-            else:
-                dense = self._id_map.to_dense(column.to_numpy(), strict=False)
-            unknown = np.flatnonzero(dense < 0)
-            first = [column[int(i)].as_py() for i in unknown[:5]]
-            if strict and unknown.size:
-                raise KeyError(f"{unknown.size} unknown external ID(s), first: {first}")
-            meta = json.dumps({"unknown": int(unknown.size), "first_unknown": first}).encode()
-            writer.write_with_metadata(pa.record_batch([pa.array(dense)], schema=out_schema),
-                                       pa.py_buffer(meta))
-        return total
-
-    def _string_ids(self) -> StringIdIndex:
-        """The sorted index of the string ID map (built once, on first use)."""
-        with self._index_lock:
-            if self._string_index is None:
-                self._string_index = StringIdIndex(self._id_map.external_ids)
-            return self._string_index
-
-    def _reverse_lookup(self, params: dict[str, Any], reader: fl.MetadataRecordBatchReader,
-                        writer: fl.MetadataRecordBatchWriter, call: dict[str, Any],
-                        context: fl.ServerCallContext) -> int:
-        del call, context
-        _only(params, (), "reverse_lookup")
-        kind = pa.string() if self._id_map.external_type == "string" else pa.int64()
-        out_schema = pa.schema([("external_id", kind)])
-        writer.begin(out_schema)
-        total = 0
-        for batch in _request_batches(self, reader, protocol.node_id_schema(), "reverse_lookup"):
-            ids = self._node_ids(batch, "reverse_lookup")
-            total += len(ids)
-            external = self._id_map.to_external(ids).cast(kind)
-            writer.write_batch(pa.record_batch([external], schema=out_schema))
-        return total
-
-    def _features(self, params: dict[str, Any], reader: fl.MetadataRecordBatchReader,
-                  writer: fl.MetadataRecordBatchWriter, call: dict[str, Any],
-                  context: fl.ServerCallContext) -> int:
-        del context
-        _only(params, ("labels",), "features")
-        want_y = _flag(params, "labels")
-        if self._feature is None:
-            raise ValueError("the store has no node features ('node/feat')")
-        if want_y and self._label is None:
-            raise ValueError("'labels' is true but the store has no labels")
-        fields = [("x", protocol._value_type(*self._feature))]
-        if want_y:
-            fields.append(("y", protocol._value_type(*self._label)))
-        out_schema = pa.schema(fields)
-        writer.begin(out_schema)
-        total = 0
-        for batch in _request_batches(self, reader, protocol.node_id_schema(), "features"):
-            ids = self._node_ids(batch, "features")
-            total += len(ids)
-            row_bytes = np.dtype(self._feature[0]).itemsize * (self._feature[1] or 1)
-            if want_y:
-                row_bytes += np.dtype(self._label[0]).itemsize * (self._label[1] or 1)
-            self._check_response(len(ids) * row_bytes, f"features response of {len(ids)} rows",
-                                 "ask for fewer rows per request batch")
-            call["bytes"] = max(call["bytes"], len(ids) * row_bytes)
-            cols = [protocol.fixed_rows(self.store.features(ids))]
-            if want_y:
-                cols.append(protocol.fixed_rows(np.take(self.store.labels, ids, axis=0)))
-            writer.write_batch(pa.record_batch(cols, schema=out_schema))
-        return total
-
-    def _check_rows(self, rows: int, op: str) -> int:
-        if rows > self.max_rows:
-            raise ValueError(f"{op} request has {rows} rows; this server's limit is "
-                             f"--max-rows {self.max_rows} per request batch")
-        return rows
-
-    def _node_ids(self, batch: pa.RecordBatch, op: str) -> np.ndarray:
-        column = batch.column(0)
-        self._check_rows(len(column), op)
-        if column.null_count:
-            raise ValueError("'node_id' must not contain nulls")
-        ids = column.to_numpy()
-        _check_ids(ids, self.num_nodes, "node_id")
-        return ids
-
 
 # -- helpers ------------------------------------------------------------------------------------
 def _flight_error(exc: BaseException, request_id: str) -> BaseException:
@@ -570,147 +359,11 @@ def _log_internal_error(exc: BaseException, request_id: str) -> None:
     log.error("request %s: internal error\n%s", request_id, text.rstrip())
 
 
-def _request_batches(server: SamplingServer, reader: fl.MetadataRecordBatchReader, expected: pa.Schema,
-                     op: str, *, with_metadata: bool = False):
-    """The request record batches of a call, after checking their schema against ``expected``
-    (``with_metadata``: pairs ``(batch, app_metadata bytes or None)``). While it waits for
-    the client's next batch the call counts as idle (:meth:`SamplingServer.only_idle_calls`); a batch
-    after the first one that arrives while the server drains is refused (UNAVAILABLE)."""
-    checked = False
-    count = 0
-    while True:
-        with server._lock:
-            server._idle += 1
-        try:
-            chunk = reader.read_chunk()
-        except StopIteration:
-            return
-        finally:
-            with server._lock:
-                server._idle -= 1
-        batch = chunk.data
-        if batch is None:
-            continue
-        count += 1
-        if count > 1 and server.draining:
-            raise fl.FlightUnavailableError("the server is shutting down; send this request to another "
-                                            "server or after the restart")
-        if not checked:
-            if not _schema_matches(batch.schema, expected):
-                raise ValueError(f"{op} request schema must be {_schema_text(expected)} "
-                                 f"(got {_schema_text(batch.schema)})")
-            checked = True
-        if with_metadata:
-            meta = chunk.app_metadata
-            yield batch, (meta.to_pybytes() if meta is not None else None)
-        else:
-            yield batch
-
-
-def _schema_matches(got: pa.Schema, expected: pa.Schema) -> bool:
-    """Same column names and types; nullability, metadata and list child names ignored,
-    ``large_list`` accepted for ``list``."""
-    if got.names != expected.names:
-        return False
-    for field, want in zip(got, expected):
-        if pa.types.is_list(want.type):
-            if not (pa.types.is_list(field.type) or pa.types.is_large_list(field.type)) \
-                    or field.type.value_type != want.type.value_type:
-                return False
-        elif field.type != want.type:
-            return False
-    return True
-
-
-def _schema_text(schema: pa.Schema) -> str:
-    return "{" + ", ".join(f"{f.name}: {f.type}" for f in schema) + "}"
-
-
-def _send_rows(rows: list[Future | pa.RecordBatch | tuple[int, int]], writer: fl.MetadataRecordBatchWriter,
-               arena: ServerArena | None) -> None:
-    """Send sampled rows in order, each as soon as it is ready: a record batch as such, an
-    arena segment ``(offset, length)`` as a metadata-only message ``{"segment": [...]}``.
-    On failure the pending jobs are cancelled and the segments not sent are freed."""
-    sent = 0
-    try:
-        for row in rows:
-            item = row.result() if isinstance(row, Future) else row
-            if isinstance(item, pa.RecordBatch):
-                writer.write_batch(item)
-            else:
-                writer.write_metadata(pa.py_buffer(json.dumps({"segment": list(item)}).encode()))
-            sent += 1
-    finally:
-        for row in rows[sent:]:
-            if isinstance(row, Future):
-                if not row.cancel() and arena is not None:  # running or done: free its segment
-                    row.add_done_callback(functools.partial(_free_job_segment, arena))
-            elif isinstance(row, tuple) and arena is not None:
-                arena.free(row[0])
-
-
-def _free_job_segment(arena: ServerArena, job: Future) -> None:
-    """Done-callback of a sampling job whose row was not sent: return its segment."""
-    if not job.cancelled() and job.exception() is None and isinstance(job.result(), tuple):
-        arena.free(job.result()[0])
-
-
-def _free_segments(arena: ServerArena | None, metadata: bytes | None) -> None:
-    """Apply a request's ``{"free": [offset, ...]}`` app_metadata to ``arena`` (ignored when
-    the arena is gone: its client gets its batches over Flight from now on)."""
-    if not metadata:
-        return
-    doc = limits.parse_json(metadata, "request app_metadata", max_bytes=limits.MAX_METADATA_BYTES,
-                            expected='JSON like {"free": [offset, ...]}')
-    offsets = doc.get("free", []) if isinstance(doc, dict) else None
-    if not isinstance(offsets, list) or not all(isinstance(o, int) and not isinstance(o, bool)
-                                                for o in offsets):
-        raise ValueError(f"request app_metadata 'free' must be a list of integer offsets (got {doc!r:.80})")
-    if arena is not None:
-        for offset in offsets:
-            arena.free(offset)
-
-
-def _action_params(body: bytes, allowed: tuple[str, ...], action: str) -> dict[str, Any]:
-    """The JSON object body of an action, with only ``allowed`` keys."""
-    params = limits.parse_json(bytes(body) or b"{}", f"{action} body", expected="a JSON object")
-    if not isinstance(params, dict):
-        raise ValueError(f"{action} body must be a JSON object (got {params!r:.60})")  # noqa: TRY004
-    _only(params, allowed, action)
-    return params
-
-
-def _owner(context: fl.ServerCallContext) -> str:
-    """Who a call comes from, for arena ownership: the connection (gRPC peer address,
-    e.g. ``ipv4:127.0.0.1:53616``), and the authenticated identity when there is one."""
-    identity = context.peer_identity()
-    return context.peer() + (f" {identity.decode(errors='replace')}" if identity else "")
-
-
-def _row_bytes(spec: tuple[np.dtype, int | None]) -> int:
-    """Bytes of one feature or label row of ``(dtype, width or None)``."""
-    return np.dtype(spec[0]).itemsize * (spec[1] or 1)
-
-
-def _check_ids(ids: np.ndarray, num_nodes: int, name: str, where: str = "") -> None:
-    if ids.size:
-        lo, hi = int(ids.min()), int(ids.max())
-        if lo < 0 or hi >= num_nodes:
-            raise ValueError(f"'{name}'{where} must be dense node IDs in [0, {num_nodes}) "
-                             f"(got {lo if lo < 0 else hi})")
-
-
-def _only(params: dict[str, Any], allowed: tuple[str, ...], op: str) -> None:
-    unknown = sorted(set(params) - set(allowed))
-    if unknown:
-        raise ValueError(f"{op} takes parameters {list(allowed)} (got unknown {unknown})")
-
-
-def _flag(params: dict[str, Any], name: str, default: bool = False) -> bool:
-    value = params.get(name, default)
-    if not isinstance(value, bool):
-        raise ValueError(f"'{name}' must be true or false (got {value!r})")  # noqa: TRY004 - invalid argument
-    return value
+def _typed_only(server: SamplingServer, params: dict[str, Any], reader: Any, writer: Any,
+                call: dict[str, Any], context: fl.ServerCallContext) -> int:
+    """The answer of a typed store to the one-relation operations."""
+    raise ValueError(f"the store is typed ({len(server.typed.graph.edge_types)} relations): it "
+                     f"serves 'sample_typed' only (not {call['op']!r})")
 
 
 def serve_until_signalled(server: SamplingServer, *, drain_timeout: float = 60.0,
