@@ -1,4 +1,5 @@
-"""``summarize(store)``: counts, degree statistics, sizes on disk, splits and provenance."""
+"""``summarize(store)``: counts, degree statistics, sizes on disk, splits and provenance
+(what `graphpipe info` prints); a typed store: one entry per node type and per relation."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from graphpipe.store import schema as ts
 from graphpipe.store.reader import GraphStore
 from graphpipe.store.text import text_summary
 
@@ -17,6 +19,22 @@ def _dir_size(path: Path) -> int:
     for dirpath, _dirs, files in os.walk(path):
         total += sum(os.path.getsize(os.path.join(dirpath, f)) for f in files)
     return total
+
+
+_QUANTILES = (0.25, 0.5, 0.75, 0.9, 0.99)
+
+
+def _degree(deg: np.ndarray, quantiles: tuple[float, ...] = ()) -> dict[str, Any]:
+    """In-degree statistics (and ``quantiles``, as ``p25``...) of ``deg``."""
+    if not deg.size:
+        return {"min": 0, "median": 0.0, "mean": 0.0, "max": 0, "isolated": 0,
+                **({"quantiles": {}} if quantiles else {})}
+    out = {"min": int(deg.min()), "median": float(np.median(deg)), "mean": float(deg.mean()),
+           "max": int(deg.max()), "isolated": int((deg == 0).sum())}
+    if quantiles:
+        qs = np.quantile(deg, quantiles)
+        out["quantiles"] = {f"p{int(q * 100)}": float(v) for q, v in zip(quantiles, qs)}
+    return out
 
 
 def _sizes(store: GraphStore) -> tuple[dict[str, int], int]:
@@ -36,16 +54,7 @@ def summarize(store: GraphStore) -> dict[str, Any]:
     m = store.manifest
     if store.is_typed:
         return _typed_summary(store)
-    deg = store.in_degrees
-    quantiles = [0.25, 0.5, 0.75, 0.9, 0.99]
-    degree: dict[str, Any] = {"min": 0, "median": 0, "mean": 0.0, "max": 0, "quantiles": {}}
-    if deg.size:
-        qs = np.quantile(deg, quantiles)
-        degree = {
-            "min": int(deg.min()), "median": float(np.median(deg)), "mean": float(deg.mean()),
-            "max": int(deg.max()), "isolated": int((deg == 0).sum()),
-            "quantiles": {f"p{int(q * 100)}": float(v) for q, v in zip(quantiles, qs)},
-        }
+    degree = _degree(store.in_degrees, _QUANTILES)
     sizes, total = _sizes(store)
     return {
         "path": store.location,
@@ -87,14 +96,46 @@ def _time_summary(store: GraphStore) -> dict[str, Any] | None:
 
 
 def _typed_summary(store: GraphStore) -> dict[str, Any]:
-    """A typed store: totals, then one entry per node type and relation (typed_summary.py)."""
-    from graphpipe.store.typed_summary import summarize_typed
-
+    """A typed store: totals, then one entry per node type and per relation."""
     m = store.manifest
-    sizes = {key: _dir_size(store.path / key) for key in m["arrays"]}
+    sizes, total = _sizes(store)
     return {
-        "path": str(store.path), "name": store.name, "format_version": m["format_version"],
-        "num_nodes": store.num_nodes, "num_edges": store.num_edges, **summarize_typed(store),
-        "sizes_bytes": sizes, "total_bytes": _dir_size(store.path),
+        "path": store.location, "name": store.name, "format_version": m["format_version"],
+        "num_nodes": store.num_nodes, "num_edges": store.num_edges,
+        "target_type": store.target_type,
+        "node_types": {t: node_type_summary(store, t) for t in store.node_types},
+        "edge_types": {ts.etype_key(e): relation_summary(store, e) for e in store.edge_types},
+        "sizes_bytes": sizes, "total_bytes": total,
         "provenance": m.get("provenance", {}), "derived": m.get("derived", {}),
+    }
+
+
+def _shape_dtype(store: Any, key: str) -> dict[str, Any] | None:
+    entry = store.manifest["arrays"].get(key)
+    return None if entry is None else {"shape": entry["shape"], "dtype": entry["dtype"]}
+
+
+def node_type_summary(store: Any, ntype: str) -> dict[str, Any]:
+    """Count, features, labels, timestamps and splits of one node type."""
+    feat = _shape_dtype(store, ts.node_key(ntype, "feat"))
+    return {
+        "num_nodes": store.num_nodes_dict[ntype],
+        "features": None if feat is None else {"dim": feat["shape"][1], "dtype": feat["dtype"]},
+        "labels": store.manifest.get("typed_labels", {}).get(ntype),
+        "time": store.has_array(ts.node_key(ntype, "time")),
+        "splits": dict(store.manifest.get("typed_splits", {}).get(ntype, {})),
+    }
+
+
+def relation_summary(store: Any, etype: tuple[str, str, str]) -> dict[str, Any]:
+    """Edge count, destination in-degrees and per-edge arrays of one relation."""
+    feat = _shape_dtype(store, ts.rel_key(etype, "edge_feat"))
+    indptr, _ = store.typed_csc(etype)
+    return {
+        "num_edges": store.num_edges_dict[etype],
+        "in_degree": _degree(np.diff(indptr)),
+        "edge_ids": store.has_array(ts.rel_key(etype, "csc/edge_id")),
+        "edge_features": None if feat is None else {"dim": (feat["shape"][1:] or [1])[0],
+                                                    "dtype": feat["dtype"]},
+        "time": store.has_array(ts.rel_key(etype, "time")),
     }

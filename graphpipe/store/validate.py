@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import numpy as np
 
 from graphpipe.store import _fetch
 from graphpipe.store import arrays as _arrays
 from graphpipe.store import checks as _checks
+from graphpipe.store import schema as ts
 from graphpipe.store.errors import StoreError
 from graphpipe.store.open import open_store
 from graphpipe.store.reader import GraphStore
@@ -26,7 +28,8 @@ def validate(path: str | os.PathLike, *, checksums: bool = True) -> list[str]:
     ``edge_id`` length (and present when ``edge/feat`` is); feature/label row counts;
     timestamps (``nodes/time``, ``csc/time``: int64, one per node / CSC slot); split
     IDs in range and pairwise disjoint; for a typed store the same for every node type and
-    relation (:mod:`graphpipe.store.typed_validate`). A missing, truncated or unreadable file
+    relation (:func:`_typed_problems`). Arrays are scanned a block at a time (memory maps),
+    never read whole into memory. A missing, truncated or unreadable file
     is a finding like any other.
     """
     try:
@@ -36,10 +39,8 @@ def validate(path: str | os.PathLike, *, checksums: bool = True) -> list[str]:
     problems = _metadata_problems(store)
     if checksums:
         problems += _checksum_problems(store)
-    if store.is_typed:  # every node type and relation (typed_validate.py)
-        from graphpipe.store.typed_validate import typed_problems
-
-        problems += typed_problems(store)
+    if store.is_typed:  # every node type and relation
+        problems += _typed_problems(store)
     for section in (_topology_problems, _row_problems, _split_problems, _link_problems):
         try:
             problems += section(store)
@@ -182,6 +183,104 @@ def check_csc(indptr: np.ndarray, indices: np.ndarray, num_nodes: int, num_edges
             pos = start + int(np.flatnonzero((block < 0) | (block >= num_nodes))[0])
             problems.append(f"{prefix}/indices: entry {pos} = {indices[pos]} out of range [0, {num_nodes})")
             break
+    return problems
+
+
+# -- typed stores: every node type and relation --------------------------------------------
+def _typed_problems(store: GraphStore) -> list[str]:
+    """Every finding about a typed store's node types and relations (empty: none).
+
+    Per relation: its CSC as :func:`graphpipe.store.checks.check_relation` checks it;
+    ``edge_id``, ``time`` and ``edge_feat`` have ``E`` rows; ``edge_id`` is a permutation of
+    ``0..E-1``. Per type: ``feat`` / ``label`` / ``time`` (and the ID map table) have ``N_t``
+    rows, labels are ``>= -1``; split IDs in ``[0, N_t)``, each once, splits pairwise disjoint
+    and of the recorded sizes."""
+    problems: list[str] = []
+    for etype in store.edge_types:
+        problems += _guard(_relation_problems, store, etype)
+    for ntype in store.node_types:
+        problems += _guard(_node_problems, store, ntype)
+        problems += _guard(_type_split_problems, store, ntype)
+    return problems
+
+
+def _guard(section: Any, store: Any, what: Any) -> list[str]:
+    try:
+        return section(store, what)
+    except (StoreError, OSError, ValueError) as exc:
+        return [str(exc).splitlines()[0]]
+
+
+def _relation_problems(store: Any, etype: tuple[str, str, str]) -> list[str]:
+    name = ts.etype_key(etype)
+    indptr = store.array(ts.rel_key(etype, "csc/indptr"))
+    indices = store.array(ts.rel_key(etype, "csc/indices"))
+    recorded = store.manifest["arrays"][ts.rel_key(etype, "csc/indices")].get("range")
+    try:
+        _checks.check_relation(indptr, indices, etype, store.num_nodes_dict, recorded)
+    except StoreError as exc:
+        return [str(exc)]
+    problems, num_edges = [], indices.shape[0]
+    for kind in ("csc/edge_id", "time", "edge_feat"):
+        key = ts.rel_key(etype, kind)
+        if store.has_array(key) and store.array(key).shape[0] != num_edges:
+            problems.append(f"{key}: {store.array(key).shape[0]} rows, expected {num_edges}")
+    eid_key = ts.rel_key(etype, "csc/edge_id")
+    if not problems and store.has_array(eid_key) and not _is_permutation(store.array(eid_key)):
+        problems.append(f"{eid_key}: not a permutation of 0..{num_edges - 1} (relation {name})")
+    return problems
+
+
+def _is_permutation(eid: np.ndarray) -> bool:
+    seen = np.zeros(eid.shape[0], dtype=bool)
+    for start in range(0, eid.shape[0], _SCAN_BLOCK):
+        block = np.asarray(eid[start:start + _SCAN_BLOCK])
+        if block.size and (block.min() < 0 or block.max() >= eid.shape[0]):
+            return False
+        seen[block] = True
+    return bool(seen.all())
+
+
+def _node_problems(store: Any, ntype: str) -> list[str]:
+    problems, n = [], store.num_nodes_dict[ntype]
+    for kind in ts.NODE_ARRAYS:
+        key = ts.node_key(ntype, kind)
+        if not store.has_array(key):
+            continue
+        rows = store.array(key).shape[0]
+        if rows != n:
+            problems.append(f"{key}: {rows} rows, expected {n} ({ntype!r} nodes)")
+        elif kind == "label" and rows and _block_min(store.array(key)) < -1:
+            problems.append(f"{key}: labels below -1 (-1 marks an unlabelled node)")
+    key = ts.id_map_key(ntype)
+    entry = store.manifest["tables"].get(key)
+    if entry is not None and entry.get("rows") != n:
+        problems.append(f"{key}: {entry.get('rows')} rows, expected {n} ({ntype!r} nodes)")
+    return problems
+
+
+def _block_min(values: np.ndarray) -> int:
+    return min(int(values[s:s + _SCAN_BLOCK].min()) for s in range(0, values.shape[0], _SCAN_BLOCK))
+
+
+def _type_split_problems(store: Any, ntype: str) -> list[str]:
+    problems, n = [], store.num_nodes_dict[ntype]
+    seen: dict[str, np.ndarray] = {}
+    recorded = store.manifest.get("typed_splits", {}).get(ntype, {})
+    for name in store.typed_split_names(ntype):
+        ids = np.asarray(store.array(ts.split_key(ntype, name)))
+        where = f"split {name!r} of {ntype!r}"
+        if ids.size and (ids.min() < 0 or ids.max() >= n):
+            problems.append(f"{where}: node IDs outside [0, {n})")
+        if np.unique(ids).size != ids.size:
+            problems.append(f"{where}: repeated node IDs")
+        if recorded.get(name) != ids.size:
+            problems.append(f"{where}: {ids.size} IDs, the manifest says {recorded.get(name)}")
+        for other, other_ids in seen.items():
+            common = np.intersect1d(ids, other_ids)
+            if common.size:
+                problems.append(f"splits {other!r} and {name!r} of {ntype!r} share {common.size} node(s)")
+        seen[name] = ids
     return problems
 
 
