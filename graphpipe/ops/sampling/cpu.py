@@ -410,25 +410,9 @@ def sample_neighbors(
     seed: int = 0,
     frontier: str = "new",
 ) -> SampleOutput:
-    """Sample a multi-hop neighbourhood of ``seeds`` with Fused-Map local IDs.
-
-    Args:
-        indptr: int64 (N+1,) CSC offsets by destination (global IDs).
-        indices: int32/int64 (E,) in-neighbour global IDs.
-        seeds: int (B,) unique global node IDs in ``[0, N)``; local IDs ``0..B-1``.
-        fanouts: per hop, seed hop first; ``-1`` takes all neighbours.
-        replace: sample with replacement.
-        seed: integer key of this batch's random stream; the output is a pure function
-            of (graph, seeds, fanouts, replace, seed, frontier).
-        frontier: ``"new"`` (PyG, default) or ``"all"`` (DGL): which nodes hops after the
-            first expand (module docstring).
-
-    Returns:
-        :class:`SampleOutput` (see the module docstring for the block convention).
-
-    Raises:
-        ValueError: empty/invalid ``fanouts``, out-of-range or duplicate ``seeds``,
-            malformed ``indptr``/``indices``.
+    """The CPU sampler of one relation (arguments, result and errors as
+    :func:`graphpipe.ops.sampling.sample_neighbors` with ``(indptr, indices, ...)``; the
+    block convention in the module docstring).
 
     >>> out = sample_neighbors(np.array([0, 1, 2]), np.array([1, 0]), np.array([0]), [1])
     >>> out.n_id.tolist()
