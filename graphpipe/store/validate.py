@@ -41,11 +41,13 @@ def validate(path: str | os.PathLike, *, checksums: bool = True) -> list[str]:
         problems += _checksum_problems(store)
     if store.is_typed:  # every node type and relation
         problems += _typed_problems(store)
-    for section in (_topology_problems, _row_problems, _split_problems, _link_problems):
+    for section in (_topology_problems, _row_problems, _link_problems):
         try:
             problems += section(store)
         except (StoreError, OSError, ValueError) as exc:
             problems.append(str(exc))
+    for ntype in store.node_types:
+        problems += _guard(_split_problems, store, ntype)
     return list(dict.fromkeys(problems))  # one finding once, in the order found
 
 
@@ -137,25 +139,29 @@ def _time_problems(store: GraphStore) -> list[str]:
     return problems
 
 
-def _split_problems(store: GraphStore) -> list[str]:
-    problems, n = [], store.num_nodes
+def _split_problems(store: GraphStore, ntype: str) -> list[str]:
+    """The splits of node type ``ntype`` (``_N`` of a homogeneous store): IDs in range, each
+    once, splits pairwise disjoint and of the sizes the manifest records."""
+    problems, n, typed = [], store.num_nodes_dict[ntype], store.is_typed
+    recorded = store.manifest.get("typed_splits", {}).get(ntype, {}) if typed else store.manifest["splits"]
+    of = f" of {ntype!r}" if typed else ""
     seen: dict[str, np.ndarray] = {}
-    for name in store.split_names:
+    for name in store.typed_split_names(ntype):
         try:
-            ids = store.split(name)
+            ids = np.asarray(store.array(ts.split_key(ntype, name))) if typed else store.split(name)
         except StoreError as exc:
             problems.append(str(exc))
             continue
         if ids.size and (ids.min() < 0 or ids.max() >= n):
-            problems.append(f"split {name!r}: node IDs out of range [0, {n})")
+            problems.append(f"split {name!r}{of}: node IDs outside [0, {n})")
         if np.unique(ids).size != ids.size:
-            problems.append(f"split {name!r}: repeated node IDs")
+            problems.append(f"split {name!r}{of}: repeated node IDs")
+        if recorded.get(name) != ids.size:
+            problems.append(f"split {name!r}{of}: {ids.size} IDs, the manifest says {recorded.get(name)}")
         for other, other_ids in seen.items():
             common = np.intersect1d(ids, other_ids)
             if common.size:
-                problems.append(f"splits {other!r} and {name!r} share {common.size} node(s)")
-        if store.manifest["splits"].get(name) != ids.size:
-            problems.append(f"split {name!r}: {ids.size} IDs, manifest says {store.manifest['splits'].get(name)}")
+                problems.append(f"splits {other!r} and {name!r}{of} share {common.size} node(s)")
         seen[name] = ids
     return problems
 
@@ -200,7 +206,6 @@ def _typed_problems(store: GraphStore) -> list[str]:
         problems += _guard(_relation_problems, store, etype)
     for ntype in store.node_types:
         problems += _guard(_node_problems, store, ntype)
-        problems += _guard(_type_split_problems, store, ntype)
     return problems
 
 
@@ -261,27 +266,6 @@ def _node_problems(store: Any, ntype: str) -> list[str]:
 
 def _block_min(values: np.ndarray) -> int:
     return min(int(values[s:s + _SCAN_BLOCK].min()) for s in range(0, values.shape[0], _SCAN_BLOCK))
-
-
-def _type_split_problems(store: Any, ntype: str) -> list[str]:
-    problems, n = [], store.num_nodes_dict[ntype]
-    seen: dict[str, np.ndarray] = {}
-    recorded = store.manifest.get("typed_splits", {}).get(ntype, {})
-    for name in store.typed_split_names(ntype):
-        ids = np.asarray(store.array(ts.split_key(ntype, name)))
-        where = f"split {name!r} of {ntype!r}"
-        if ids.size and (ids.min() < 0 or ids.max() >= n):
-            problems.append(f"{where}: node IDs outside [0, {n})")
-        if np.unique(ids).size != ids.size:
-            problems.append(f"{where}: repeated node IDs")
-        if recorded.get(name) != ids.size:
-            problems.append(f"{where}: {ids.size} IDs, the manifest says {recorded.get(name)}")
-        for other, other_ids in seen.items():
-            common = np.intersect1d(ids, other_ids)
-            if common.size:
-                problems.append(f"splits {other!r} and {name!r} of {ntype!r} share {common.size} node(s)")
-        seen[name] = ids
-    return problems
 
 
 def _link_problems(store: GraphStore) -> list[str]:
