@@ -6,13 +6,12 @@ environment's ``graphpipe`` and ``python`` first on the PATH), ```python blocks 
 Python namespace per file; what a block leaves running in the background (a server) is
 stopped when the file is done. A block that cannot run here says why in an HTML comment right
 above it, ``<!-- not run: REASON -->`` (an S3 bucket, several machines); a block that
-needs PyG's sampler says ``<!-- needs: pyg-sampler -->`` and skips with the suite's one
-reason where it is missing.
+needs PyG's sampler says ``<!-- needs: pyg-sampler -->``: its file is marked
+``requires_pyg_sampler`` and skips with the suite's one reason where the sampler is missing.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -29,7 +28,6 @@ FENCE = re.compile(r"^(?P<indent> {0,3})```(?P<lang>[\w+-]*)[^\n]*\n(?P<body>.*?
                    re.DOTALL | re.MULTILINE)
 NOTE = re.compile(r"<!--\s*(not run|needs):\s*(?P<what>[^>]*?)\s*-->\s*$")
 RUNNABLE = {"python": "python", "py": "python", "bash": "bash", "sh": "bash", "shell": "bash"}
-HAS_PYG_SAMPLER = any(importlib.util.find_spec(n) is not None for n in ("pyg_lib", "torch_sparse"))
 
 RUNNER = r'''
 import json, os, subprocess, sys, traceback
@@ -67,13 +65,17 @@ def code_blocks(text: str) -> list[tuple[str, int, str, str | None, str | None]]
     return out
 
 
-@pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def _doc_param(doc: Path):
+    """``doc`` as a test parameter, marked as the tests that need PyG's sampler are
+    (tests/conftest.py: one skip rule) when one of its blocks says it needs it."""
+    needs = {n for *_, n in code_blocks(doc.read_text(encoding="utf-8")) if n}
+    marks = [pytest.mark.requires_pyg_sampler] if "pyg-sampler" in needs else []
+    return pytest.param(doc, marks=marks, id=str(doc.relative_to(ROOT)))
+
+
+@pytest.mark.parametrize("doc", [_doc_param(doc) for doc in DOCS])
 def test_every_code_block_runs(doc: Path, tmp_path: Path) -> None:
     blocks = code_blocks(doc.read_text(encoding="utf-8"))
-    needs = {n for *_, n in blocks if n}
-    if "pyg-sampler" in needs and not HAS_PYG_SAMPLER:
-        pytest.skip("PyG's NeighborSampler needs pyg-lib or torch-sparse; "
-                    "no wheel for this torch on PyPI")
     runnable = [(lang, line, body) for lang, line, body, not_run, _ in blocks if not not_run]
     assert runnable or not blocks, f"{doc.name}: no block runs"
     (tmp_path / "blocks.json").write_text(json.dumps(runnable))
