@@ -28,9 +28,10 @@ What PyG sees:
   ``csc/edge_id``).
   PyG's sampler keeps an int64 copy of the CSC in memory (``8 (N + 1 + E)`` bytes).
 
-graphpipe stores hold one node type and one edge type. ``node_type="paper"`` presents
-that graph as a one-type heterogeneous graph (batches are ``HeteroData``; PyG's
-heterogeneous loaders run on it); graphs with several types are not stored today.
+The backend serves a store of one node type and one relation. ``node_type="paper"``
+presents that graph as a one-type heterogeneous graph (batches are ``HeteroData``; PyG's
+heterogeneous loaders run on it). A store with node types is refused in one line:
+graphpipe's own ``NeighborLoader`` reads it (``HeteroData``-faced batches).
 
 The backend is read-only: ``put_tensor``/``put_edge_index``/``remove_*`` raise
 ``TypeError`` (write a store with :class:`graphpipe.store.StoreWriter` or add arrays
@@ -349,5 +350,9 @@ def to_pyg_backend(store: Any, *, features: bool | str = True,
     """
     if node_type is not None and (not isinstance(node_type, str) or not node_type):
         raise ValueError(f"'node_type' must be None or a non-empty string (got {node_type!r})")
+    if getattr(store, "is_typed", False):
+        raise ValueError(f"{store.location}: the PyG backend serves stores of one node type and one "
+                         f"relation; this one has node types {store.node_types}: load it with "
+                         f"graphpipe.NeighborLoader(store, ...) (HeteroData-faced batches)")
     feature_store = StoreFeatureStore(store, features=features, node_type=node_type)
     return PygBackend(feature_store, StoreGraphStore(store, edge_type=feature_store.edge_type))

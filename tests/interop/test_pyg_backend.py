@@ -85,6 +85,17 @@ def test_feature_store_refuses_bad_requests_and_writes(graph):
         to_pyg_backend(store, node_type="")
 
 
+def test_a_store_with_node_types_is_refused_in_one_line(tmp_path):
+    from graphpipe.store.writer import TypedStoreWriter
+
+    with TypedStoreWriter(tmp_path / "t", {"paper": 2, "author": 1}) as w:
+        w.add_relation(("author", "writes", "paper"), np.array([0]), np.array([1]))
+        w.commit()
+    with pytest.raises(ValueError, match=r"node types \['paper', 'author'\]: load it with "
+                                         r"graphpipe\.NeighborLoader"):
+        to_pyg_backend(GraphStore.open(tmp_path / "t"))
+
+
 def test_graph_store_is_the_store_csc_with_original_edge_ids(graph):
     store, g, _, _ = graph
     _, gs = to_pyg_backend(store)
