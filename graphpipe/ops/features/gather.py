@@ -16,6 +16,10 @@ maps of the store's chunk files, or one in-memory array).
 * :func:`assemble_rows` fills the next batch's feature rows from the three
   sources in priority order: the static cache, the previous batch, the store.
 
+Rows are copied, never computed on, so any dtype works; float16 (MAG240M's, which Numba
+cannot type) goes through the kernels viewed as uint16: half the bytes of float32 in the
+store, the caches and the batch, and no float32 copy of the table (models cast the batch).
+
 Each has a NumPy reference (``*_reference``) next to it that the tests compare
 against.
 """
@@ -58,6 +62,12 @@ TUPLE_BUCKETS = (1, 4, 16, 64)
 (one compiled variant per size); larger stores as a typed list."""
 
 
+def _kernel_view(rows: np.ndarray) -> np.ndarray:
+    """``rows`` as the kernels see them: float16 (which Numba cannot type) viewed as uint16,
+    whose copy moves the same bits; other dtypes unchanged. A view, never a copy."""
+    return rows.view(np.uint16) if rows.dtype == np.float16 else rows
+
+
 class FeatureChunks:
     """The row-chunk views of a feature matrix ``X`` prepared for the kernels.
 
@@ -86,7 +96,7 @@ class FeatureChunks:
             if chunk.ndim != 2 or chunk.dtype != self.dtype or chunk.shape[1:] != width:
                 raise ValueError(f"'chunks[{k}]' has shape {chunk.shape} and dtype {chunk.dtype}; "
                                  f"expected (rows, {width[0]}) of {self.dtype}")
-            view = np.ascontiguousarray(chunk).view()
+            view = _kernel_view(np.ascontiguousarray(chunk)).view()
             view.setflags(write=False)  # one numba type for every view
             views.append(view)
         self.views = views
@@ -107,7 +117,7 @@ class FeatureChunks:
         if self.is_tuple:
             self.packed: Any = tuple(views + [views[-1]] * (bucket - len(views)))
         else:
-            packed = List.empty_list(types.Array(numba.from_dtype(self.dtype), 2, "C", readonly=True))
+            packed = List.empty_list(types.Array(numba.from_dtype(views[0].dtype), 2, "C", readonly=True))
             for view in views:
                 packed.append(view)
             self.packed = packed
@@ -348,12 +358,14 @@ def gather_rows(chunks: Sequence[np.ndarray] | np.ndarray | FeatureChunks, chunk
         raise ValueError(f"'out' must be C-contiguous {(k, prepared.dim)} of {prepared.dtype} "
                          f"(got {out.shape}, {out.dtype})")
     if prepared.single is not None and k:
-        run_ranges(_copy_rows_range, k, prepared.single, ids, np.arange(k, dtype=np.int64), out,
+        run_ranges(_copy_rows_range, k, prepared.single, ids, np.arange(k, dtype=np.int64),
+                   _kernel_view(out),
                    threads=_threads(k * out.shape[1] * out.itemsize, PARALLEL_MIN_BYTES))
         return out
     none = np.full(k, -1, dtype=np.int64)
     empty = np.zeros((0, prepared.dim), dtype=prepared.dtype)
-    _assemble(prepared, ids, none, empty, none, empty, out, np.empty(k, dtype=np.int8))
+    empty = _kernel_view(empty)
+    _assemble(prepared, ids, none, empty, none, empty, _kernel_view(out), np.empty(k, dtype=np.int8))
     return out
 
 
@@ -643,7 +655,8 @@ def assemble_rows(ids: np.ndarray, *, chunks: Sequence[np.ndarray] | np.ndarray 
     elif out.shape != (k, dim) or out.dtype != dtype or not out.flags.c_contiguous:
         raise ValueError(f"'out' must be C-contiguous {(k, dim)} of {dtype} (got {out.shape}, {out.dtype})")
     source = np.empty(k, dtype=np.int8)
-    _assemble(prepared, ids, cache_pos, cache_rows, prev_pos, prev_rows, out, source)
+    _assemble(prepared, ids, cache_pos, _kernel_view(cache_rows), prev_pos, _kernel_view(prev_rows),
+              _kernel_view(out), source)
     return out, source
 
 
