@@ -29,6 +29,7 @@ def tag(dest, nodes, num_classes, avg_degree, feature_dim, homophily, feature_no
         seed, overwrite, quiet) -> None:
     """A text-attributed graph: class partly in the text, partly in the neighbourhood."""
     from graphpipe.cli.generate import _commit
+
     from graphpipe.synthetic.tag import tag_graph, write_tag
 
     graph, titles, abstracts = tag_graph(nodes, num_classes, avg_degree=avg_degree,

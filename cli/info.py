@@ -67,15 +67,16 @@ def _text_rows(text: dict | None) -> list[tuple[str, str]]:
     """The node-text rows: nodes with text, then tokens per node of each field."""
     if not text:
         return [("text", "none")]
-    rows = [("text", f"{text['nodes_with_text']:,} nodes with text, {text['nodes_without_text']:,} "
-                     f"without; tokenizer {text['tokenizer']}")]
+    head = (f"{text['nodes_with_text']:,} nodes with text, {text['nodes_without_text']:,} "
+            f"without; tokenizer {text['tokenizer']}")
+    rows = [("text", head)]
     for name, f in text["fields"].items():
         tok = f["tokens"]
-        rows.append((f"  text {name}", f"{f['with_text']:,} nodes; tokens/node mean "
-                     f"{tok.get('mean', 0)} p50 {tok.get('p50', 0):g} p90 {tok.get('p90', 0):g} "
-                     f"max {tok.get('max', 0)}; empty {f['empty']}, invalid UTF-8 "
-                     f"{f['invalid_utf8']}, cut {f['truncated']}, at max tokens "
-                     f"{tok['at_max_tokens']}"))
+        line = (f"{f['with_text']:,} nodes; tokens/node mean {tok.get('mean', 0)} p50 "
+                f"{tok.get('p50', 0):g} p90 {tok.get('p90', 0):g} max {tok.get('max', 0)}; "
+                f"empty {f['empty']}, invalid UTF-8 {f['invalid_utf8']}, cut {f['truncated']}, "
+                f"at max tokens {tok['at_max_tokens']}")
+        rows.append((f"  text {name}", line))
     return rows
 
 

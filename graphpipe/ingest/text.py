@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.ipc as ipc
+from pyarrow import ipc
 
 from graphpipe.ingest.errors import IngestError
 from graphpipe.ingest.text_store import TextSource, TokenizerOptions, write_text
@@ -226,7 +226,8 @@ def column_source(table: pa.Table, column: str, origin: str) -> TextSource:
 def list_source(texts: list[Any], name: str = "text", origin: str = "list") -> TextSource:
     """Field ``name`` from a list of strings (``None`` = no text), one per node."""
     if not isinstance(texts, (list, tuple)):
-        raise ValueError(f"{origin}: text must be a list of strings (got {type(texts).__name__})")
+        raise ValueError(  # noqa: TRY004 - the project reports bad arguments as ValueError
+            f"{origin}: text must be a list of strings (got {type(texts).__name__})")
 
     def batches() -> Iterator[tuple[int, dict[str, list[Any]]]]:
         for s in range(0, len(texts), _BATCH_ROWS):

@@ -97,7 +97,7 @@ def write_tag(folder: str | os.PathLike, graph: SyntheticGraph, titles: list[str
     write_ogb_raw(folder, graph)
     n = graph.num_nodes
     rng = np.random.default_rng([int(seed), 0x7473])
-    extra = int(round(unmatched_frac * n))
+    extra = round(unmatched_frac * n)
     ids = rng.choice(np.int64(50) * (n + extra) + 1000, size=n + extra, replace=False) + 100000
     paper, stray = ids[:n], ids[n:]
     (folder / "mapping").mkdir(exist_ok=True)

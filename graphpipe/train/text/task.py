@@ -30,8 +30,8 @@ class FullGraph:
         from graphpipe.loaders.minibatch import Block
 
         n = int(indptr.shape[0] - 1)
-        ip = torch.as_tensor(np.asarray(indptr, dtype=np.int64))
-        ix = torch.as_tensor(np.asarray(indices, dtype=np.int64))
+        ip = torch.from_numpy(np.array(indptr, dtype=np.int64))
+        ix = torch.from_numpy(np.array(indices, dtype=np.int64))
         block = Block(ip, ix, n, n, torch.arange(ix.numel(), dtype=torch.int64)).to(device)
         self.blocks, self.num_nodes = [block] * layers, n
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
 import numpy as np
+import pytest
 import torch
 from click.testing import CliRunner
 
