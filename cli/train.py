@@ -57,7 +57,7 @@ def _parse_fanouts(text: str | None, layers: int) -> list[int]:
 @click.argument("store", type=click.Path(file_okay=False))
 @click.option("--model", "model_name", default="sage", show_default=True,
               help="sage, gcn, gin, gat or mlp (GNNs); graphormer or gt (graph transformers); "
-                   "rgcn, hetero-sage or mlp on a typed store.")
+                   "rgcn, hetero-sage, rgat or mlp on a typed store.")
 @click.option("--target-type", default=None,
               help="Typed store: the node type to classify [the store's target type].")
 @click.option("--hidden", type=click.IntRange(1), default=None,
@@ -203,8 +203,8 @@ def command(store: str, model_name: str, hidden: int | None, layers: int | None,
               "weight_decay": weight_decay, "optimizer": optimizer, "batch_size": batch_size,
               "evaluation": evaluation}
     if is_typed_store(store):
-        given = [_flag(n) for n in (*_TRANSFORMER_ONLY, "heads", "feature_bits", "nproc",
-                                    "shard_parts") if _given(n)]
+        given = [_flag(n) for n in (*_TRANSFORMER_ONLY, "feature_bits", "nproc",
+                                    "shard_parts") if _given(n)]  # --heads: rgat's (train_typed)
         layer_count = layers or 2
         train_typed(store, model_name if _given("model_name") else "rgcn", target_type, shared,
                     _parse_fanouts(fanouts, layer_count), given, epochs=epochs,

@@ -1,6 +1,7 @@
 """The typed-store path of ``graphpipe train``: R-GCN (``--model rgcn``), heterogeneous SAGE
-(``--model hetero-sage``) or the MLP baseline (``--model mlp``, target-type features only)
-on the labelled nodes of the target type (``--target-type``, default the store's)."""
+(``--model hetero-sage``), R-GAT (``--model rgat``, ``--heads``) or the MLP baseline
+(``--model mlp``, target-type features only) on the labelled nodes of the target type
+(``--target-type``, default the store's)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ from typing import Any
 import click
 from graphpipe.cli._common import fail
 
-TYPED_MODELS = ("rgcn", "hetero-sage", "mlp")
-_DEFAULTS = {"hidden": 64, "layers": 2, "dropout": 0.5, "lr": 0.01, "weight_decay": 0.0,
-             "optimizer": "adam", "batch_size": 1024}
+TYPED_MODELS = ("rgcn", "hetero-sage", "rgat", "mlp")
+_DEFAULTS = {"heads": 4, "hidden": 64, "layers": 2, "dropout": 0.5, "lr": 0.01,
+             "weight_decay": 0.0, "optimizer": "adam", "batch_size": 1024}
 
 
 def is_typed_store(path: str) -> bool:
@@ -36,9 +37,10 @@ def _model(name: str, store: Any, target: str, options: dict[str, Any], num_clas
             fail(f"--model mlp: target type {target!r} has no features")
         return build_model("mlp", dims[target], options["hidden"], num_classes, options["layers"],
                            dropout=options["dropout"])
+    layer_options = {"heads": options["heads"]} if name == "rgat" else {}
     return build_hetero_model(name, dims, store.num_nodes_dict, options["hidden"], num_classes,
                               options["layers"], store.edge_types, target,
-                              dropout=options["dropout"])
+                              dropout=options["dropout"], **layer_options)
 
 
 def train_typed(store_path: str, model_name: str, target_type: str | None, shared: dict[str, Any],
@@ -55,6 +57,8 @@ def train_typed(store_path: str, model_name: str, target_type: str | None, share
     if model_name not in TYPED_MODELS:
         fail(f"store {store_path!r} is typed: --model must be one of {', '.join(TYPED_MODELS)} "
              f"(got {model_name!r})")
+    if shared.get("heads") is not None and model_name != "rgat":
+        given = [*given, "--heads"]
     if given:  # options of the homogeneous / transformer paths (see cli/train.py)
         fail(f"{', '.join(given)}: not supported on a typed store")
     store = typed_training_data(open_store(store_path))
@@ -65,6 +69,9 @@ def train_typed(store_path: str, model_name: str, target_type: str | None, share
     if labels is None:
         fail(f"store {store_path!r}: type {target!r} has no labels: nothing to train on")
     options = {k: _DEFAULTS[k] if v is None else v for k, v in shared.items() if k in _DEFAULTS}
+    if model_name == "rgat" and options["hidden"] % options["heads"]:
+        fail(f"--hidden must be a multiple of --heads={options['heads']} for --model rgat "
+             f"(got {options['hidden']})")
     num_classes = int(np.asarray(labels).max()) + 1
     torch.manual_seed(seed)
     model = _model(model_name, store, target, options, num_classes)

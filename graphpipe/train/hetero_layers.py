@@ -18,6 +18,14 @@ weights):
 - :class:`HeteroSAGEConv`: one :class:`graphpipe.train.layers.SAGEConv`-style pair
   ``(lin_l, lin_r)`` per relation, summed over the relations into a type: PyG
   ``HeteroConv({r: SAGEConv((F_src, F_dst), out)}, aggr="sum")``.
+- :class:`HeteroGATConv` (R-GAT, the OGB-LSC MAG240M baseline's layer): one GAT
+  attention per relation, ``z_v = W_src x_v``, ``z_u = W_dst x_u`` split into ``H``
+  heads, ``alpha_e = softmax_u(leaky_relu(<a_src, z_v> + <a_dst, z_u>, 0.2))`` over the
+  relation's in-edges of ``u``, ``concat_h`` or ``mean_h`` of ``sum_e alpha_e z_v``, plus
+  the bias (and ``res(x_u)`` with ``residual``), summed over the relations into a type:
+  PyG ``HeteroConv({r: GATConv((F_src, F_dst), out, heads, add_self_loops=...,
+  residual=...)}, aggr="sum")``. Self loops (``add_self_loops``) only on relations whose
+  source and destination types agree.
 
 Destinations with no in-edge of a relation get zero from it (the mean over nothing).
 """
@@ -31,10 +39,10 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from graphpipe.ops.aggregate import aggregate
-from graphpipe.train.layers import LocalGraph, csc_from_edge_index
+from graphpipe.ops.aggregate import aggregate, aggregate_heads, edge_softmax, sddmm_scores
+from graphpipe.train.layers import LocalGraph, add_self_loops, csc_from_edge_index
 
-__all__ = ["EdgeType", "HeteroSAGEConv", "RelGraphConv", "TypedGraph", "etype_key"]
+__all__ = ["EdgeType", "HeteroGATConv", "HeteroSAGEConv", "RelGraphConv", "TypedGraph", "etype_key"]
 
 EdgeType = tuple[str, str, str]
 
@@ -206,3 +214,116 @@ class HeteroSAGEConv(nn.Module):
             h = self.lin_l[key](_mean_from(x_dict[src], g)) + self.lin_r[key](x_dict[dst])
             out[dst] = h if dst not in out else out[dst] + h
         return out
+
+
+def _glorot(t: torch.Tensor) -> None:
+    """PyG's glorot: uniform in ``+-sqrt(6 / (fan_in + fan_out))`` of the last two dims."""
+    bound = math.sqrt(6.0 / (t.shape[-2] + t.shape[-1]))
+    nn.init.uniform_(t, -bound, bound)
+
+
+class HeteroGATConv(nn.Module):
+    """R-GAT layer: a multi-head GAT attention per relation, summed over the relations
+    into each destination type.
+
+    Args:
+        in_dims: node type -> input width.
+        out_dim: width per head.
+        edge_types: the relations ``(src, rel, dst)``.
+        heads: attention heads ``H``.
+        concat: concatenate the heads (``H * out_dim`` outputs) or average them
+            (``out_dim``).
+        negative_slope: leaky ReLU slope of the attention logits.
+        dropout: dropout on the attention coefficients (training only).
+        add_self_loops: one self loop per node (existing ones dropped) on the relations
+            whose source and destination types agree; cross-type relations get none.
+        residual: add ``res(x_u)`` (a bias-free linear map per relation, PyG's
+            ``residual=True``); summed over the relations it is a skip connection per
+            destination type, as the OGB-LSC R-GAT's.
+        bias: a learnable bias per relation.
+
+    Shapes: ``x_dict[t]`` ``(N_t, in_dims[t])`` -> ``out[t]`` ``(N_t, H * out_dim)`` (or
+    ``(N_t, out_dim)`` without ``concat``) for every destination type of ``edge_types``.
+
+    >>> import torch
+    >>> conv = HeteroGATConv({"author": 3, "paper": 2}, 4,
+    ...                      [("author", "writes", "paper"), ("paper", "cites", "paper")], heads=2)
+    >>> g = TypedGraph.from_edge_index(
+    ...     {("author", "writes", "paper"): torch.tensor([[0, 1], [0, 1]]),
+    ...      ("paper", "cites", "paper"): torch.tensor([[1], [0]])}, {"author": 2, "paper": 2})
+    >>> conv({"author": torch.ones(2, 3), "paper": torch.ones(2, 2)}, g)["paper"].shape
+    torch.Size([2, 8])
+    """
+
+    def __init__(self, in_dims: dict[str, int], out_dim: int, edge_types: list[EdgeType], *,
+                 heads: int = 1, concat: bool = True, negative_slope: float = 0.2,
+                 dropout: float = 0.0, add_self_loops: bool = False, residual: bool = False,
+                 bias: bool = True):
+        super().__init__()
+        if isinstance(heads, bool) or not isinstance(heads, int) or heads < 1:
+            raise ValueError(f"HeteroGATConv: 'heads' must be a positive integer (got {heads!r})")
+        if not 0.0 <= float(dropout) < 1.0:
+            raise ValueError(f"HeteroGATConv: 'dropout' must be in [0, 1) (got {dropout!r})")
+        self.in_dims, self.out_dim, self.heads = dict(in_dims), int(out_dim), heads
+        self.concat, self.negative_slope = bool(concat), float(negative_slope)
+        self.dropout, self.add_self_loops = float(dropout), bool(add_self_loops)
+        self.edge_types = [tuple(e) for e in edge_types]
+        width, total = heads * self.out_dim, (heads * self.out_dim if concat else self.out_dim)
+        keys = {etype_key(e): e for e in self.edge_types}
+        self.lin_src = nn.ModuleDict({k: nn.Linear(self.in_dims[e[0]], width, bias=False)
+                                      for k, e in keys.items()})
+        self.lin_dst = nn.ModuleDict({k: nn.Linear(self.in_dims[e[2]], width, bias=False)
+                                      for k, e in keys.items()})
+        self.att_src = nn.ParameterDict({k: nn.Parameter(torch.empty(1, heads, self.out_dim))
+                                         for k in keys})
+        self.att_dst = nn.ParameterDict({k: nn.Parameter(torch.empty(1, heads, self.out_dim))
+                                         for k in keys})
+        self.res = nn.ModuleDict({k: nn.Linear(self.in_dims[e[2]], total, bias=False)
+                                  for k, e in keys.items()}) if residual else None
+        self.bias = nn.ParameterDict({k: nn.Parameter(torch.zeros(total))
+                                      for k in keys}) if bias else None
+        for k in keys:
+            for t in (self.lin_src[k].weight, self.lin_dst[k].weight, self.att_src[k],
+                      self.att_dst[k], *([self.res[k].weight] if residual else [])):
+                _glorot(t)
+
+    def _relation(self, etype: EdgeType, x_src: torch.Tensor, x_dst: torch.Tensor,
+                  g: LocalGraph) -> torch.Tensor:
+        """``(N_dst, total)``: one relation's GAT output for every destination."""
+        key, heads, width = etype_key(etype), self.heads, self.out_dim
+        if x_src.shape[0] != g.num_src:
+            raise ValueError(f"source features have {x_src.shape[0]} rows, the relation "
+                             f"{g.num_src} sources")
+        if self.add_self_loops and etype[0] == etype[2]:
+            g = add_self_loops(g)
+        z_src = self.lin_src[key](x_src).view(-1, heads, width)
+        z_dst = self.lin_dst[key](x_dst).view(-1, heads, width)
+        a_src = (z_src * self.att_src[key]).sum(-1)
+        a_dst = (z_dst * self.att_dst[key]).sum(-1)
+        if g.num_dst > z_src.shape[0]:  # the kernels' destinations are a prefix of the sources
+            pad = g.num_dst - z_src.shape[0]
+            z_src, a_src = F.pad(z_src, (0, 0, 0, 0, 0, pad)), F.pad(a_src, (0, 0, 0, pad))
+        scores = sddmm_scores(g.indptr, g.indices, a_src, a_dst,
+                              negative_slope=self.negative_slope)
+        alpha = F.dropout(edge_softmax(g.indptr, scores), self.dropout, self.training)
+        out = aggregate_heads(g.indptr, g.indices, z_src, alpha)
+        out = out.reshape(g.num_dst, heads * width) if self.concat else out.mean(1)
+        if self.res is not None:
+            out = out + self.res[key](x_dst)
+        return out + self.bias[key] if self.bias is not None else out
+
+    def forward(self, x_dict: dict[str, torch.Tensor], graph: TypedGraph) -> dict[str, torch.Tensor]:
+        _check_inputs("HeteroGATConv", x_dict, self.in_dims, graph)
+        out: dict[str, torch.Tensor] = {}
+        for etype in self.edge_types:
+            g = graph.graphs.get(etype)
+            src, _, dst = etype
+            if g is None or src not in x_dict or dst not in x_dict:
+                continue
+            h = self._relation(etype, x_dict[src], x_dict[dst], g)
+            out[dst] = h if dst not in out else out[dst] + h
+        return out
+
+    def extra_repr(self) -> str:
+        return (f"{self.out_dim}, heads={self.heads}, concat={self.concat}, "
+                f"relations={len(self.edge_types)}")

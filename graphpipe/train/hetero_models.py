@@ -1,4 +1,4 @@
-"""Node-classification models on typed graphs: R-GCN and heterogeneous GraphSAGE.
+"""Node-classification models on typed graphs: R-GCN, heterogeneous GraphSAGE and R-GAT.
 
 A model takes a typed mini-batch (:class:`graphpipe.loaders.HeteroNeighborLoader`'s
 batches, or anything with ``x`` / ``n_id`` / ``edge_index`` dicts and ``batch_size``)
@@ -16,9 +16,15 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from graphpipe.train.hetero_layers import EdgeType, HeteroSAGEConv, RelGraphConv, TypedGraph
+from graphpipe.train.hetero_layers import (
+    EdgeType,
+    HeteroGATConv,
+    HeteroSAGEConv,
+    RelGraphConv,
+    TypedGraph,
+)
 
-__all__ = ["HETERO_MODELS", "RGCN", "HeteroModel", "HeteroSAGE", "build_hetero_model"]
+__all__ = ["HETERO_MODELS", "RGAT", "RGCN", "HeteroModel", "HeteroSAGE", "build_hetero_model"]
 
 
 class HeteroModel(nn.Module):
@@ -32,6 +38,7 @@ class HeteroModel(nn.Module):
         target_type: the type whose seeds are classified.
         dropout: dropout between layers.
         embed_dim: width of the featureless types' embeddings.
+        layer_options: options of the layer class (see :meth:`make_layer`).
     """
 
     layer_class: type[nn.Module] = RelGraphConv
@@ -39,7 +46,7 @@ class HeteroModel(nn.Module):
 
     def __init__(self, in_dims: dict[str, int | None], num_nodes: dict[str, int], hidden: int,
                  out_dim: int, num_layers: int, edge_types: list[EdgeType], target_type: str, *,
-                 dropout: float = 0.5, embed_dim: int = 64):
+                 dropout: float = 0.5, embed_dim: int = 64, **layer_options: Any):
         super().__init__()
         if target_type not in in_dims:
             raise ValueError(f"target type {target_type!r} is not a node type "
@@ -54,9 +61,18 @@ class HeteroModel(nn.Module):
         self.convs = nn.ModuleList()
         for layer in range(num_layers):
             width = out_dim if layer == num_layers - 1 else hidden
-            self.convs.append(self.layer_class(dims, width, self.edge_types))
+            self.convs.append(self.make_layer(dims, width, layer == num_layers - 1,
+                                              layer_options))
             dims = {t: width for t in dims}
         self.config: dict[str, Any] = {}
+
+    def make_layer(self, dims: dict[str, int], width: int, last: bool,
+                   options: dict[str, Any]) -> nn.Module:
+        """One layer ``dims`` -> ``width`` (``last``: the output layer); R-GCN and hetero
+        SAGE take no options."""
+        if options:
+            raise ValueError(f"{self.name}: unknown option(s) {', '.join(sorted(options))}")
+        return self.layer_class(dims, width, self.edge_types)
 
     def inputs(self, x: dict[str, torch.Tensor], n_id: dict[str, torch.Tensor]
                ) -> dict[str, torch.Tensor]:
@@ -117,13 +133,53 @@ class HeteroSAGE(HeteroModel):
     name = "hetero-sage"
 
 
-HETERO_MODELS: dict[str, type[HeteroModel]] = {"rgcn": RGCN, "hetero-sage": HeteroSAGE}
+class RGAT(HeteroModel):
+    """``num_layers`` :class:`HeteroGATConv` (R-GAT, the OGB-LSC MAG240M baseline): hidden
+    layers concatenate ``heads`` heads of ``hidden // heads``, the last averages ``heads``
+    heads of ``out_dim``; every relation has a residual map (a skip connection per type,
+    as the baseline's), no self loops.
+
+    Layer options: ``heads`` (default 4), ``attn_dropout`` (default 0).
+
+    >>> import torch
+    >>> from types import SimpleNamespace
+    >>> et = [("author", "writes", "paper"), ("paper", "rev_writes", "author")]
+    >>> model = RGAT({"paper": 4, "author": None}, {"paper": 3, "author": 5}, 8, 2, 2, et, "paper",
+    ...              heads=2)
+    >>> batch = SimpleNamespace(
+    ...     x={"paper": torch.ones(2, 4)}, batch_size=1,
+    ...     n_id={"paper": torch.tensor([0, 2]), "author": torch.tensor([4, 1])},
+    ...     edge_index={et[0]: torch.tensor([[0, 1], [0, 1]]), et[1]: torch.tensor([[1], [0]])})
+    >>> model(batch).shape
+    torch.Size([1, 2])
+    """
+
+    layer_class = HeteroGATConv
+    name = "rgat"
+
+    def make_layer(self, dims: dict[str, int], width: int, last: bool,
+                   options: dict[str, Any]) -> nn.Module:
+        options = dict(options)
+        heads = options.pop("heads", 4)
+        attn_dropout = options.pop("attn_dropout", 0.0)
+        if options:
+            raise ValueError(f"rgat: unknown option(s) {', '.join(sorted(options))}")
+        if isinstance(heads, bool) or not isinstance(heads, int) or heads < 1:
+            raise ValueError(f"rgat: 'heads' must be a positive integer (got {heads!r})")
+        if not last and width % heads:
+            raise ValueError(f"rgat: 'hidden' must be a multiple of heads={heads} (got {width})")
+        return HeteroGATConv(dims, width if last else width // heads, self.edge_types,
+                             heads=heads, concat=not last, dropout=attn_dropout, residual=True)
+
+
+HETERO_MODELS: dict[str, type[HeteroModel]] = {"rgcn": RGCN, "hetero-sage": HeteroSAGE,
+                                               "rgat": RGAT}
 
 
 def build_hetero_model(name: str, in_dims: dict[str, int | None], num_nodes: dict[str, int],
                        hidden: int, out_dim: int, num_layers: int, edge_types: list[EdgeType],
                        target_type: str, **kwargs: Any) -> HeteroModel:
-    """A typed model from :data:`HETERO_MODELS` (``rgcn``, ``hetero-sage``); its
+    """A typed model from :data:`HETERO_MODELS` (``rgcn``, ``hetero-sage``, ``rgat``); its
     ``config`` holds every argument (checkpoints compare it on resume)."""
     if name not in HETERO_MODELS:
         raise ValueError(f"unknown typed model {name!r}; known: {', '.join(sorted(HETERO_MODELS))}")

@@ -1,9 +1,16 @@
-"""Typed layers against PyG's RGCNConv and HeteroConv(SAGEConv) with copied weights."""
+"""Typed layers against PyG's RGCNConv, HeteroConv(SAGEConv) and HeteroConv(GATConv) with
+copied weights."""
 
 import pytest
 import torch
 
-from graphpipe.train.hetero_layers import HeteroSAGEConv, RelGraphConv, TypedGraph, etype_key
+from graphpipe.train.hetero_layers import (
+    HeteroGATConv,
+    HeteroSAGEConv,
+    RelGraphConv,
+    TypedGraph,
+    etype_key,
+)
 
 pyg_nn = pytest.importorskip("torch_geometric.nn")
 
@@ -63,6 +70,76 @@ def test_hetero_sage_equals_pyg_heteroconv(seed):
     got = ours(x, TypedGraph.from_edge_index(ei, counts))
     for t in counts:
         torch.testing.assert_close(got[t], want[t])
+
+
+def _gat_pair(dims, out, heads, concat, self_loops, residual):
+    """Our HeteroGATConv and PyG's HeteroConv(GATConv) with the same weights (float64)."""
+    ours = HeteroGATConv(dims, out, ETYPES, heads=heads, concat=concat,
+                         add_self_loops=self_loops, residual=residual).double()
+    theirs = pyg_nn.HeteroConv({e: pyg_nn.GATConv((dims[e[0]], dims[e[2]]), out, heads,
+                                                  concat=concat, residual=residual,
+                                                  add_self_loops=self_loops and e[0] == e[2])
+                                for e in ETYPES}, aggr="sum").double()
+    with torch.no_grad():
+        for e in ETYPES:
+            conv, key = theirs.convs[e], etype_key(e)
+            conv.bias.normal_()  # PyG starts at zero: make the bias count
+            ours.lin_src[key].weight.copy_(conv.lin_src.weight)
+            ours.lin_dst[key].weight.copy_(conv.lin_dst.weight)
+            ours.att_src[key].copy_(conv.att_src)
+            ours.att_dst[key].copy_(conv.att_dst)
+            ours.bias[key].copy_(conv.bias)
+            if residual:
+                ours.res[key].weight.copy_(conv.res.weight)
+    return ours, theirs
+
+
+@pytest.mark.parametrize(("seed", "heads", "concat", "self_loops", "residual"),
+                         [(0, 1, True, False, False), (1, 3, True, False, False),
+                          (2, 4, False, True, False), (3, 2, True, True, True),
+                          (4, 2, False, False, True)])
+def test_rgat_equals_pyg_heteroconv_gatconv_forward_and_gradients(seed, heads, concat,
+                                                                  self_loops, residual):
+    counts, ei = _graph(seed, n_author=13, n_paper=5)  # more authors than papers: padded path
+    ei[("author", "knows", "author")] = ei[("author", "knows", "author")][:, :0]  # no edges
+    dims, out = {"author": 3, "paper": 6}, 4
+    ours, theirs = _gat_pair(dims, out, heads, concat, self_loops, residual)
+    x = {t: torch.randn(n, dims[t], dtype=torch.float64) for t, n in counts.items()}
+    xo = {t: v.clone().requires_grad_() for t, v in x.items()}
+    xt = {t: v.clone().requires_grad_() for t, v in x.items()}
+    got = ours(xo, TypedGraph.from_edge_index(ei, counts))
+    want = theirs(xt, ei)
+    assert set(got) == set(want) == set(counts)
+    weights = {t: torch.randn_like(want[t]) for t in want}
+    for t in counts:
+        torch.testing.assert_close(got[t], want[t])
+    sum((got[t] * weights[t]).sum() for t in got).backward()
+    sum((want[t] * weights[t]).sum() for t in want).backward()
+    for t in counts:
+        torch.testing.assert_close(xo[t].grad, xt[t].grad)
+    for e in ETYPES:
+        conv, key = theirs.convs[e], etype_key(e)
+        pairs = [(ours.lin_src[key].weight, conv.lin_src.weight),
+                 (ours.lin_dst[key].weight, conv.lin_dst.weight),
+                 (ours.att_src[key], conv.att_src), (ours.att_dst[key], conv.att_dst),
+                 (ours.bias[key], conv.bias)]
+        pairs += [(ours.res[key].weight, conv.res.weight)] if residual else []
+        for mine, pyg in pairs:
+            torch.testing.assert_close(mine.grad, pyg.grad)
+
+
+def test_rgat_attention_dropout_only_while_training():
+    counts, ei = _graph(7)
+    conv = HeteroGATConv({"author": 4, "paper": 4}, 2, ETYPES, heads=2, dropout=0.5)
+    x = {t: torch.randn(n, 4) for t, n in counts.items()}
+    g = TypedGraph.from_edge_index(ei, counts)
+    conv.eval()
+    torch.testing.assert_close(conv(x, g)["paper"], conv(x, g)["paper"])
+    conv.train()
+    torch.manual_seed(0)
+    assert not torch.equal(conv(x, g)["paper"], conv.eval()(x, g)["paper"])
+    with pytest.raises(ValueError, match="heads"):
+        HeteroGATConv({"author": 4, "paper": 4}, 2, ETYPES, heads=0)
 
 
 def test_gradients_flow_to_every_relation():

@@ -1,4 +1,4 @@
-"""R-GCN / heterogeneous SAGE models: shapes, embeddings of featureless types, learning."""
+"""R-GCN / heterogeneous SAGE / R-GAT models: shapes, embeddings of featureless types, learning."""
 
 from types import SimpleNamespace
 
@@ -22,7 +22,7 @@ def _batch(seed=0, papers=40, authors=30, edges=120):
                            edge_index=ei)
 
 
-@pytest.mark.parametrize("name", ["rgcn", "hetero-sage"])
+@pytest.mark.parametrize("name", ["rgcn", "hetero-sage", "rgat"])
 def test_logits_for_the_seeds_and_config(name):
     model = build_hetero_model(name, {"paper": 6, "author": None}, {"paper": 40, "author": 30},
                                16, 3, 2, ET, "paper", dropout=0.0)
@@ -30,7 +30,7 @@ def test_logits_for_the_seeds_and_config(name):
     assert model.config["target_type"] == "paper" and model.config["name"] == name
 
 
-@pytest.mark.parametrize("name", ["rgcn", "hetero-sage"])
+@pytest.mark.parametrize("name", ["rgcn", "hetero-sage", "rgat"])
 def test_learns_a_label_carried_by_authors_only(name):
     """Paper labels = their first author's class; paper features are noise: only a model
     that passes messages through the author embeddings can fit them."""
@@ -58,3 +58,15 @@ def test_unknown_model_and_target_are_refused():
         build_hetero_model("gcn", {"paper": 6}, {"paper": 4}, 8, 2, 2, ET, "paper")
     with pytest.raises(ValueError, match="target type"):
         build_hetero_model("rgcn", {"paper": 6}, {"paper": 4}, 8, 2, 2, ET, "venue")
+
+
+def test_rgat_options():
+    dims, counts = {"paper": 6, "author": None}, {"paper": 40, "author": 30}
+    model = build_hetero_model("rgat", dims, counts, 16, 3, 2, ET, "paper", heads=2)
+    assert model.config["heads"] == 2
+    assert [c.heads for c in model.convs] == [2, 2] and model.convs[0].out_dim == 8
+    assert not model.convs[1].concat and model.convs[1].out_dim == 3
+    with pytest.raises(ValueError, match="multiple of heads=3"):
+        build_hetero_model("rgat", dims, counts, 16, 3, 2, ET, "paper", heads=3)
+    with pytest.raises(ValueError, match="unknown option"):
+        build_hetero_model("rgcn", dims, counts, 16, 3, 2, ET, "paper", heads=2)

@@ -89,8 +89,21 @@ def test_cli_trains_rgcn_and_names_the_metric(mag_store):
     assert lines[-1].startswith("test acc ")
 
 
+def test_cli_rgat_beats_the_mlp(mag_store):
+    def acc(*args):
+        result = CliRunner().invoke(cli, ["train", str(mag_store), "--epochs", "4", "--quiet",
+                                          "--fanouts", "5,5", "--hidden", "16", "--lr", "0.02",
+                                          "--batch-size", "128", "--dropout", "0", *args])
+        assert result.exit_code == 0, result.output
+        return float(result.output.strip().splitlines()[-1].split()[-1])
+
+    rgat, mlp = acc("--model", "rgat", "--heads", "2"), acc("--model", "mlp")
+    assert rgat > mlp + 0.2, (rgat, mlp)
+
+
 @pytest.mark.parametrize("args, message", [
-    (["--model", "gat"], "--model must be one of rgcn, hetero-sage, mlp"),
+    (["--model", "gat"], "--model must be one of rgcn, hetero-sage, rgat, mlp"),
+    (["--model", "rgat", "--heads", "3"], "--hidden must be a multiple of --heads=3"),
     (["--heads", "2"], "--heads: not supported on a typed store"),
     (["--target-type", "venue"], "--target-type must be one of"),
     (["--target-type", "author"], "type 'author' has no labels"),
