@@ -10,7 +10,11 @@ come from the environment only, never from a store:
   neither: unsigned requests, for public buckets);
 * ``AWS_DEFAULT_REGION``: the region (``us-east-1`` when unset);
 * ``AWS_ENDPOINT_URL``: an S3-compatible server (MinIO, Ceph, moto, ...); plain
-  ``http://`` is allowed only for such an explicit endpoint.
+  ``http://`` is allowed only for such an explicit endpoint;
+* ``GRAPHPIPE_S3_TIMEOUT``: seconds one request may take (30; not a credential).
+
+Retries are bounded (:data:`RETRY`): a refused or unreachable endpoint, or one that never
+answers, ends in one error line within seconds, not after minutes of silent retries.
 
 :class:`RemotePrefix` adds what the store needs on top of zarr's ``Store`` API:
 synchronous calls, many gets at once, object-storage errors as one-line
@@ -36,10 +40,18 @@ ENV_VARS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION", 
 """The only places credentials, region and endpoint are read from."""
 MAX_CONCURRENCY = 16
 """Requests in flight at once in :meth:`RemotePrefix.get_many` / :meth:`RemotePrefix.put_many`."""
-RETRY = {"max_retries": 12, "retry_timeout": timedelta(seconds=60),
-         "backoff": {"init_backoff": timedelta(milliseconds=100), "max_backoff": timedelta(seconds=5),
+RETRY = {"max_retries": 8, "retry_timeout": timedelta(seconds=20),
+         "backoff": {"init_backoff": timedelta(milliseconds=100), "max_backoff": timedelta(seconds=4),
                      "base": 2}}
-"""obstore's retry policy: up to 12 retries within 60 s, backoff 0.1 s doubling to 5 s."""
+"""obstore's retry policy: up to 8 retries, none started later than 20 s after the first
+attempt, backoff 0.1 s doubling to 4 s: a server restarting within seconds is waited for, an
+endpoint that refuses connections fails in a few seconds (obstore's error says how many
+retries it made)."""
+TIMEOUT_ENV = "GRAPHPIPE_S3_TIMEOUT"
+"""Seconds one request attempt may take, connection and transfer (default
+:data:`DEFAULT_TIMEOUT`): an endpoint that accepts connections and never answers fails after
+at most this plus the retry window, not after minutes."""
+DEFAULT_TIMEOUT = 30.0
 _KEY = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
 
@@ -84,6 +96,24 @@ def check_key(key: str, where: str) -> str:
     return key
 
 
+def request_timeout() -> float:
+    """Seconds one request may take: :data:`TIMEOUT_ENV`, or :data:`DEFAULT_TIMEOUT`.
+
+    >>> request_timeout()
+    30.0
+    """
+    raw = os.environ.get(TIMEOUT_ENV)
+    if raw is None:
+        return DEFAULT_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= 3600:
+        raise StoreError(f"{TIMEOUT_ENV}={raw!r}: expected seconds in (0, 3600]")
+    return value
+
+
 def s3_config_from_env() -> tuple[dict[str, Any], dict[str, Any]]:
     """``(S3 config, client options)`` for obstore from :data:`ENV_VARS` only."""
     key_id, secret = os.environ.get("AWS_ACCESS_KEY_ID"), os.environ.get("AWS_SECRET_ACCESS_KEY")
@@ -94,7 +124,8 @@ def s3_config_from_env() -> tuple[dict[str, Any], dict[str, Any]]:
         config.update(access_key_id=key_id, secret_access_key=secret)
     else:
         config["skip_signature"] = True
-    options: dict[str, Any] = {"connect_timeout": timedelta(seconds=5), "timeout": timedelta(seconds=120)}
+    options: dict[str, Any] = {"connect_timeout": timedelta(seconds=3),
+                               "timeout": timedelta(seconds=request_timeout())}
     endpoint = os.environ.get("AWS_ENDPOINT_URL")
     if endpoint:
         if not endpoint.startswith(("http://", "https://")):
