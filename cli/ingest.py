@@ -97,6 +97,8 @@ def command(source: str, dest: str, overwrite: bool, name: str | None, add_rever
     from graphpipe.ingest.typed import is_typed_source
 
     if is_typed_source(source):  # a heterogeneous dataset: a typed store (cli/ingest_typed.py)
+        from graphpipe.cli.ingest_text import refuse_text
+        refuse_text(text, "a typed (heterogeneous) dataset")
         from graphpipe.cli.ingest_typed import ingest_typed_command
 
         ingest_typed_command(source, dest, options, split_name=split_name, target_type=target_type,
@@ -132,9 +134,9 @@ def command(source: str, dest: str, overwrite: bool, name: str | None, add_rever
 
             reader_options["split_files"] = find_split_files(split_dir)
     started = time.perf_counter()
-    from graphpipe.store.atomic import check_destination
-
     from graphpipe.cli import ingest_text
+
+    from graphpipe.store.atomic import check_destination
 
     check_destination(dest, overwrite=overwrite, sources=[source, nodes, node_features_npy,
                                                           *ingest_text.text_inputs(text)])

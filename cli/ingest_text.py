@@ -42,6 +42,15 @@ def text_inputs(params: dict[str, Any]) -> list[str]:
     return [p for p in (params.get("text"), params.get("tokenizer")) if p]
 
 
+def refuse_text(params: dict[str, Any], what: str) -> None:
+    """A usage error when a text option is given for ``what`` (a source without node text
+    support)."""
+    given = [f"--{k.replace('_', '-')}" for k in ("text", "text_column", "tokenizer")
+             if params.get(k) is not None]
+    if given:
+        raise click.UsageError(f"{', '.join(given)}: node text is not supported for {what}")
+
+
 def attach(dataset: Any, source: str, params: dict[str, Any]) -> None:
     """Have the ingest of ``dataset`` (read from ``source``) also store the text the
     options ask for; nothing when none is asked."""

@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
-
 from graphpipe.cli.main import cli
+
 from graphpipe.ingest.errors import IngestError
 from graphpipe.ingest.text import read_paper_ids, titleabs_source
 from graphpipe.store import GraphStore
@@ -178,3 +178,14 @@ def test_pyg_data_with_text(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"Data.text\[1\] is int"):
         write_pyg_text_store(data, tmp_path / "t")
     assert not (tmp_path / "t").exists()
+
+
+def test_text_options_are_refused_for_typed_datasets(tmp_path: Path) -> None:
+    from graphpipe.synthetic.mag import mag_dataset, write_ogb_mag
+
+    data = mag_dataset(60, 80, 5, 10, 3, 8, seed=0)
+    write_ogb_mag(tmp_path / "mag", data)
+    (tmp_path / "t.tsv").write_text("1\ta\tb\n")
+    code, out = _ingest(str(tmp_path / "mag"), str(tmp_path / "s"), "--text",
+                        str(tmp_path / "t.tsv"))
+    assert code == 2 and "not supported for a typed" in out and not (tmp_path / "s").exists()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -50,18 +51,33 @@ class TextTrainable(ABC):
     def evaluate(self) -> dict[str, float]:
         """``{split: accuracy}`` with at least ``valid`` and ``test``."""
 
+    def start_epoch(self, epoch: int, total: int) -> None:
+        """Called before the epoch's first batch (``total``: batches it will run)."""
+
     def train_epoch(self, epoch: int) -> dict[str, Any]:
-        """The loader's batches, one :meth:`step` each; the epoch's metrics record."""
+        """The loader's batches, one :meth:`step` each; the epoch's metrics record (the
+        step-hook batch loop: ``start_epoch``, ``step`` per batch, ``epoch_record``)."""
         self.model.train()
         self.loader.set_epoch(epoch)
-        loss_sum, seen, correct, steps = 0.0, 0, 0, 0
+        self.start_epoch(epoch, len(self.loader))
+        sums = _Sums()
         t0 = time.perf_counter()
         for i, batch in enumerate(self.loader):
             loss, n, right = self.step(batch, epoch, i)
-            loss_sum, seen, correct, steps = loss_sum + loss * n, seen + n, correct + right, steps + 1
-        record = {"epoch": epoch, "loss": loss_sum / max(seen, 1), "batch_acc": correct / max(seen, 1),
-                  "train_acc": None, "valid_acc": None, "test_acc": None, "steps": steps,
-                  "seconds": time.perf_counter() - t0, "eval_seconds": 0.0}
+            sums.steps += 1
+            if n:
+                sums.loss_sum, sums.seen, sums.correct = (sums.loss_sum + loss * n,
+                                                          sums.seen + n, sums.correct + right)
+        sums.seconds = time.perf_counter() - t0
+        return self.epoch_record(epoch, sums)
+
+    def epoch_record(self, epoch: int, sums: Any) -> dict[str, Any]:
+        """The epoch's metrics record from its sums (``loss_sum, seen, correct, steps,
+        seconds``), with the trainer's own keys (:meth:`epoch_extra`)."""
+        seen = max(sums.seen, 1)
+        record = {"epoch": epoch, "loss": sums.loss_sum / seen, "batch_acc": sums.correct / seen,
+                  "train_acc": None, "valid_acc": None, "test_acc": None, "steps": sums.steps,
+                  "seconds": sums.seconds, "eval_seconds": 0.0}
         record.update(self.epoch_extra(epoch))
         return record
 
@@ -103,6 +119,15 @@ class TextTrainable(ABC):
 
     def resume_extra(self, state: dict[str, Any]) -> None:
         self.load_extra_state(state["text_trainer"])
+
+
+@dataclass
+class _Sums:
+    loss_sum: float = 0.0
+    seen: int = 0
+    correct: int = 0
+    steps: int = 0
+    seconds: float = 0.0
 
 
 def adamw(groups: list[dict[str, Any]], weight_decay: float) -> torch.optim.Optimizer:

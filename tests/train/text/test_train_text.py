@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 import torch
 from click.testing import CliRunner
-
 from graphpipe.cli.main import cli
 
 from .conftest import TINY_LM
