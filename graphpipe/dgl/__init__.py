@@ -9,7 +9,8 @@
 * :class:`NeighborSampler`, :class:`MultiLayerFullNeighborSampler`
   (:mod:`graphpipe.dgl.sampler`): fanouts input layer first, ``prefetch_*``;
 * :class:`Block` (:mod:`graphpipe.dgl.block`): the block face used when DGL is not
-  installed (with DGL, real ``DGLBlock``s); :mod:`graphpipe.dgl.graph`: what is sampled.
+  installed (with DGL, real ``DGLBlock``s); :mod:`graphpipe.dgl.graph`: what is sampled;
+  :mod:`graphpipe.dgl.seeds`: default seeds (shared with :mod:`graphpipe.graphbolt`).
 
 GraphBolt's datapipe stages are :mod:`graphpipe.graphbolt`. DGL is imported only when it
 is installed, to build its blocks.

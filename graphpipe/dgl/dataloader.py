@@ -15,7 +15,6 @@ sampling threads, feature gather, prefetch in a background thread) with DGL's ru
 
 from __future__ import annotations
 
-import itertools
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -26,11 +25,11 @@ import torch
 from graphpipe.dgl.block import to_blocks
 from graphpipe.dgl.graph import resolve_graph
 from graphpipe.dgl.sampler import NeighborSampler
+from graphpipe.dgl.seeds import creation_seed
 from graphpipe.loaders.neighbor_loader import NeighborLoader
 
 __all__ = ["DataLoader"]
 
-_CREATED = itertools.count()
 _NO_EFFECT = {  # DGL / torch DataLoader options that change nothing a batch holds: no-op value
     "num_workers": 0, "persistent_workers": False, "pin_memory": False, "prefetch_factor": None,
     "timeout": 0, "worker_init_fn": None, "multiprocessing_context": None, "pin_memory_device": "",
@@ -47,12 +46,6 @@ class _InOrderLoader(NeighborLoader):
 
     def _cut(self, ids: np.ndarray, epoch: int) -> list[np.ndarray]:
         return super()._cut(ids if self.order is None else ids[self.order], epoch)
-
-
-def _default_seed() -> int:
-    """A sampling seed from ``torch.initial_seed()`` and the loader's creation order."""
-    state = np.random.SeedSequence([torch.initial_seed(), next(_CREATED)]).generate_state(1, np.uint64)
-    return int(state[0] >> np.uint64(2))
 
 
 def _check_kwargs(kwargs: dict[str, Any]) -> None:
@@ -137,7 +130,7 @@ class DataLoader:
         self._loader = _InOrderLoader(
             self._source.data, graph_sampler.seed_first_fanouts, input_nodes=indices,
             batch_size=batch_size, drop_last=drop_last, shuffle=False,
-            seed=_default_seed() if seed is None else seed, replace=graph_sampler.replace,
+            seed=creation_seed() if seed is None else seed, replace=graph_sampler.replace,
             frontier="all", features=self._source.gathers, device=self.device, **own)
         self._order = np.arange(self._loader.input_nodes.shape[0], dtype=np.int64)
 

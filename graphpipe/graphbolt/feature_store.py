@@ -11,11 +11,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from graphpipe.dgl.block import as_tensor
+
 __all__ = ["FeatureStore"]
-
-
-def _tensor(array: np.ndarray) -> torch.Tensor:
-    return torch.from_numpy(array if array.flags.writeable else array.copy())
 
 
 class FeatureStore:
@@ -59,7 +57,7 @@ class FeatureStore:
         if key in self._memory:
             full = self._memory[key]
             return full if ids is None else full[ids.to(full.device)]
-        return _tensor(self._rows(key, None if ids is None else ids.cpu().numpy()))
+        return as_tensor(self._rows(key, None if ids is None else ids.cpu().numpy()))
 
     def size(self, domain: str, type_name: Any, feature_name: str) -> torch.Size:
         """The shape of one row."""

@@ -4,19 +4,18 @@ names (``seed_nodes`` / ``seeds``, ``labels``). The first stage of a datapipe.""
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator
 
 import numpy as np
 import torch
 
+from graphpipe.dgl.seeds import creation_seed
 from graphpipe.graphbolt.base import Datapipe
 from graphpipe.graphbolt.itemset import ItemSet
 from graphpipe.graphbolt.minibatch import MiniBatch
 
 __all__ = ["ItemSampler"]
 
-_CREATED = itertools.count()
 _FIELDS = {"seed_nodes": "seed_nodes", "seeds": "seed_nodes", "labels": "labels"}
 
 
@@ -59,8 +58,7 @@ class ItemSampler(Datapipe):
             raise ValueError(f"'batch_size' must be a positive integer (got {batch_size!r})")
         self.item_set, self.batch_size = item_set, int(batch_size)
         self.drop_last, self.shuffle = bool(drop_last), bool(shuffle)
-        self.seed = seed if seed is not None else int(np.random.SeedSequence(
-            [torch.initial_seed(), next(_CREATED)]).generate_state(1, np.uint64)[0] >> np.uint64(2))
+        self.seed = creation_seed() if seed is None else int(seed)
         self._epoch = 0
 
     def __len__(self) -> int:

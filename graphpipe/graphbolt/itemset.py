@@ -8,14 +8,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from graphpipe.dgl.block import as_tensor
+
 __all__ = ["ItemSet"]
-
-
-def _as_tensor(value: Any) -> torch.Tensor:
-    if isinstance(value, torch.Tensor):
-        return value
-    array = np.asarray(value)
-    return torch.from_numpy(array if array.flags.writeable else array.copy())
 
 
 class ItemSet:
@@ -38,9 +33,9 @@ class ItemSet:
         if isinstance(items, (int, np.integer)) and not isinstance(items, bool):
             parts: tuple[torch.Tensor, ...] = (torch.arange(int(items), dtype=torch.int64),)
         elif isinstance(items, tuple):
-            parts = tuple(_as_tensor(v) for v in items)
+            parts = tuple(as_tensor(v) for v in items)
         else:
-            parts = (_as_tensor(items),)
+            parts = (as_tensor(items),)
         if len({p.shape[0] for p in parts}) != 1:
             raise ValueError(f"the parts of an ItemSet must be equally long (got {[p.shape[0] for p in parts]})")
         names = (names,) if isinstance(names, str) else names

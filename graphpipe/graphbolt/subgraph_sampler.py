@@ -8,13 +8,13 @@ built with the same ``seed`` samples the same subgraphs."""
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 import torch
 
+from graphpipe.dgl.seeds import creation_seed
 from graphpipe.graphbolt.base import Datapipe, functional_datapipe
 from graphpipe.graphbolt.minibatch import MiniBatch, SampledSubgraph
 from graphpipe.graphbolt.sampling_graph import SamplingGraph
@@ -23,7 +23,6 @@ from graphpipe.ops.sampling import sample_neighbors
 
 __all__ = ["NeighborSampler"]
 
-_CREATED = itertools.count()
 
 
 def _fanout_list(fanouts: Sequence[Any]) -> list[int]:
@@ -87,8 +86,7 @@ class NeighborSampler(Datapipe):
             raise ValueError(f"'graph' must be a graphpipe.graphbolt.SamplingGraph (got {type(graph).__name__})")  # noqa: TRY004 - the project reports bad arguments as ValueError
         self.datapipe, self.graph, self.replace = datapipe, graph, bool(replace)
         self.fanouts = _fanout_list(fanouts)
-        self.seed = seed if seed is not None else int(np.random.SeedSequence(
-            [torch.initial_seed(), next(_CREATED)]).generate_state(1, np.uint64)[0] >> np.uint64(2))
+        self.seed = creation_seed() if seed is None else int(seed)
         self._epoch = 0
 
     def sample(self, batch: MiniBatch, key: int) -> MiniBatch:
