@@ -75,13 +75,14 @@ def _rank(rank: int, world: int, port: int, store: str, configs: list[dict], out
     parts = resolve_parts(opened, world)
     rows = []
     for config in configs:
-        trainer = PartitionTrainer(opened, parts, PartitionConfig(**config))
-        result = trainer.fit()
-        times = [r.seconds for r in result.records]
-        rows.append({**config, "bytes_per_epoch": result.bytes_per_epoch,
-                     "test_acc": result.test_acc, "best_valid_acc": result.best_valid_acc,
-                     "final_loss": result.records[-1].loss, "max_staleness": result.max_staleness,
-                     "halo_rows": result.halo_rows, "epoch_s": float(np.median(times))})
+        trainer = PartitionTrainer(opened, parts, PartitionConfig(**config), quiet=True)
+        result = trainer.summary(trainer.fit())
+        times = [r["seconds"] for r in result["records"]]
+        rows.append({**config, "bytes_per_epoch": result["bytes_per_epoch"],
+                     "test_acc": result["test_acc"], "best_valid_acc": result["best_valid_acc"],
+                     "final_loss": result["records"][-1]["loss"],
+                     "max_staleness": result["max_staleness"], "halo_rows": result["halo_rows"],
+                     "epoch_s": float(np.median(times))})
         if rank == 0:
             print(json.dumps(rows[-1]), flush=True)
     if rank == 0:

@@ -19,22 +19,11 @@ import sys
 from typing import Any
 
 import click
+from graphpipe.cli import train_options as opts
 from graphpipe.cli._common import fail, friendly_errors
 
 PEER_GONE = ("Connection closed by peer", "Connection reset by peer", "Broken pipe")
 """What gloo reports on a rank whose peer has exited: that rank ends quietly (exit 1)."""
-OTHER_PARALLEL = ("seq_parallel", "partition_parallel")
-"""Options of the other multi-process modes: under torchrun they, not this module, run."""
-
-
-def wanted(params: dict[str, Any]) -> bool:
-    """Whether ``graphpipe train`` with these parameters is a data-parallel run: ``--nproc``
-    given, or started by torchrun without another parallel mode's option."""
-    from graphpipe.train.distributed import launched_by_torchrun
-
-    if params.get("nproc") is not None or params.get("shard_parts"):
-        return True
-    return launched_by_torchrun() and all(params.get(k) in (None, False) for k in OTHER_PARALLEL)
 
 
 def run(params: dict[str, Any]) -> None:
@@ -42,7 +31,7 @@ def run(params: dict[str, Any]) -> None:
     from graphpipe.train.distributed import launch, launched_by_torchrun
 
     if not launched_by_torchrun() and params.get("nproc") is None:
-        fail("'--shard-parts' applies to data-parallel runs (--nproc N, or under torchrun)")
+        fail("--shard-parts: data parallel needs --nproc N (or torchrun)")
     spec = _resolve(params)
     if launched_by_torchrun():
         if params.get("nproc") is not None:
@@ -66,27 +55,21 @@ def run(params: dict[str, Any]) -> None:
 
 def _resolve(params: dict[str, Any]) -> dict[str, Any]:
     """The run's settings with the GNN defaults filled in, or a one-line error."""
-    from graphpipe.cli.train import _GNN_DEFAULTS, _TRANSFORMER_ONLY, _flag, _given, _parse_fanouts
-
     from graphpipe.train import MODELS, SEQUENCE_MODELS
 
-    name = params["model_name"]
+    name = params["model_name"] or "sage"
     if name not in MODELS:
         fail(f"unknown model {name!r}; known models: {', '.join(sorted(MODELS))}")
     if name in SEQUENCE_MODELS:
         fail(f"--model {name} is a graph transformer: data-parallel training (--nproc, torchrun) "
              "trains GNNs; transformers split sequences with --seq-parallel")
-    given = [_flag(n) for n in _TRANSFORMER_ONLY if _given(n)]
-    if given:
-        fail(f"{', '.join(given)}: graph-transformer option(s); --model {name} is a GNN")
-    spec = {k: _GNN_DEFAULTS[k] if params.get(k) is None else params[k] for k in _GNN_DEFAULTS}
-    spec["fanouts"] = _parse_fanouts(params["fanouts"], spec["layers"])
-    if name != "mlp" and len(spec["fanouts"]) != spec["layers"]:
-        fail(f"'--fanouts' must have one entry per layer: --layers {spec['layers']} but --fanouts "
-             f"{','.join(map(str, spec['fanouts']))} has {len(spec['fanouts'])}")
-    for key in ("store", "model_name", "epochs", "feature_bits", "eval_batch_size", "patience",
+    spec = opts.pick(params, opts.GNN_DEFAULTS)
+    spec["layers"], spec["fanouts"] = opts.layers_and_fanouts(
+        params, opts.GNN_DEFAULTS["layers"], uses_fanouts=name != "mlp")
+    for key in ("store", "epochs", "feature_bits", "eval_batch_size", "patience",
                 "checkpoint", "resume", "metrics_log", "seed", "max_steps", "device", "quiet"):
         spec[key] = params[key]
+    spec["model_name"] = name
     spec["shard"] = "parts" if params.get("shard_parts") else "seeds"
     spec["nproc"] = params.get("nproc")
     return spec
@@ -113,18 +96,10 @@ def _preflight(spec: dict[str, Any]) -> None:
 
 
 def _build_model(spec: dict[str, Any], store: Any) -> Any:
-    import torch
-
-    from graphpipe.train import build_model
-
     label_meta = store.manifest.get("labels") or {}
     num_classes = int(label_meta.get("num_classes") or int(store.labels.max()) + 1)
-    kwargs: dict[str, Any] = {"dropout": spec["dropout"]}
-    if spec["model_name"] == "gat":
-        kwargs["heads"] = spec["heads"]
-    torch.manual_seed(spec["seed"])
-    return build_model(spec["model_name"], store.feature_dim, spec["hidden"], num_classes,
-                       spec["layers"], **kwargs)
+    shape = {"feature_dim": store.feature_dim, "num_classes": num_classes}
+    return opts.gnn_model(spec["model_name"], spec, shape, spec["seed"])
 
 
 @friendly_errors
@@ -188,15 +163,8 @@ def _train(spec: dict[str, Any]) -> None:
     if trainer.is_main and not spec["quiet"]:
         _describe(spec, trainer, plan)
     result = trainer.fit(resume=spec["resume"])
-    if not trainer.is_main:
-        return
-    if not spec["quiet"]:
-        if result.best_epoch >= 0:
-            click.echo(f"best valid acc {result.best_valid_acc:.4f} at epoch {result.best_epoch}"
-                       + (" (stopped early)" if result.stopped_early else ""))
-        if spec["checkpoint"]:
-            click.echo(f"checkpoint {spec['checkpoint']} (epoch {result.epochs_completed})")
-    click.echo(f"test acc {result.test_acc:.4f}")
+    if trainer.is_main:
+        opts.report(result, quiet=spec["quiet"], checkpoint=spec["checkpoint"])
 
 
 def _describe(spec: dict[str, Any], trainer: Any, plan: Any) -> None:

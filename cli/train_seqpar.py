@@ -18,31 +18,35 @@ import sys
 from typing import Any
 
 import click
+from graphpipe.cli import train_options as opts
 from graphpipe.cli._common import EXPECTED_ERRORS, _message, fail
 
-__all__ = ["train_seq_parallel"]
+__all__ = ["run"]
 
 _TORCHRUN = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 
-def train_seq_parallel(store: str, model_name: str, options: dict[str, Any],
-                       transformer: dict[str, Any], **run: Any) -> None:
-    """The ``--seq-parallel`` path of ``graphpipe train`` (``run``: epochs, patience,
-    checkpoint, resume, metrics_log, seed, max_steps, device, quiet)."""
-    from graphpipe.cli.train import _store_shape
-
-    world = int(transformer["seq_parallel"])
-    job = _job(store, model_name, options, transformer, run, world)
-    probe = _store_shape(store)
+def run(params: dict[str, Any]) -> None:
+    """The ``--seq-parallel`` mode of ``graphpipe train`` (``params``: the command's)."""
+    world = int(params["seq_parallel"])
+    model, trainer = opts.transformer_settings(params)
+    if trainer["batch_size"] not in (None, 1):
+        fail("--seq-parallel splits one sequence per step: --batch-size does not apply")
+    trainer.pop("batch_size")
+    trainer.pop("device")
+    job = {"store": params["store"], "model_name": params["model_name"], "model": model,
+           "trainer": trainer, "resume": params["resume"], "seed": params["seed"],
+           "quiet": params["quiet"], "world": world}
+    probe = opts.store_shape(params["store"])
     if probe["level"] != "node":
-        fail(f"--seq-parallel splits node-level sequences; store {store!r} is graph-level")
-    if options["heads"] % world:
+        fail(f"--seq-parallel splits node-level sequences; store {params['store']!r} is graph-level")
+    if model["heads"] % world:
         fail(f"--seq-parallel {world} needs --heads to be a multiple of {world} "
-             f"(got {options['heads']})")
-    if str(run["device"]) != "cpu":
-        fail(f"--seq-parallel runs on the CPU over gloo (got --device {run['device']})")
+             f"(got {model['heads']})")
+    if str(params["device"]) != "cpu":
+        fail(f"--seq-parallel runs on the CPU over gloo (got --device {params['device']})")
     job["probe"] = probe
-    if run["resume"] is not None:
+    if params["resume"] is not None:
         _check_resume(job)            # one line, before any rank starts
     if all(k in os.environ for k in _TORCHRUN):
         if int(os.environ["WORLD_SIZE"]) != world:
@@ -79,38 +83,6 @@ def _build_model(job: dict[str, Any]) -> Any:
     torch.manual_seed(job["seed"])
     return build_model(job["model_name"], probe["feature_dim"], m["hidden"], probe["num_classes"],
                        m["layers"], heads=m["heads"], dropout=m["dropout"], level="node")
-
-
-def _job(store: str, model_name: str, options: dict[str, Any], transformer: dict[str, Any],
-         run: dict[str, Any], world: int) -> dict[str, Any]:
-    """Everything a rank needs, checked, as plain data (it crosses a process spawn)."""
-    from graphpipe.cli.train import _parse_enforce, _parse_threshold
-
-    if options["evaluation"] not in ("sequences", "none"):
-        fail(f"'--eval' must be 'sequences' or 'none' for --model {model_name} "
-             f"(got {options['evaluation']!r})")
-    if options["batch_size"] not in (None, 1):
-        fail("--seq-parallel splits one sequence per step: --batch-size does not apply")
-    threshold = _parse_threshold(transformer)
-    budget = transformer["dense_budget_mb"]
-    trainer = {
-        "seq_len": transformer["seq_len"], "attention": transformer["attention"],
-        "epochs": run["epochs"], "optimizer": options["optimizer"], "lr": options["lr"],
-        "weight_decay": options["weight_decay"], "global_token": transformer["global_token"],
-        "reorder": transformer["reorder"], "parts": transformer["parts"],
-        "block": transformer["block"], "placement": transformer["placement"],
-        "threshold": threshold, "switch_freq": transformer["switch_freq"],
-        "hamiltonian": transformer["hamiltonian_test"],
-        "enforce": _parse_enforce(transformer["enforce"]),
-        "dense_budget": None if budget is None else int(budget) << 20,
-        "patience": run["patience"], "evaluation": options["evaluation"], "seed": run["seed"],
-        "max_steps": run["max_steps"], "checkpoint": run["checkpoint"],
-        "metrics_log": run["metrics_log"], "quiet": run["quiet"],
-    }
-    model = {"hidden": options["hidden"], "layers": options["layers"], "heads": options["heads"],
-             "dropout": options["dropout"]}
-    return {"store": store, "model_name": model_name, "model": model, "trainer": trainer,
-            "resume": run["resume"], "seed": run["seed"], "quiet": run["quiet"], "world": world}
 
 
 def _spawn(job: dict[str, Any], world: int) -> None:
@@ -176,12 +148,12 @@ def _train(job: dict[str, Any], rank: int) -> None:
                    f"heads and 1/{trainer.exchange.world} of every sequence per rank)")
     result = trainer.fit(resume=job["resume"])
     if talk:
-        _summary(result, trainer, job)
+        _comm_line(result)
     if rank == 0:
-        click.echo(f"test acc {result.test_acc:.4f}")
+        opts.report(result, quiet=job["quiet"], checkpoint=job["trainer"]["checkpoint"])
 
 
-def _summary(result: Any, trainer: Any, job: dict[str, Any]) -> None:
+def _comm_line(result: Any) -> None:
     from graphpipe.cli._common import human_bytes
 
     if result.history and "comm" in result.history[-1]:
@@ -190,9 +162,3 @@ def _summary(result: Any, trainer: Any, job: dict[str, Any]) -> None:
                    f"{human_bytes(c['backward_bytes'])} backward "
                    f"({human_bytes(c['forward_bytes_per_layer_step'])} per layer and step each "
                    f"way on average; {human_bytes(c['remote_bytes'])} of it to other ranks)")
-    if result.best_epoch >= 0:
-        click.echo(f"best valid acc {result.best_valid_acc:.4f} at epoch {result.best_epoch}"
-                   + (" (stopped early)" if result.stopped_early else ""))
-    if job["trainer"]["checkpoint"]:
-        click.echo(f"checkpoint {job['trainer']['checkpoint']} "
-                   f"(epoch {result.epochs_completed})")

@@ -22,9 +22,10 @@ import click
 from graphpipe.cli._common import fail
 
 TEXT_MODEL_NAMES = ("lm", "unitg", "tape", "glem")
-_TEXT_KEYS = ("lm", "lm_path", "lm_hidden", "lm_layers", "lm_heads", "max_len", "lm_epochs",
-              "lm_lr", "lm_batch_size", "emb_dim", "grouping", "exit_order", "lm_share",
-              "glem_rounds", "gnn")
+TEXT_OPTIONS = ("lm", "lm_path", "lm_hidden", "lm_layers", "lm_heads", "max_len", "lm_epochs",
+                "lm_lr", "lm_batch_size", "emb_dim", "grouping", "exit_order", "lm_share",
+                "glem_rounds", "gnn")
+"""The options of `graphpipe train` only the text models take."""
 
 
 def text_train_options(fn):
@@ -63,9 +64,12 @@ def text_train_options(fn):
     return fn
 
 
-def pop_text_options(kwargs: dict[str, Any]) -> dict[str, Any]:
-    """Remove the text options from the train command's keyword arguments."""
-    return {k: kwargs.pop(k) for k in _TEXT_KEYS if k in kwargs}
+def run(params: dict[str, Any]) -> None:
+    """The text mode of `graphpipe train` (``params``: the command's parameters)."""
+    train_text(params["store"], params["model_name"], {k: params[k] for k in TEXT_OPTIONS},
+               {k: params[k] for k in ("hidden", "layers", "lr", "dropout")},
+               **{k: params[k] for k in ("epochs", "seed", "patience", "checkpoint", "resume",
+                                         "metrics_log", "device", "quiet")})
 
 
 def train_text(store: str, model_name: str, text: dict[str, Any], shared: dict[str, Any], *,

@@ -55,7 +55,7 @@ from graphpipe.synthetic.npz_stream import NpzStreamWriter
 from graphpipe.synthetic.papers import write_papers100m_bin
 from graphpipe.train import Trainer
 from graphpipe.train.distributed import DistributedTrainer
-from graphpipe.train.link import LinkPredictor, common_neighbours, train_link
+from graphpipe.train.link import LinkPredictor, LinkTrainer, common_neighbours
 from graphpipe.train.partition_parallel import (
     HaloExchange,
     PartitionTrainer,
@@ -76,7 +76,7 @@ ENTRY_POINTS = [GraphStore.open, ingest, NeighborLoader, MiniBatch.to_pyg, Clust
                 sample_temporal, temporal_graph, TemporalSampler, GraphStore.node_time,
                 LinkNeighborLoader, plan_link_batch, exclude_seed_edges, negative_sample, degree_weight,
                 read_link_split, read_ogb_link, read_link_pt, link_dataset, write_ogb_link,
-                LinkPredictor, train_link, common_neighbours, plan_temporal_link_batch, exclude_edges_anywhere,
+                LinkPredictor, LinkTrainer, common_neighbours, plan_temporal_link_batch, exclude_edges_anywhere,
                 local_partition, auto_bits, RowCodec, HaloExchange, StalenessClock, PartitionTrainer,
                 run_partition_parallel,
                 open_remote, open_store, ReplicaSet,

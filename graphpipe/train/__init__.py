@@ -4,10 +4,12 @@
   :class:`GATConv` on :mod:`graphpipe.ops.aggregate` (blocks or PyG ``edge_index``);
 - :mod:`graphpipe.train.models`: :class:`GCN`, :class:`GraphSAGE`, :class:`GIN`,
   :class:`GAT`, :class:`MLP` and :func:`build_model`;
-- :mod:`graphpipe.train.loop`: the one epoch loop both trainers run (evaluation
-  schedule, early stopping, metrics log, checkpoints with exact resume);
+- :mod:`graphpipe.train.loop`: the one loop every trainer runs (batches through the
+  trainer's ``step``, evaluation schedule, early stopping, metrics log, checkpoints with
+  exact resume);
 - :mod:`graphpipe.train.trainer`: :class:`Trainer` (NeighborLoader epochs, layer-wise
-  full-neighbour or sampled evaluation);
+  full-neighbour or sampled evaluation) and :class:`TypedTrainer` (typed stores);
+- :mod:`graphpipe.train.link`: :class:`LinkTrainer` (link prediction);
 - :mod:`graphpipe.train.distributed`: :class:`DistributedTrainer` (data-parallel ranks on
   ``torch.distributed``: DDP, seed shards, rank 0 evaluates and writes), ``launch``;
 - :mod:`graphpipe.train.checkpoint`: atomic checkpoint files;
@@ -42,7 +44,8 @@ from graphpipe.train.models import (
     build_model,
 )
 from graphpipe.train.sequence_trainer import SequenceTrainer
-from graphpipe.train.trainer import Trainer, TrainResult, accuracy
+from graphpipe.train.link import LinkTrainer
+from graphpipe.train.trainer import Trainer, TrainResult, TypedTrainer, accuracy
 
 __all__ = [
     "GAT",
@@ -60,11 +63,13 @@ __all__ = [
     "GraphSAGE",
     "GraphormerSlim",
     "InterleaveScheduler",
+    "LinkTrainer",
     "SAGEConv",
     "SequenceTrainer",
     "StructureSearch",
     "TrainResult",
     "Trainer",
+    "TypedTrainer",
     "accuracy",
     "build_model",
     "full_iterations",

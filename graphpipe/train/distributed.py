@@ -50,6 +50,7 @@ from torch import nn
 
 from graphpipe.loaders import NeighborLoader
 from graphpipe.loaders.shard import BaseShard, PartitionShard, SeedShard
+from graphpipe.train.loop import EpochSums
 from graphpipe.train.trainer import Trainer
 
 __all__ = ["SHARDS", "DistributedTrainer", "RankCounters", "free_port", "init_process_group",
@@ -288,18 +289,18 @@ class DistributedTrainer(Trainer):
         extra["train"]["world_size"] = self.world_size
         return extra
 
-    def train_epoch(self, epoch: int) -> dict[str, Any]:
+    def start_epoch(self, epoch: int, total: int) -> None:
+        """Count this epoch's gradient all-reduces from zero."""
         self.comm.reset()
-        return super().train_epoch(epoch)
 
-    def epoch_record(self, epoch: int, loss_sum: float, correct: int, seen: int, steps: int,
-                     seconds: float) -> dict[str, Any]:
+    def epoch_record(self, epoch: int, sums: EpochSums) -> dict[str, Any]:
         """The record of all ranks: sums all-reduced, each rank's figures gathered."""
-        sums = torch.tensor([loss_sum, correct, seen], dtype=torch.float64)
-        dist.all_reduce(sums, group=self.group)
-        ranks = self._gather_ranks(steps, seen, seconds)
-        record = super().epoch_record(epoch, float(sums[0]), int(sums[1]), int(sums[2]), steps,
-                                      max(r["seconds"] for r in ranks))
+        total = torch.tensor([sums.loss_sum, sums.correct, sums.seen], dtype=torch.float64)
+        dist.all_reduce(total, group=self.group)
+        ranks = self._gather_ranks(sums.steps, sums.seen, sums.seconds)
+        record = super().epoch_record(epoch, EpochSums(
+            float(total[0]), int(total[1]), int(total[2]), sums.steps,
+            max(r["seconds"] for r in ranks)))
         record["world_size"] = self.world_size
         record["ranks"] = ranks
         return record

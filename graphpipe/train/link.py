@@ -1,5 +1,6 @@
 """Link prediction: a GNN encoder (:mod:`graphpipe.train.models`) with a dot or MLP
-decoder, trained on a store's link split with the :class:`~graphpipe.loaders.LinkNeighborLoader`
+decoder, trained (:class:`LinkTrainer`, on :func:`graphpipe.train.loop.fit`) on a store's
+link split with the :class:`~graphpipe.loaders.LinkNeighborLoader`
 (binary negatives, seed edges excluded from message passing), evaluated with OGB's
 ``ogb.linkproppred.Evaluator`` (Hits@K against shared negative pairs, ogbl-collab's
 protocol, or MRR against per-edge negatives, ogbl-citation2's), beside the
@@ -13,8 +14,7 @@ edges of an OGB link dataset), then decoded per pair.
 from __future__ import annotations
 
 import itertools
-import math
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 import numba
@@ -22,10 +22,11 @@ import numpy as np
 import torch
 from torch import nn
 
+from graphpipe.train.loop import EpochSums, StepTrainer, fmt_acc, make_optimizer
 from graphpipe.train.models import build_model
 
-__all__ = ["DECODERS", "DotDecoder", "LinkPredictor", "LinkResult", "MLPDecoder",
-           "common_neighbours", "evaluate_link", "link_metric", "train_link"]
+__all__ = ["DECODERS", "DotDecoder", "LinkPredictor", "LinkTrainer", "MLPDecoder",
+           "common_neighbours", "evaluate_link", "link_metric", "open_link_store"]
 
 DECODERS = ("dot", "mlp")
 
@@ -160,26 +161,6 @@ def evaluate_link(score: Any, split: Any, metric: str) -> float:
     return float(evaluator.eval({"y_pred_pos": pos, "y_pred_neg": neg})[metric])
 
 
-@dataclass
-class LinkResult:
-    """What :func:`train_link` returns.
-
-    Attributes:
-        metric: ``"hits@K"`` or ``"mrr"``.
-        history: per epoch ``{"epoch", "loss", "metric", "valid", "test"}``.
-        best_epoch: the epoch of the best valid metric (-1 without epochs).
-        best_valid: that valid metric; test: the test metric at that epoch.
-        heuristic: common neighbours' ``{"valid": ..., "test": ...}`` on the same splits.
-    """
-
-    metric: str
-    history: list[dict[str, Any]] = field(default_factory=list)
-    best_epoch: int = -1
-    best_valid: float = float("nan")
-    test: float = float("nan")
-    heuristic: dict[str, float] = field(default_factory=dict)
-
-
 @torch.no_grad()
 def node_embeddings(model: LinkPredictor, store: Any, fanouts: list[int], batch_size: int,
                     seed: int, device: torch.device) -> torch.Tensor:
@@ -206,44 +187,11 @@ def _scorer(model: LinkPredictor, h: torch.Tensor):
     return score
 
 
-def _epoch(model: LinkPredictor, loader: Any, optimizer: Any, max_steps: int | None) -> float:
-    model.train()
-    total, count = 0.0, 0
-    for step, batch in enumerate(loader):
-        if max_steps is not None and step >= max_steps:
-            break
-        optimizer.zero_grad()
-        logits = model(batch)
-        loss = nn.functional.binary_cross_entropy_with_logits(logits, batch.edge_label.float())
-        loss.backward()
-        optimizer.step()
-        total, count = total + float(loss.detach()) * logits.shape[0], count + logits.shape[0]
-    return total / max(count, 1)
-
-
-def train_link(store: Any, *, encoder: str = "sage", decoder: str = "mlp", hidden: int = 64,
-               num_layers: int = 2, fanouts: list[int] | None = None, batch_size: int = 512,
-               epochs: int = 5, lr: float = 0.005, dropout: float = 0.0, seed: int = 0,
-               device: str = "cpu", eval_batch_size: int = 4096, hits_k: int = 50,
-               max_steps: int | None = None, log: Any = None) -> LinkResult:
-    """Train a :class:`LinkPredictor` on ``store``'s link split ``train`` (binary negatives,
-    one per positive; seed edges excluded from the sampled graph), evaluate ``valid`` and
-    ``test`` after every epoch (Hits@``hits_k`` or MRR, :func:`link_metric`) and the
-    common-neighbours heuristic once. ``log(record)`` is called after every epoch.
-
-    >>> import tempfile
-    >>> from graphpipe.ingest import ingest
-    >>> from graphpipe.synthetic.link import link_dataset, write_ogb_link
-    >>> tmp = tempfile.TemporaryDirectory()
-    >>> folder = write_ogb_link(tmp.name + "/f", link_dataset(200, pool=20), num_neg=100)
-    >>> result = train_link(ingest(folder, tmp.name + "/s"), hidden=8, epochs=2, fanouts=[5, 5])
-    >>> result.metric, len(result.history), sorted(result.heuristic)
-    ('hits@50', 2, ['test', 'valid'])
-    >>> tmp.cleanup()
-    """
-    from graphpipe.loaders import LinkNeighborLoader
+def open_link_store(store: Any) -> Any:
+    """``store`` (a GraphStore or its path) opened and checked for link prediction: link
+    splits ``train``, ``valid``, ``test`` and node features; ``ValueError`` otherwise."""
     from graphpipe.store import GraphStore, open_store
-    from graphpipe.store.link import link_split_names, read_link_split
+    from graphpipe.store.link import link_split_names
 
     store = store if isinstance(store, GraphStore) else open_store(store, in_memory="auto")
     missing = [s for s in ("train", "valid", "test") if s not in link_split_names(store)]
@@ -252,33 +200,124 @@ def train_link(store: Any, *, encoder: str = "sage", decoder: str = "mlp", hidde
                          f"link-property folder, e.g. from `graphpipe generate link`)")
     if not store.has_features:
         raise ValueError(f"store {str(store.path)!r} has no node features ('node/feat')")
-    fanouts = list(fanouts or [10] * num_layers)
-    if encoder != "mlp" and len(fanouts) != num_layers:
-        raise ValueError(f"'fanouts' needs one entry per layer ({num_layers}), got {fanouts}")
-    splits = {name: read_link_split(store, name) for name in ("valid", "test")}
-    result = LinkResult(metric=link_metric(splits["valid"], hits_k))
-    indptr, indices = store.topology()
-    for name, split in splits.items():
-        result.heuristic[name] = evaluate_link(
-            lambda s, d: common_neighbours(indptr, indices, s, d), split, result.metric)
-    torch.manual_seed(seed)
-    dev = torch.device(device)
-    model = LinkPredictor(encoder, store.feature_dim, hidden, num_layers, decoder=decoder,
-                          dropout=dropout).to(dev)
-    loader = LinkNeighborLoader(store, fanouts, edge_label_index="train", neg_sampling="binary",
-                                batch_size=batch_size, shuffle=True, seed=seed, device=dev,
-                                exclude_seed_edges=True)
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    for epoch in range(epochs):
-        loss = _epoch(model, loader, optimizer, max_steps)
-        h = node_embeddings(model, store, fanouts, eval_batch_size, seed, dev)
-        score = _scorer(model.cpu(), h)
-        record = {"epoch": epoch, "loss": loss, "metric": result.metric,
-                  **{name: evaluate_link(score, split, result.metric) for name, split in splits.items()}}
-        model.to(dev)
-        result.history.append(record)
-        if math.isnan(result.best_valid) or record["valid"] > result.best_valid:
-            result.best_epoch, result.best_valid, result.test = epoch, record["valid"], record["test"]
-        if log is not None:
-            log(record)
-    return result
+    return store
+
+
+class LinkTrainer(StepTrainer):
+    """Train a :class:`LinkPredictor` on ``store``'s link split ``train`` (binary
+    negatives, one per positive; seed edges excluded from the sampled graph) with the
+    one epoch loop :func:`graphpipe.train.loop.fit`, so checkpoints, ``resume``, early
+    stopping (on the valid metric) and the metrics log work as for node classification.
+    Evaluation scores ``valid`` and ``test`` with Hits@``hits_k`` or MRR
+    (:func:`link_metric`): the records' ``valid_acc`` / ``test_acc`` and the
+    :class:`~graphpipe.train.loop.TrainResult`'s accuracies hold that metric
+    (``self.metric``). :meth:`heuristic` scores common neighbours on the same splits.
+
+    Args:
+        model: a :class:`LinkPredictor` (seed torch before building it).
+        store: a GraphStore or its path with link splits and node features.
+        fanouts: neighbours per hop (one per encoder layer; default 10 each).
+        batch_size: positive edges per batch.
+        epochs, optimizer, lr, weight_decay, patience, eval_every, seed, max_steps,
+        device, checkpoint, metrics_log, quiet, on_epoch: as
+            :class:`graphpipe.train.Trainer`.
+        evaluation: ``"none"`` skips evaluation; anything else evaluates.
+        eval_batch_size: nodes per embedding batch of evaluation.
+        hits_k: the K of Hits@K.
+
+    >>> import tempfile
+    >>> from graphpipe.ingest import ingest
+    >>> from graphpipe.synthetic.link import link_dataset, write_ogb_link
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> folder = write_ogb_link(tmp.name + "/f", link_dataset(200, pool=20), num_neg=100)
+    >>> store = ingest(folder, tmp.name + "/s")
+    >>> _ = torch.manual_seed(0)
+    >>> model = LinkPredictor("sage", store.feature_dim, 8, 2)
+    >>> trainer = LinkTrainer(model, store, fanouts=[5, 5], epochs=2, quiet=True)
+    >>> result = trainer.fit()
+    >>> trainer.metric, result.epochs_completed, sorted(trainer.heuristic())
+    ('hits@50', 2, ['test', 'valid'])
+    >>> tmp.cleanup()
+    """
+
+    kind = "link"
+
+    def __init__(self, model: LinkPredictor, store: Any, *, fanouts: list[int] | None = None,
+                 batch_size: int = 512, epochs: int = 5, optimizer: str = "adam",
+                 lr: float = 0.005, weight_decay: float = 0.0, patience: int | None = None,
+                 evaluation: str = "link", eval_batch_size: int = 4096, eval_every: int = 1,
+                 seed: int = 0, max_steps: int | None = None, device: str | torch.device = "cpu",
+                 hits_k: int = 50, checkpoint: Any = None, metrics_log: Any = None,
+                 quiet: bool = False, on_epoch: Callable[[dict[str, Any]], None] | None = None):
+        from graphpipe.loaders import LinkNeighborLoader
+        from graphpipe.store.link import read_link_split
+
+        self.store = open_link_store(store)
+        num_layers = int(model.config["num_layers"])
+        self.fanouts = [int(f) for f in (fanouts or [10] * num_layers)]
+        if model.config["encoder"] != "mlp" and len(self.fanouts) != num_layers:
+            raise ValueError(f"'fanouts' needs one entry per layer ({num_layers}), got {self.fanouts}")
+        self.configure(epochs=epochs, optimizer=optimizer, lr=lr, weight_decay=weight_decay,
+                       patience=patience, evaluation="none" if evaluation == "none" else "link",
+                       eval_every=eval_every, seed=seed, max_steps=max_steps,
+                       checkpoint=checkpoint, metrics_log=metrics_log, quiet=quiet,
+                       on_epoch=on_epoch)
+        self.device = torch.device(device)
+        self.model = model.to(self.device)
+        self.batch_size, self.eval_batch_size = int(batch_size), int(eval_batch_size)
+        self.splits = {name: read_link_split(self.store, name) for name in ("valid", "test")}
+        self.metric = link_metric(self.splits["valid"], hits_k)
+        self.optimizer = make_optimizer(self.model, optimizer, self.lr, self.weight_decay)
+        self.loader = LinkNeighborLoader(self.store, self.fanouts, edge_label_index="train",
+                                         neg_sampling="binary", batch_size=self.batch_size,
+                                         shuffle=True, seed=self.seed, device=self.device,
+                                         exclude_seed_edges=True)
+
+    def step(self, batch: Any, epoch: int, iteration: int) -> tuple[float, int, int]:
+        """One optimizer step of binary cross-entropy on the batch's labelled pairs:
+        ``(mean loss, pairs, pairs on the right side of 0)``."""
+        logits = self.model(batch)
+        label = batch.edge_label.float()
+        loss = nn.functional.binary_cross_entropy_with_logits(logits, label)
+        self.optimize(loss)
+        hits = int(((logits.detach() > 0) == (label > 0.5)).sum())
+        return float(loss.detach()), int(logits.shape[0]), hits
+
+    def epoch_record(self, epoch: int, sums: EpochSums) -> dict[str, Any]:
+        """The epoch's metrics record (``metric``: what ``valid_acc``/``test_acc`` hold)."""
+        return {**super().epoch_record(epoch, sums), "metric": self.metric}
+
+    def evaluate(self) -> dict[str, float]:
+        """``{"valid", "test"}``: the link metric of each split (embeddings of every node,
+        then the decoder per pair, on the CPU)."""
+        was = self.model.training
+        h = node_embeddings(self.model, self.store, self.fanouts, self.eval_batch_size, self.seed,
+                            self.device)
+        try:
+            score = _scorer(self.model.cpu(), h)
+            return {name: evaluate_link(score, split, self.metric) for name, split in self.splits.items()}
+        finally:
+            self.model.to(self.device).train(was)
+
+    def heuristic(self) -> dict[str, float]:
+        """Common neighbours' ``{"valid", "test"}`` metric on the same splits."""
+        indptr, indices = self.store.topology()
+        return {name: evaluate_link(lambda s, d: common_neighbours(indptr, indices, s, d),
+                                    split, self.metric) for name, split in self.splits.items()}
+
+    def describe_epoch(self, record: dict[str, Any]) -> str:
+        """The epoch's printed line."""
+        m = record["metric"]
+        return (f"epoch {record['epoch']:>3}  loss {record['loss']:.4f}  "
+                f"valid {m} {fmt_acc(record['valid_acc'])}  test {m} {fmt_acc(record['test_acc'])}  "
+                f"time {record['seconds']:.2f}s (+{record['eval_seconds']:.2f}s eval)  "
+                f"batches {record['steps']}")
+
+    def resume_settings(self) -> dict[str, Any]:
+        """What a checkpoint must have been trained with."""
+        return {"num_nodes": self.store.num_nodes, "batch_size": self.batch_size,
+                "fanouts": self.fanouts, "metric": self.metric}
+
+    def checkpoint_extra(self) -> dict[str, Any]:
+        """The trainer's checkpoint key ``train`` (checked on resume)."""
+        return {"train": {"kind": self.kind, **self.resume_settings(), "seed": self.seed}}

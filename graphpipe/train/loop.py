@@ -1,13 +1,21 @@
-"""The one training loop that :class:`Trainer` and :class:`SequenceTrainer` run.
+"""The one training loop every trainer runs (node, typed, link, sequence, data-,
+sequence- and partition-parallel).
 
-A trainer (anything satisfying :class:`Trainable`) supplies what differs — one
-epoch of optimizer steps (:meth:`Trainable.train_epoch`), evaluation
-(:meth:`Trainable.evaluate`), its own checkpoint keys and resume checks, its
-epoch line — and :func:`fit` does what they share, in this order per epoch:
+A trainer (anything satisfying :class:`Trainable`; :class:`StepTrainer` gives the
+defaults) supplies what differs — one optimizer step on a batch
+(:meth:`Trainable.step`), the epoch's record from its sums
+(:meth:`Trainable.epoch_record`), evaluation (:meth:`Trainable.evaluate`), its own
+checkpoint keys and resume checks, its epoch line — and :func:`fit` does what they
+share, in this order per epoch:
 
-1. ``record = task.train_epoch(epoch)`` (a dict with ``epoch, loss, batch_acc,
-   train_acc, valid_acc, test_acc, steps, seconds, eval_seconds`` and the trainer's
-   own keys);
+1. **the batch loop** (:func:`train_epoch`): ``task.loader.set_epoch(epoch)``,
+   ``task.start_epoch(epoch, total)``, then
+   ``task.step(batch, epoch, iteration) -> (mean loss, n, correct)`` for each batch of
+   ``task.loader`` (at most ``task.max_steps``), with a progress bar unless ``quiet``;
+   the sums (:class:`EpochSums`: a step with ``n == 0`` counts as a step and adds
+   nothing) become ``record = task.epoch_record(epoch, sums)`` (a dict with ``epoch,
+   loss, batch_acc, train_acc, valid_acc, test_acc, steps, seconds, eval_seconds`` and
+   the trainer's own keys);
 2. **evaluation** every ``eval_every`` epochs and after the last (never with
    ``evaluation="none"``): ``task.evaluate()`` gives ``{split: accuracy}`` (at least
    ``valid`` and ``test``), stored as ``<split>_acc``; ``eval_seconds`` is its time;
@@ -38,6 +46,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
+import os
 import random
 import sys
 import time
@@ -50,11 +60,19 @@ import numpy as np
 import torch
 from torch import nn
 
-from graphpipe.train.checkpoint import CheckpointError, rng_state, save_checkpoint, set_rng_state
+from graphpipe.ops._core.checks import check_int
+from graphpipe.train.checkpoint import (
+    CheckpointError,
+    load_checkpoint,
+    rng_state,
+    save_checkpoint,
+    set_rng_state,
+)
 
-__all__ = ["ProgressBar", "TrainResult", "Trainable", "check_checkpoint_model",
-           "check_checkpoint_optimizer", "checkpoint_state", "fit", "fmt_acc", "json_default",
-           "restore_model_optimizer", "seed_everything"]
+__all__ = ["OPTIMIZERS", "EpochSums", "ProgressBar", "StepTrainer", "TrainResult", "Trainable",
+           "check_checkpoint_model", "check_checkpoint_optimizer", "check_output_paths",
+           "check_settings", "checkpoint_state", "fit", "fmt_acc", "json_default",
+           "make_optimizer", "restore_model_optimizer", "seed_everything", "train_epoch"]
 
 
 @dataclass
@@ -78,14 +96,47 @@ class TrainResult:
     epochs_completed: int = 0
 
 
+@dataclass
+class EpochSums:
+    """What one epoch's batch loop adds up (:func:`train_epoch`).
+
+    Attributes:
+        loss_sum: each step's mean loss times its ``n``.
+        correct: correct predictions among ``seen`` counted items (seeds, positions, edges).
+        seen: items counted (steps with ``n == 0`` add none).
+        steps: optimizer steps (batches) run.
+        seconds: wall time of the loop.
+    """
+
+    loss_sum: float = 0.0
+    correct: int = 0
+    seen: int = 0
+    steps: int = 0
+    seconds: float = 0.0
+
+    @property
+    def loss(self) -> float:
+        """Mean loss per counted item (0 when nothing was counted)."""
+        return self.loss_sum / max(self.seen, 1)
+
+    @property
+    def accuracy(self) -> float:
+        """Correct predictions per counted item."""
+        return self.correct / max(self.seen, 1)
+
+
 class _Loader(Protocol):
     seed: int
 
     def set_epoch(self, epoch: int) -> None: ...
 
+    def __len__(self) -> int: ...
+
+    def __iter__(self) -> Any: ...
+
 
 class Trainable(Protocol):
-    """What :func:`fit` needs of a trainer: its settings and five methods."""
+    """What :func:`fit` needs of a trainer: its settings and its hooks."""
 
     model: nn.Module
     optimizer: torch.optim.Optimizer
@@ -94,6 +145,7 @@ class Trainable(Protocol):
     weight_decay: float
     loader: _Loader
     epochs: int
+    max_steps: int | None    # batches per epoch at most (None: the whole loader)
     evaluation: str          # "none": no evaluation, no early stopping
     eval_every: int
     patience: int | None
@@ -104,8 +156,14 @@ class Trainable(Protocol):
     on_epoch: Callable[[dict[str, Any]], None] | None
     is_main: bool            # writes the log and checkpoint, prints (rank 0; True in one process)
 
-    def train_epoch(self, epoch: int) -> dict[str, Any]:
-        """Run one epoch of optimizer steps; its metrics record."""
+    def start_epoch(self, epoch: int, total: int) -> None:
+        """Called before the epoch's first batch (``total``: batches it will run)."""
+
+    def step(self, batch: Any, epoch: int, iteration: int) -> tuple[float, int, int]:
+        """One optimizer step on ``batch``: ``(mean loss, n counted, n correct)``."""
+
+    def epoch_record(self, epoch: int, sums: EpochSums) -> dict[str, Any]:
+        """The epoch's metrics record from its sums."""
 
     def evaluate(self) -> dict[str, float]:
         """``{split: accuracy}`` with at least ``valid`` and ``test``."""
@@ -133,7 +191,7 @@ def fit(task: Trainable, resume: str | Path | None = None) -> TrainResult:
     with contextlib.ExitStack() as stack:
         log = _open_log(stack, task.metrics_log if task.is_main else None, append=resume is not None)
         while epoch < task.epochs and not best["stopped"]:
-            record = task.train_epoch(epoch)
+            record = train_epoch(task, epoch)
             if _evaluates(task, epoch):
                 _evaluate_into(task, record, best, epoch)
             record["best_valid_acc"] = best["valid_acc"]
@@ -143,6 +201,35 @@ def fit(task: Trainable, resume: str | Path | None = None) -> TrainResult:
     return TrainResult(history=history, best_epoch=int(best["epoch"]),
                        best_valid_acc=float(best["valid_acc"]), test_acc=float(best["test_acc"]),
                        stopped_early=bool(best["stopped"]), epochs_completed=epoch)
+
+
+def train_epoch(task: Trainable, epoch: int) -> dict[str, Any]:
+    """The batch loop of one epoch (step 1 of the module docstring); its record."""
+    task.model.train()
+    task.loader.set_epoch(epoch)
+    total = len(task.loader) if task.max_steps is None else min(task.max_steps, len(task.loader))
+    task.start_epoch(epoch, total)
+    bar = ProgressBar(total, f"epoch {epoch}", enabled=not task.quiet)
+    sums = EpochSums()
+    t0 = time.perf_counter()
+    it = iter(task.loader)
+    try:
+        for iteration, batch in enumerate(it):
+            loss, n, correct = task.step(batch, epoch, iteration)
+            sums.steps += 1
+            if n:
+                sums.loss_sum += loss * n
+                sums.correct += correct
+                sums.seen += n
+                bar.advance(sums.loss)
+            if task.max_steps is not None and sums.steps >= task.max_steps:
+                break
+    finally:
+        if hasattr(it, "close"):
+            it.close()
+        bar.close()
+    sums.seconds = time.perf_counter() - t0
+    return task.epoch_record(epoch, sums)
 
 
 def _start(task: Trainable, resume: str | Path | None
@@ -203,6 +290,129 @@ def _publish(task: Trainable, record: dict[str, Any], log: IO[str] | None, epoch
         print(task.describe_epoch(record), flush=True)
     if task.on_epoch is not None:
         task.on_epoch(record)
+
+
+# ------------------------------------------------------------------------------- trainers
+class StepTrainer:
+    """The defaults of a :class:`Trainable`: ``fit``, no-op ``start_epoch`` and
+    ``resume_extra``, ``check_resume`` from :meth:`resume_settings`, main process.
+
+    A subclass keeps the settings :func:`fit` reads (:meth:`configure`), its ``model``,
+    ``optimizer`` and ``loader``, and defines ``step`` (:meth:`optimize` does its
+    optimizer step), ``evaluate``, ``describe_epoch`` and ``checkpoint_extra`` (whose
+    ``train`` key holds at least the :meth:`resume_settings` keys); it may extend
+    :meth:`epoch_record`.
+    """
+
+    is_main = True
+    """This process writes the log and checkpoint and prints (:func:`fit`); a parallel
+    trainer is main on rank 0 only."""
+    kind: str | None = None
+    """``train["kind"]`` of its checkpoints (checked on resume; None: the node trainer's,
+    which wrote none)."""
+
+    def fit(self, resume: str | os.PathLike | None = None) -> TrainResult:
+        """Train for the remaining epochs (all of them, or those after ``resume``'s).
+
+        Raises :class:`CheckpointError` (nothing written) if ``resume`` is unreadable or
+        belongs to another model or setting."""
+        return fit(self, resume)  # type: ignore[arg-type]
+
+    def configure(self, *, epochs: int, optimizer: str, lr: float, weight_decay: float,
+                  patience: int | None, evaluation: str, eval_every: int, seed: int,
+                  max_steps: int | None, checkpoint: Any, metrics_log: Any, quiet: bool,
+                  on_epoch: Callable[[dict[str, Any]], None] | None) -> None:
+        """Check the loop's settings (``ValueError`` naming the first bad one) and keep
+        them as the attributes :func:`fit` reads."""
+        check_settings(epochs=epochs, eval_every=eval_every, patience=patience,
+                       max_steps=max_steps, seed=seed, optimizer=optimizer, lr=lr,
+                       weight_decay=weight_decay)
+        self.epochs, self.max_steps, self.seed = int(epochs), max_steps, int(seed)
+        self.optimizer_name, self.lr, self.weight_decay = optimizer, float(lr), float(weight_decay)
+        self.patience, self.evaluation, self.eval_every = patience, evaluation, int(eval_every)
+        self.checkpoint, self.metrics_log = check_output_paths(checkpoint, metrics_log)
+        self.quiet, self.on_epoch = bool(quiet), on_epoch
+
+    def start_epoch(self, epoch: int, total: int) -> None:
+        """Nothing to prepare before an epoch."""
+
+    def optimize(self, loss: torch.Tensor) -> None:
+        """One optimizer step on ``loss``: zero the gradients, backward, step."""
+        self.optimizer.zero_grad(set_to_none=True)  # type: ignore[attr-defined]
+        loss.backward()
+        self.optimizer.step()  # type: ignore[attr-defined]
+
+    def epoch_record(self, epoch: int, sums: EpochSums) -> dict[str, Any]:
+        """The epoch's metrics record from its sums (accuracies filled by evaluation)."""
+        return {"epoch": epoch, "loss": sums.loss, "batch_acc": sums.accuracy, "train_acc": None,
+                "valid_acc": None, "test_acc": None, "steps": sums.steps,
+                "seconds": sums.seconds, "eval_seconds": 0.0}
+
+    def resume_extra(self, state: dict[str, Any]) -> None:
+        """No state of its own to restore."""
+
+    def resume_settings(self) -> dict[str, Any]:
+        """Settings a checkpoint must have been written with (``train`` keys)."""
+        return {}
+
+    def check_resume(self, path: str | os.PathLike) -> dict[str, Any]:
+        """Load the checkpoint at ``path`` and check that it belongs to this model, kind
+        of run and settings; returns its state. Raises :class:`CheckpointError` otherwise."""
+        path = Path(path)
+        state = load_checkpoint(path)
+        check_checkpoint_model(state, self.model, path)  # type: ignore[attr-defined]
+        train = state.get("train", {})
+        if train.get("kind") != self.kind:
+            raise CheckpointError(f"checkpoint {str(path)!r} was written by a "
+                                  f"{train.get('kind') or 'node-classification'} run; this run "
+                                  f"is {self.kind or 'node classification'}")
+        for key, value in self.resume_settings().items():
+            if key in train and train[key] != value:
+                raise CheckpointError(f"checkpoint {str(path)!r} was trained with {key}="
+                                      f"{train[key]!r}; this run has {key}={value!r}")
+        check_checkpoint_optimizer(state, self.optimizer_name, path)  # type: ignore[attr-defined]
+        return state
+
+
+OPTIMIZERS = ("adam", "adamw", "sgd")
+
+
+def check_settings(*, epochs: int, eval_every: int, patience: int | None, max_steps: int | None,
+                   seed: int, optimizer: str, lr: float, weight_decay: float) -> None:
+    """Raise ``ValueError`` naming the first setting of a trainer that is out of range."""
+    check_int("epochs", epochs, 0)
+    check_int("eval_every", eval_every, 1)
+    check_int("patience", patience, 1, allow_none=True)
+    check_int("max_steps", max_steps, 1, allow_none=True)
+    check_int("seed", seed, 0)
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"unknown optimizer {optimizer!r}; known: {', '.join(OPTIMIZERS)}")
+    if not (isinstance(lr, (int, float)) and lr > 0 and math.isfinite(lr)):
+        raise ValueError(f"'lr' must be a positive number (got {lr!r})")
+    if not (isinstance(weight_decay, (int, float)) and weight_decay >= 0):
+        raise ValueError(f"'weight_decay' must be >= 0 (got {weight_decay!r})")
+
+
+def make_optimizer(model: nn.Module, name: str, lr: float, weight_decay: float
+                   ) -> torch.optim.Optimizer:
+    """``"adam"``, ``"adamw"`` or ``"sgd"`` (momentum 0.9) over ``model``'s parameters."""
+    params = model.parameters()
+    if name == "adam":
+        return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
+    if name == "adamw":
+        return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=lr, momentum=0.9, weight_decay=weight_decay)
+    raise ValueError(f"unknown optimizer {name!r}; known: {', '.join(OPTIMIZERS)}")
+
+
+def check_output_paths(checkpoint: Any, metrics_log: Any) -> tuple[Path | None, Path | None]:
+    """``(checkpoint, metrics_log)`` as paths; ``ValueError`` if one is a directory."""
+    for arg, target in (("checkpoint", checkpoint), ("metrics_log", metrics_log)):
+        if target is not None and Path(target).is_dir():
+            raise ValueError(f"'{arg}' must be a file path, not a directory (got {str(target)!r})")
+    return (None if checkpoint is None else Path(checkpoint),
+            None if metrics_log is None else Path(metrics_log))
 
 
 # ------------------------------------------------------------------------------- checkpoints

@@ -20,6 +20,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from graphpipe.train.loop import EpochSums
 from graphpipe.train.sequence_attention import dense_attention_bytes
 from graphpipe.train.sequence_parallel import (
     HeadExchange,
@@ -124,17 +125,17 @@ class SequenceParallelTrainer(SequenceTrainer):
         n = int(batch.seq_len) // self.exchange.world
         return slice(self.exchange.rank * n, (self.exchange.rank + 1) * n)
 
-    def train_epoch(self, epoch: int) -> dict[str, Any]:
-        """One epoch (see :meth:`SequenceTrainer.train_epoch`); the Auto Tuner steps on the
-        slowest rank's time, so every rank takes the same decision."""
+    def start_epoch(self, epoch: int, total: int) -> None:
+        """Count this epoch's all-to-alls from zero (and plan the schedule)."""
         self.exchange.reset_stats()
-        record = self._run_epoch(epoch)
-        seconds = torch.tensor([record["seconds"]], dtype=torch.float64)
-        record["seconds"] = float(self.exchange.all_reduce(seconds, dist.ReduceOp.MAX))
-        if self.tuner is not None:
-            self.tuner.step(record["loss"], max(record["seconds"], 1e-9))
-            self.loader.set_threshold(self.tuner)
-            record["tuner"] = {"index": self.tuner.index, "action": self.tuner.history[-1].action}
+        super().start_epoch(epoch, total)
+
+    def epoch_record(self, epoch: int, sums: EpochSums) -> dict[str, Any]:
+        """The record (see :meth:`SequenceTrainer.epoch_record`) with the slowest rank's
+        time, so the Auto Tuner takes the same decision on every rank, and ``comm``."""
+        seconds = torch.tensor([sums.seconds], dtype=torch.float64)
+        sums.seconds = float(self.exchange.all_reduce(seconds, dist.ReduceOp.MAX))
+        record = super().epoch_record(epoch, sums)
         record["comm"] = self._comm_record(record["steps"])
         return record
 

@@ -44,9 +44,7 @@ states, loader epoch, Auto Tuner state) and the progress bar are the
 from __future__ import annotations
 
 import logging
-import math
 import os
-import time
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -59,30 +57,16 @@ from torch.nn import functional as F
 
 from graphpipe.loaders.cluster import ClusterLoader
 from graphpipe.ops.attention.cluster_sparse import ThresholdTuner, TunerDecision
-from graphpipe.train import loop
-from graphpipe.train.checkpoint import CheckpointError, load_checkpoint
 from graphpipe.train.interleave import (
     CONDITIONS,
     HAMILTONIAN_TESTS,
     InterleaveScheduler,
     StructureSearch,
 )
-from graphpipe.train.loop import (
-    ProgressBar,
-    TrainResult,
-    check_checkpoint_model,
-    check_checkpoint_optimizer,
-    fmt_acc,
-)
+from graphpipe.train.loop import EpochSums, StepTrainer, fmt_acc, make_optimizer
 from graphpipe.train.sequence_attention import dense_attention_bytes
-from graphpipe.train.trainer import (
-    OPTIMIZERS,
-    _check_int,
-    accuracy,
-    check_eval_splits,
-    make_optimizer,
-    open_training_store,
-)
+from graphpipe.ops._core.checks import check_int as _check_int
+from graphpipe.train.trainer import accuracy, check_eval_splits, open_training_store
 
 __all__ = ["SEQUENCE_ATTENTIONS", "SequenceTrainer", "format_sequence_epoch"]
 
@@ -94,7 +78,7 @@ _LETTER = {"sparse": "s", "cluster-sparse": "c", "dense": "D", "fallback": "f"}
 _CPU_DENSE_BUDGET = 2 << 30
 
 
-class SequenceTrainer:
+class SequenceTrainer(StepTrainer):
     """Train a graph transformer (:class:`GraphormerSlim`, :class:`GT`) on ``store``.
 
     Args:
@@ -125,8 +109,7 @@ class SequenceTrainer:
         loader_options: extra :class:`ClusterLoader` keyword arguments.
     """
 
-    is_main = True
-    """This process writes the log and checkpoint and prints (:func:`graphpipe.train.loop.fit`)."""
+    kind = "sequence"
 
     def __init__(self, model: nn.Module, store: Any, *, seq_len: int | None = 4096,
                  attention: str = "sparse", epochs: int = 5, batch_size: int | None = None,
@@ -148,8 +131,6 @@ class SequenceTrainer:
         if attention not in SEQUENCE_ATTENTIONS:
             raise ValueError(f"'attention' must be one of {', '.join(SEQUENCE_ATTENTIONS)} "
                              f"(got {attention!r})")
-        if optimizer not in OPTIMIZERS:
-            raise ValueError(f"unknown optimizer {optimizer!r}; known: {', '.join(OPTIMIZERS)}")
         if evaluation not in ("sequences", "none"):
             raise ValueError(f"'evaluation' must be 'sequences' or 'none' (got {evaluation!r})")
         if hamiltonian not in HAMILTONIAN_TESTS:
@@ -159,24 +140,16 @@ class SequenceTrainer:
         bad = [c for c in enforce if c not in CONDITIONS]
         if bad:
             raise ValueError(f"'enforce' entries must be in {', '.join(CONDITIONS)} (got {bad})")
-        _check_int("epochs", epochs, 0)
-        _check_int("eval_every", eval_every, 1)
-        _check_int("patience", patience, 1, allow_none=True)
-        _check_int("max_steps", max_steps, 1, allow_none=True)
-        _check_int("seed", seed, 0)
+        self.configure(epochs=epochs, optimizer=optimizer, lr=lr, weight_decay=weight_decay,
+                       patience=patience, evaluation=evaluation, eval_every=eval_every, seed=seed,
+                       max_steps=max_steps, checkpoint=checkpoint, metrics_log=metrics_log,
+                       quiet=quiet, on_epoch=on_epoch)
         _check_int("switch_freq", switch_freq, 0)
         _check_int("dense_budget", dense_budget, 1, allow_none=True)
-        if not (isinstance(lr, (int, float)) and lr > 0 and math.isfinite(lr)):
-            raise ValueError(f"'lr' must be a positive number (got {lr!r})")
-        if not (isinstance(weight_decay, (int, float)) and weight_decay >= 0):
-            raise ValueError(f"'weight_decay' must be >= 0 (got {weight_decay!r})")
         if threshold != "auto" and (isinstance(threshold, bool)
                                     or not isinstance(threshold, (int, float)) or threshold < 0):
             raise ValueError(f"'threshold' must be 'auto' or a non-negative multiplier of β_G "
                              f"(got {threshold!r})")
-        for arg, target in (("checkpoint", checkpoint), ("metrics_log", metrics_log)):
-            if target is not None and Path(target).is_dir():
-                raise ValueError(f"'{arg}' must be a file path, not a directory (got {str(target)!r})")
         if global_token is None:
             global_token = bool(getattr(model, "uses_global_token", False))
         if global_token and not getattr(model, "uses_global_token", False):
@@ -189,13 +162,7 @@ class SequenceTrainer:
             check_eval_splits(self.store)
         self.device = torch.device(device)
         self.model = model.to(self.device)
-        self.attention, self.epochs, self.seq_len = attention, int(epochs), seq_len
-        self.optimizer_name, self.lr, self.weight_decay = optimizer, float(lr), float(weight_decay)
-        self.patience, self.evaluation, self.eval_every = patience, evaluation, int(eval_every)
-        self.seed, self.max_steps, self.quiet = int(seed), max_steps, bool(quiet)
-        self.checkpoint = Path(checkpoint) if checkpoint is not None else None
-        self.metrics_log = Path(metrics_log) if metrics_log is not None else None
-        self.on_epoch = on_epoch
+        self.attention, self.seq_len = attention, seq_len
         self.dense_budget = dense_budget
         self.settings = {"seq_len": seq_len, "attention": attention, "batch_size": batch_size,
                          "global_token": bool(global_token), "reorder": reorder, "parts": int(parts),
@@ -230,6 +197,7 @@ class SequenceTrainer:
         self.optimizer = make_optimizer(self.model, optimizer, self.lr, self.weight_decay)
         self._eval_loaders: dict[str, ClusterLoader] = {}
         self._fallback_noted = False
+        self._trace: list[str] = []
 
     # ---------------------------------------------------------------------------- setup
     @staticmethod
@@ -327,38 +295,38 @@ class SequenceTrainer:
         """Restore the Auto Tuner (and hand it to the loader)."""
         self._set_tuner_state(state.get("tuner"))
 
-    def check_resume(self, path: str | os.PathLike) -> dict[str, Any]:
-        """Load the checkpoint at ``path`` and check it belongs to this model and setting;
-        returns its state. Raises :class:`CheckpointError` otherwise."""
-        path = Path(path)
-        state = load_checkpoint(path)
-        check_checkpoint_model(state, self.model, path)
-        train = state.get("train", {})
-        if train.get("kind") != "sequence":
-            raise CheckpointError(f"checkpoint {str(path)!r} was not written by a graph-transformer run")
-        if train.get("num_nodes") not in (None, self.store.num_nodes):
-            raise CheckpointError(f"checkpoint {str(path)!r} was trained on a store of "
-                                  f"{train.get('num_nodes')} nodes; this store has {self.store.num_nodes}")
-        for key, value in self.settings.items():
-            if key in train and train[key] != value:
-                raise CheckpointError(f"checkpoint {str(path)!r} was trained with {key}={train[key]!r}; "
-                                      f"this run has {key}={value!r}")
-        check_checkpoint_optimizer(state, self.optimizer_name, path)
-        return state
+    def resume_settings(self) -> dict[str, Any]:
+        """What a checkpoint must have been trained with: the store's node count and the
+        sequence settings."""
+        return {"num_nodes": self.store.num_nodes, **self.settings}
 
     # ---------------------------------------------------------------------------- training
-    def fit(self, resume: str | os.PathLike | None = None) -> TrainResult:
-        """Train for the remaining epochs (all of them, or those after ``resume``'s)."""
-        return loop.fit(self, resume)
-
     def describe_epoch(self, record: dict[str, Any]) -> str:
         """The epoch's printed line (:func:`format_sequence_epoch`)."""
         return format_sequence_epoch(record)
 
-    def train_epoch(self, epoch: int) -> dict[str, Any]:
-        """One epoch of optimizer steps, then (``threshold="auto"``) one Auto Tuner step on
-        its mean loss and time; its metrics record (``tuner``: the tuner's index, action)."""
-        record = self._run_epoch(epoch)
+    def start_epoch(self, epoch: int, total: int) -> None:
+        """Plan the interleaved schedule of ``total`` iterations; start a new trace."""
+        if self.scheduler is not None:
+            self.scheduler.start_epoch(total)
+        self._trace = []
+
+    def step(self, batch: Any, epoch: int, iteration: int) -> tuple[float, int, int]:
+        """Pick the iteration's attention (logged, traced), then one optimizer step
+        (:meth:`_train_step`)."""
+        mode, reason = self._step_mode(batch, epoch, iteration)
+        log.info("epoch %d iteration %d: %s attention (%s)", epoch, iteration,
+                 "sparse (full fell back)" if mode == "fallback" else mode, reason)
+        self._trace.append(_LETTER[mode])
+        return self._train_step(batch, "sparse" if mode == "fallback" else mode, epoch, iteration)
+
+    def epoch_record(self, epoch: int, sums: EpochSums) -> dict[str, Any]:
+        """The epoch's record (attention trace and counts), after (``threshold="auto"``)
+        one Auto Tuner step on its mean loss and time (``tuner``: its index, action)."""
+        trace = "".join(self._trace)
+        counts = {name: trace.count(letter) for name, letter in _LETTER.items()}
+        record = {**super().epoch_record(epoch, sums), "labelled": sums.seen,
+                  "attention": {"mode": self.attention, "trace": trace, **counts}}
         if self.tuner is not None:
             self.tuner.step(record["loss"], max(record["seconds"], 1e-9))
             self.loader.set_threshold(self.tuner)
@@ -387,46 +355,8 @@ class SequenceTrainer:
         loss, target, pred = self._loss(out, batch)
         if target.numel() == 0:
             return 0.0, 0, 0
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        self.optimizer.step()
+        self.optimize(loss)
         return float(loss.detach()), int(target.numel()), int((pred == target).sum())
-
-    def _run_epoch(self, epoch: int) -> dict[str, Any]:
-        self.model.train()
-        total = len(self.loader) if self.max_steps is None else min(self.max_steps, len(self.loader))
-        if self.scheduler is not None:
-            self.scheduler.start_epoch(total)
-        bar = ProgressBar(total, f"epoch {epoch}", enabled=not self.quiet)
-        loss_sum, correct, seen, steps = 0.0, 0, 0, 0
-        trace: list[str] = []
-        t0 = time.perf_counter()
-        try:
-            for iteration, batch in enumerate(self.loader):
-                if iteration >= total:
-                    break
-                mode, reason = self._step_mode(batch, epoch, iteration)
-                log.info("epoch %d iteration %d: %s attention (%s)", epoch, iteration,
-                         "sparse (full fell back)" if mode == "fallback" else mode, reason)
-                trace.append(_LETTER[mode])
-                run_mode = "sparse" if mode == "fallback" else mode
-                loss_value, n, hits = self._train_step(batch, run_mode, epoch, iteration)
-                steps += 1
-                if n == 0:                   # nothing labelled in this sequence
-                    continue
-                loss_sum += loss_value * n
-                correct += hits
-                seen += n
-                bar.advance(loss_sum / seen)
-        finally:
-            bar.close()
-        seconds = time.perf_counter() - t0
-        trace_str = "".join(trace)
-        counts = {name: trace_str.count(letter) for name, letter in _LETTER.items()}
-        return {"epoch": epoch, "loss": loss_sum / max(seen, 1), "batch_acc": correct / max(seen, 1),
-                "train_acc": None, "valid_acc": None, "test_acc": None, "steps": steps,
-                "labelled": seen, "seconds": seconds, "eval_seconds": 0.0,
-                "attention": {"mode": self.attention, "trace": trace_str, **counts}}
 
     # ---------------------------------------------------------------------------- evaluation
     def _eval_loader(self, split: str) -> ClusterLoader:

@@ -27,16 +27,14 @@ per batch. After each epoch (every ``eval_every`` epochs and the last):
   Python) and the loader's seed and epoch, so ``k`` epochs + resume + ``m`` epochs
   gives the same weights as ``k + m`` straight epochs.
 
-The epoch loop (evaluation schedule, early stopping, log, checkpoint, resume) is
-:func:`graphpipe.train.loop.fit`, shared with the :class:`SequenceTrainer`; this module
-holds what is the Trainer's own: the NeighborLoader epoch and full-neighbour inference.
+The epoch loop (batches, evaluation schedule, early stopping, log, checkpoint, resume)
+is :func:`graphpipe.train.loop.fit`, shared by every trainer; this module holds what is
+the Trainer's own: the NeighborLoader step and full-neighbour inference.
 """
 
 from __future__ import annotations
 
-import math
 import os
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -49,19 +47,18 @@ from torch.nn import functional as F
 from graphpipe.allocator import release_free_memory
 from graphpipe.loaders import NeighborLoader
 from graphpipe.ops._core.checks import check_int as _check_int
-from graphpipe.train import loop
-from graphpipe.train.checkpoint import CheckpointError, load_checkpoint
 from graphpipe.train.loop import (
-    ProgressBar,
+    OPTIMIZERS,
+    EpochSums,
+    StepTrainer,
     TrainResult,
-    check_checkpoint_model,
-    check_checkpoint_optimizer,
     fmt_acc,
+    make_optimizer,
 )
 
-__all__ = ["EVALUATIONS", "FEATURE_BITS", "OPTIMIZERS", "TrainResult", "Trainer", "accuracy"]
+__all__ = ["EVALUATIONS", "FEATURE_BITS", "OPTIMIZERS", "TrainResult", "Trainer", "TypedTrainer",
+           "accuracy", "typed_model_dims", "typed_training_data"]
 
-OPTIMIZERS = ("adam", "adamw", "sgd")
 EVALUATIONS = ("full", "sampled", "none", "auto")
 FEATURE_BITS = (None, 8, 4, 2, 1)
 _SPLITS = ("train", "valid", "test")
@@ -108,7 +105,9 @@ def open_training_store(store: Any) -> Any:
     if not store.has_labels:
         raise ValueError(f"store {str(store.path)!r} has no labels ('node/label'): nothing to train on")
     if "train" not in store.split_names:
-        raise ValueError(f"store {str(store.path)!r} has no 'train' split (splits: {store.split_names})")
+        raise ValueError(f"store {str(store.path)!r} has no 'train' split (splits: "
+                         f"{', '.join(store.split_names) or 'none'}): make splits with "
+                         f"`graphpipe split {store.path} --random 0.8,0.1,0.1`")
     if not store.has_features:
         raise ValueError(f"store {str(store.path)!r} has no node features ('node/feat')")
     label_meta = store.manifest.get("labels") or {}
@@ -124,23 +123,11 @@ def check_eval_splits(store: Any) -> None:
     missing = [s for s in ("valid", "test") if s not in store.split_names]
     if missing:
         raise ValueError(f"store {str(store.path)!r} has no {' or '.join(map(repr, missing))} "
-                         "split: pass evaluation='none' to train without evaluation")
+                         f"split: make splits with `graphpipe split {store.path} --random "
+                         "0.8,0.1,0.1`, or pass evaluation='none' to train without evaluation")
 
 
-def make_optimizer(model: nn.Module, name: str, lr: float, weight_decay: float
-                   ) -> torch.optim.Optimizer:
-    """``"adam"``, ``"adamw"`` or ``"sgd"`` (momentum 0.9) over ``model``'s parameters."""
-    params = model.parameters()
-    if name == "adam":
-        return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
-    if name == "adamw":
-        return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
-    if name == "sgd":
-        return torch.optim.SGD(params, lr=lr, momentum=0.9, weight_decay=weight_decay)
-    raise ValueError(f"unknown optimizer {name!r}; known: {', '.join(OPTIMIZERS)}")
-
-
-class Trainer:
+class Trainer(StepTrainer):
     """Train ``model`` on the labelled nodes of ``store``.
 
     Args:
@@ -199,10 +186,6 @@ class Trainer:
     >>> tmp.cleanup()
     """
 
-    is_main = True
-    """This process writes the log and checkpoint and prints (:func:`graphpipe.train.loop.fit`);
-    a data-parallel trainer (:mod:`graphpipe.train.distributed`) is main on rank 0 only."""
-
     def __init__(self, model: nn.Module, store: Any, *, fanouts: list[int] | tuple[int, ...],
                  batch_size: int = 1024, epochs: int = 5, optimizer: str = "adam",
                  lr: float = 0.003, weight_decay: float = 0.0, patience: int | None = None,
@@ -219,18 +202,7 @@ class Trainer:
         self.store = store
         label_meta = store.manifest.get("labels") or {}
         _check_int("batch_size", batch_size, 1)
-        _check_int("epochs", epochs, 0)
         _check_int("eval_batch_size", eval_batch_size, 1)
-        _check_int("eval_every", eval_every, 1)
-        _check_int("patience", patience, 1, allow_none=True)
-        _check_int("max_steps", max_steps, 1, allow_none=True)
-        _check_int("seed", seed, 0)
-        if optimizer not in OPTIMIZERS:
-            raise ValueError(f"unknown optimizer {optimizer!r}; known: {', '.join(OPTIMIZERS)}")
-        if not (isinstance(lr, (int, float)) and lr > 0 and math.isfinite(lr)):
-            raise ValueError(f"'lr' must be a positive number (got {lr!r})")
-        if not (isinstance(weight_decay, (int, float)) and weight_decay >= 0):
-            raise ValueError(f"'weight_decay' must be >= 0 (got {weight_decay!r})")
         if evaluation not in EVALUATIONS:
             raise ValueError(f"'evaluation' must be one of {', '.join(EVALUATIONS)} (got {evaluation!r})")
         if feature_bits not in FEATURE_BITS:
@@ -250,24 +222,16 @@ class Trainer:
         if evaluation == "full" and self.uses_graph and not hasattr(model, "apply_layer"):
             raise ValueError("evaluation='full' needs a model with apply_layer(layer, x, block) "
                              "(the graphpipe models have it); use evaluation='sampled'")
-        for arg, target in (("checkpoint", checkpoint), ("metrics_log", metrics_log)):
-            if target is not None and Path(target).is_dir():
-                raise ValueError(f"'{arg}' must be a file path, not a directory (got {str(target)!r})")
+        self.configure(epochs=epochs, optimizer=optimizer, lr=lr, weight_decay=weight_decay,
+                       patience=patience, evaluation=evaluation, eval_every=eval_every, seed=seed,
+                       max_steps=max_steps, checkpoint=checkpoint, metrics_log=metrics_log,
+                       quiet=quiet, on_epoch=on_epoch)
         self.feature_bits = feature_bits
-
         self.device = torch.device(device)
         self.model = model.to(self.device)
         self.forward_model: nn.Module = self.model  # what training steps call (DDP wraps model)
-        self.batch_size, self.epochs = int(batch_size), int(epochs)
-        self.optimizer_name, self.lr, self.weight_decay = optimizer, float(lr), float(weight_decay)
-        self.patience, self.evaluation = patience, evaluation
-        self.eval_batch_size, self.eval_every = int(eval_batch_size), int(eval_every)
-        self.seed, self.max_steps = int(seed), max_steps
-        self.checkpoint = Path(checkpoint) if checkpoint is not None else None
-        self.metrics_log = Path(metrics_log) if metrics_log is not None else None
-        self.quiet = bool(quiet)
+        self.batch_size, self.eval_batch_size = int(batch_size), int(eval_batch_size)
         self.loader_options = dict(loader_options or {})
-        self.on_epoch = on_epoch
         self.optimizer = self._make_optimizer()
         labels = np.asarray(store.labels)
         if labels.ndim == 2 and labels.shape[1] == 1:
@@ -329,74 +293,30 @@ class Trainer:
         if int(state["loader"]["seed"]) != self.loader.seed:
             self.loader = self._make_loader(int(state["loader"]["seed"]))
 
-    def check_resume(self, path: str | os.PathLike) -> dict[str, Any]:
-        """Load the checkpoint at ``path`` and check that it belongs to this model and
-        setting; returns its state. Raises :class:`CheckpointError` otherwise."""
-        path = Path(path)
-        state = load_checkpoint(path)
-        self._check_resume(state, path)
-        return state
-
-    def _check_resume(self, state: dict[str, Any], path: Path) -> None:
-        check_checkpoint_model(state, self.model, path)
-        train = state.get("train", {})
-        if train.get("num_nodes") not in (None, self.store.num_nodes):
-            raise CheckpointError(f"checkpoint {str(path)!r} was trained on a store of "
-                                  f"{train.get('num_nodes')} nodes; this store has {self.store.num_nodes}")
-        for key, value in (("batch_size", self.batch_size), ("fanouts", self.fanouts)):
-            if key in train and train[key] != value:
-                raise CheckpointError(f"checkpoint {str(path)!r} was trained with {key}={train[key]}; "
-                                      f"this run has {key}={value}")
-        check_checkpoint_optimizer(state, self.optimizer_name, path)
+    def resume_settings(self) -> dict[str, Any]:
+        """What a checkpoint must have been trained with: the store's node count, batch
+        size and fanouts."""
+        return {"num_nodes": self.store.num_nodes, "batch_size": self.batch_size,
+                "fanouts": self.fanouts}
 
     # ---------------------------------------------------------------------------- training
-    def fit(self, resume: str | os.PathLike | None = None) -> TrainResult:
-        """Train for the remaining epochs (all of them, or those after ``resume``'s).
-
-        Raises :class:`CheckpointError` (nothing written) if ``resume`` is unreadable or
-        belongs to another model or setting."""
-        return loop.fit(self, resume)
-
     def describe_epoch(self, record: dict[str, Any]) -> str:
         """The epoch's printed line (:func:`format_epoch`)."""
         return format_epoch(record)
 
-    def train_epoch(self, epoch: int) -> dict[str, Any]:
-        """One epoch of optimizer steps over the training loader; its metrics record."""
-        self.model.train()
-        total = len(self.loader) if self.max_steps is None else min(self.max_steps, len(self.loader))
-        bar = ProgressBar(total, f"epoch {epoch}", enabled=not self.quiet)
-        loss_sum, correct, seen, steps = 0.0, 0, 0, 0
-        t0 = time.perf_counter()
-        it = iter(self.loader)
-        try:
-            for batch in it:
-                y = batch.y[: batch.batch_size].reshape(-1).to(self.device)
-                out = self.forward_model(batch)
-                loss = F.cross_entropy(out, y, ignore_index=-1)
-                self.optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                self.optimizer.step()
-                steps += 1
-                self._maybe_trim(steps)
-                loss_sum += float(loss.detach()) * batch.batch_size
-                correct += int((out.detach().argmax(1) == y).sum())
-                seen += batch.batch_size
-                bar.advance(loss_sum / seen)
-                if self.max_steps is not None and steps >= self.max_steps:
-                    break
-        finally:
-            it.close()
-            bar.close()
-        return self.epoch_record(epoch, loss_sum, correct, seen, steps, time.perf_counter() - t0)
+    def step(self, batch: Any, epoch: int, iteration: int) -> tuple[float, int, int]:
+        """One optimizer step: cross-entropy on the batch's seeds; ``(mean loss, seeds,
+        correct)``."""
+        y = batch.y[: batch.batch_size].reshape(-1).to(self.device)
+        out = self.forward_model(batch)
+        loss = F.cross_entropy(out, y, ignore_index=-1)
+        self.optimize(loss)
+        self._maybe_trim(iteration + 1)
+        return float(loss.detach()), int(batch.batch_size), int((out.detach().argmax(1) == y).sum())
 
-    def epoch_record(self, epoch: int, loss_sum: float, correct: int, seen: int, steps: int,
-                     seconds: float) -> dict[str, Any]:
-        """The epoch's metrics record from its sums: ``loss_sum`` (loss times seeds per
-        batch), ``correct`` predictions of ``seen`` seeds, ``steps`` batches."""
-        return {"epoch": epoch, "loss": loss_sum / max(seen, 1), "batch_acc": correct / max(seen, 1),
-                "train_acc": None, "valid_acc": None, "test_acc": None, "steps": steps,
-                "seconds": seconds, "eval_seconds": 0.0, "loader": self.loader.stats.as_dict()}
+    def epoch_record(self, epoch: int, sums: EpochSums) -> dict[str, Any]:
+        """The epoch's metrics record from its sums, with the loader's statistics."""
+        return {**super().epoch_record(epoch, sums), "loader": self.loader.stats.as_dict()}
 
     def _maybe_trim(self, step: int) -> None:
         if self._trim_every and step % self._trim_every == 0:
@@ -487,3 +407,178 @@ def format_epoch(record: dict[str, Any]) -> str:
             f"batches {s.get('batches', 0)}  sampled edges {s.get('sampled_edges', 0)}  "
             f"rows gathered {s.get('rows_gathered', 0)} reused {s.get('rows_reused', 0)} "
             f"cached {s.get('rows_cached', 0)}  wait {s.get('wait_s', 0.0):.2f}s")
+
+
+# ------------------------------------------------------------------------------- typed stores
+def typed_training_data(store: Any, *, reverse: bool = True) -> Any:
+    """The :class:`graphpipe.loaders.HeteroGraphData` a typed run trains on: the store's
+    relations, plus their reverses (PyG's ``ToUndirected``) when ``reverse`` (OGB ships
+    each relation one way; without the reverses no message reaches a paper from its
+    fields). ``store``: a typed GraphStore, its path, or a HeteroGraphData (as is)."""
+    from graphpipe.loaders import HeteroGraphData
+    from graphpipe.store import GraphStore, open_store
+
+    if isinstance(store, HeteroGraphData):
+        return store
+    store = store if isinstance(store, GraphStore) else open_store(store)
+    if not store.is_typed:
+        raise ValueError(f"store {str(store.path)!r} has one node type: train it with "
+                         "graphpipe.train.Trainer")
+    data = HeteroGraphData.from_store(store)
+    return data.with_reverse_relations(merge=True) if reverse else data
+
+
+def typed_model_dims(store: Any) -> dict[str, int | None]:
+    """Node type -> feature width (None for a type without features) of a typed store
+    (or a HeteroGraphData)."""
+    dims: dict[str, int | None] = {}
+    for t in store.node_types:
+        x = store.typed_features(t)
+        dims[t] = None if x is None else int(x.shape[1])
+    return dims
+
+
+class TypedTrainer(StepTrainer):
+    """Train a typed model on the labelled nodes of a typed store's target type.
+
+    The seeds are the labelled nodes of the target type; batches come from the
+    :class:`graphpipe.loaders.NeighborLoader` over the typed graph; evaluation is sampled (the same
+    fanouts, no shuffle) over the target type's ``train`` / ``valid`` / ``test`` splits,
+    scored with :func:`accuracy`. The epoch loop, checkpoints and early stopping are
+    :func:`graphpipe.train.loop.fit`'s, as for :class:`Trainer`.
+
+    Args:
+        model: a model from :func:`graphpipe.train.hetero_models.build_hetero_model`, or
+            :class:`graphpipe.train.models.MLP` (target-type features only).
+        store: a typed :class:`graphpipe.store.GraphStore` or its path (reverse relations
+            added, :func:`typed_training_data`), or a
+            :class:`graphpipe.loaders.HeteroGraphData` (used as it is).
+        fanouts: neighbours per hop for every relation (one entry per layer), or a dict
+            relation -> list.
+        target_type: the classified node type (default: the store's ``target_type``).
+        batch_size, epochs, optimizer, lr, weight_decay, patience, eval_batch_size,
+        eval_every, seed, max_steps, checkpoint, metrics_log, quiet, on_epoch: as for
+            :class:`Trainer`.
+        evaluation: ``"none"``, or anything else for sampled evaluation.
+
+    Two epochs of R-GCN on a small generated ogbn-mag-like graph:
+
+    >>> import tempfile
+    >>> from graphpipe.ingest import ingest
+    >>> from graphpipe.synthetic.mag import mag_dataset, write_ogb_mag
+    >>> from graphpipe.train.hetero_models import build_hetero_model
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> data = mag_dataset(papers=60, authors=70, institutions=5, fields=8, num_classes=3,
+    ...                    feature_dim=4, seed=0)
+    >>> store = typed_training_data(ingest(write_ogb_mag(tmp.name + "/src", data), tmp.name + "/s"))
+    >>> _ = torch.manual_seed(0)
+    >>> model = build_hetero_model("rgcn", typed_model_dims(store), store.num_nodes_dict, 8, 3, 2,
+    ...                            store.edge_types, "paper")
+    >>> result = TypedTrainer(model, store, fanouts=[3, 3], batch_size=16, epochs=2,
+    ...                       quiet=True).fit()
+    >>> result.epochs_completed, 0.0 <= result.test_acc <= 1.0
+    (2, True)
+    >>> tmp.cleanup()
+    """
+
+    kind = "typed"
+
+    def __init__(self, model: nn.Module, store: Any, *, fanouts: Any, target_type: str | None = None,
+                 batch_size: int = 1024, epochs: int = 5, optimizer: str = "adam",
+                 lr: float = 0.003, weight_decay: float = 0.0, patience: int | None = None,
+                 evaluation: str = "sampled", eval_batch_size: int = 4096, eval_every: int = 1,
+                 seed: int = 0, max_steps: int | None = None,
+                 checkpoint: str | os.PathLike | None = None,
+                 metrics_log: str | os.PathLike | None = None, quiet: bool = False,
+                 on_epoch: Callable[[dict[str, Any]], None] | None = None):
+        self.store = typed_training_data(store)
+        self.target = target_type or self.store.target_type
+        if self.target not in self.store.node_types:
+            raise ValueError(f"target type {self.target!r} is not a node type of the store "
+                             f"({', '.join(self.store.node_types)})")
+        if evaluation not in EVALUATIONS:
+            raise ValueError(f"'evaluation' must be one of {', '.join(EVALUATIONS)} (got {evaluation!r})")
+        _check_int("batch_size", batch_size, 1)
+        _check_int("eval_batch_size", eval_batch_size, 1)
+        self.configure(epochs=epochs, optimizer=optimizer, lr=lr, weight_decay=weight_decay,
+                       patience=patience, evaluation="none" if evaluation == "none" else "sampled",
+                       eval_every=eval_every, seed=seed, max_steps=max_steps,
+                       checkpoint=checkpoint, metrics_log=metrics_log, quiet=quiet,
+                       on_epoch=on_epoch)
+        self.model, self.fanouts = model, fanouts
+        self.batch_size, self.eval_batch_size = int(batch_size), int(eval_batch_size)
+        y = self.store.typed_labels(self.target)
+        if y is None:
+            raise ValueError(f"target type {self.target!r} has no labels")
+        y = np.asarray(y)
+        self.labels = y[:, 0] if y.ndim == 2 else y
+        self.optimizer = make_optimizer(model, optimizer, self.lr, self.weight_decay)
+        self.loader = self._loader(self._split_ids("train"), self.batch_size, True, self.seed)
+
+    def _split_ids(self, split: str) -> np.ndarray:
+        if split not in self.store.typed_split_names(self.target):
+            raise ValueError(f"type {self.target!r} has no {split!r} split")
+        ids = np.asarray(self.store.typed_split(self.target, split), dtype=np.int64)
+        return ids[self.labels[ids] >= 0]
+
+    def _loader(self, ids: np.ndarray, batch_size: int, shuffle: bool, seed: int) -> Any:
+        return NeighborLoader(self.store, self.fanouts, input_nodes=(self.target, ids),
+                              batch_size=batch_size, shuffle=shuffle, seed=seed)
+
+    def _logits(self, batch: Any) -> torch.Tensor:
+        if getattr(self.model, "uses_graph", True):
+            return self.model(batch)
+        x = batch.x[self.target][: batch.batch_size]
+        return self.model(x.to(next(self.model.parameters()).dtype))
+
+    def _targets(self, batch: Any) -> torch.Tensor:
+        seeds = batch.n_id[self.target][: batch.batch_size].cpu().numpy()
+        return torch.from_numpy(self.labels[seeds].astype(np.int64))
+
+    def step(self, batch: Any, epoch: int, iteration: int) -> tuple[float, int, int]:
+        """One optimizer step on the target type's seeds: ``(mean loss, seeds, correct)``."""
+        y = self._targets(batch)
+        out = self._logits(batch)
+        loss = F.cross_entropy(out, y, ignore_index=-1)
+        self.optimize(loss)
+        return float(loss.detach()), int(batch.batch_size), int((out.detach().argmax(1) == y).sum())
+
+    @torch.no_grad()
+    def evaluate(self) -> dict[str, float]:
+        """Accuracy of the target type's ``train``, ``valid`` and ``test`` nodes."""
+        was = self.model.training
+        self.model.eval()
+        try:
+            out = {}
+            for split in _SPLITS:
+                ys, preds = [], []
+                for batch in self._loader(self._split_ids(split), self.eval_batch_size, False, self.seed):
+                    ys.append(self._targets(batch))
+                    preds.append(self._logits(batch).argmax(1).cpu())
+                out[split] = accuracy(torch.cat(ys), torch.cat(preds)) if ys else 0.0
+            return out
+        finally:
+            self.model.train(was)
+
+    def describe_epoch(self, record: dict[str, Any]) -> str:
+        """The epoch's printed line."""
+        return (f"epoch {record['epoch']:>3}  loss {record['loss']:.4f}  "
+                f"train {fmt_acc(record['train_acc'])}  valid {fmt_acc(record['valid_acc'])}  "
+                f"test {fmt_acc(record['test_acc'])}  time {record['seconds']:.2f}s "
+                f"(+{record['eval_seconds']:.2f}s eval)  batches {record['steps']}")
+
+    def checkpoint_extra(self) -> dict[str, Any]:
+        """The trainer's checkpoint key ``train`` (checked on resume)."""
+        return {"train": {"kind": self.kind, **self.resume_settings(), "fanouts": self.fanouts,
+                          "seed": self.seed}}
+
+    def resume_settings(self) -> dict[str, Any]:
+        """What a checkpoint must have been trained with."""
+        return {"batch_size": self.batch_size, "target_type": self.target,
+                "num_nodes": dict(self.store.num_nodes_dict)}
+
+    def resume_extra(self, state: dict[str, Any]) -> None:
+        """Rebuild the training loader if the checkpoint's loader seed differs."""
+        seed = int(state["loader"]["seed"])
+        if seed != self.loader.seed:
+            self.loader = self._loader(self._split_ids("train"), self.batch_size, True, seed)

@@ -67,9 +67,9 @@ def _one_error_line(output: str) -> str:
 @pytest.mark.parametrize("args, message", [
     (["--nproc", "2", "--model", "gt"], "graph transformer"),
     (["--nproc", "2", "--model", "nope"], "unknown model"),
-    (["--nproc", "2", "--seq-len", "64"], "graph-transformer option"),
-    (["--nproc", "2", "--layers", "2", "--fanouts", "3"], "one entry per layer"),
-    (["--shard-parts"], "applies to data-parallel runs"),
+    (["--nproc", "2", "--seq-len", "64"], "--seq-len: not used by data parallel"),
+    (["--nproc", "2", "--layers", "2", "--fanouts", "3"], "one fanout per layer"),
+    (["--shard-parts"], "--shard-parts: data parallel needs --nproc N"),
     (["--nproc", "3", "--shard-parts"], "no partition into >= 3 parts"),
     (["--nproc", "2", "--resume", "{tmp}/missing.pt"], "does not exist"),
 ])

@@ -39,8 +39,8 @@ def test_train_partition_parallel(store: str) -> None:
 
 @pytest.mark.parametrize("args,message", [
     (["--partition-parallel", "2", "--model", "gat"], "sage or gcn"),
-    (["--partition-parallel", "2", "--fanouts", "5,5"], "--fanouts"),
-    (["--staleness", "2"], "--partition-parallel only"),
+    (["--partition-parallel", "2", "--fanouts", "5,5"], "--fanouts: not used by partition parallel"),
+    (["--staleness", "2"], "--staleness: not used by node classification (an option of partition"),
     (["--partition-parallel", "2", "--halo-bits", "3"], "halo-bits"),
 ])
 def test_bad_options(store: str, args: list[str], message: str) -> None:

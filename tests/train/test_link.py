@@ -10,14 +10,15 @@ import torch
 from graphpipe.ingest import ingest
 from graphpipe.store.link import LinkSplit
 from graphpipe.synthetic.link import link_dataset, write_ogb_link
+from graphpipe.train.checkpoint import CheckpointError
 from graphpipe.train.link import (
     DotDecoder,
     LinkPredictor,
+    LinkTrainer,
     MLPDecoder,
     common_neighbours,
     evaluate_link,
     link_metric,
-    train_link,
 )
 
 
@@ -81,28 +82,58 @@ def store(tmp_path_factory):
     return ingest(folder, root / "s")
 
 
+def _trainer(store, epochs=3, decoder="dot", hidden=16, fanouts=(5, 5), **kwargs) -> LinkTrainer:
+    torch.manual_seed(0)
+    model = LinkPredictor("sage", store.feature_dim, hidden, len(fanouts), decoder=decoder)
+    return LinkTrainer(model, store, fanouts=list(fanouts), epochs=epochs, batch_size=128,
+                       quiet=True, **kwargs)
+
+
 def test_training_learns(store) -> None:
-    records = []
-    result = train_link(store, encoder="sage", decoder="dot", hidden=16, epochs=3, batch_size=128,
-                        fanouts=[5, 5], log=records.append)
-    assert result.metric == "hits@50" and [r["epoch"] for r in records] == [0, 1, 2]
+    trainer = _trainer(store)
+    result = trainer.fit()
+    records = result.history
+    assert trainer.metric == "hits@50" and [r["epoch"] for r in records] == [0, 1, 2]
     assert records[-1]["loss"] < records[0]["loss"]
-    assert 0 <= result.best_epoch < 3 and result.test == records[result.best_epoch]["test"]
-    assert set(result.heuristic) == {"valid", "test"}
-    again = train_link(store, encoder="sage", decoder="dot", hidden=16, epochs=3, batch_size=128,
-                       fanouts=[5, 5])
-    assert again.history == result.history  # seeded: the same run
+    assert 0 <= result.best_epoch < 3 and result.test_acc == records[result.best_epoch]["test_acc"]
+    assert set(trainer.heuristic()) == {"valid", "test"}
+    again = _trainer(store).fit()
+    assert [r["loss"] for r in again.history] == [r["loss"] for r in records]  # seeded: the same run
+    assert [r["test_acc"] for r in again.history] == [r["test_acc"] for r in records]
+
+
+def test_checkpoint_resume_and_early_stopping(store, tmp_path) -> None:
+    """2 epochs + resume + 1 epoch gives the weights of 3 straight epochs; the metrics log
+    holds every epoch; a checkpoint of other settings is refused; patience stops."""
+    straight = _trainer(store)
+    straight.fit()
+    ckpt, log = tmp_path / "link.ckpt", tmp_path / "link.jsonl"
+    _trainer(store, epochs=2, checkpoint=ckpt, metrics_log=log).fit()
+    resumed = _trainer(store, checkpoint=ckpt, metrics_log=log)
+    result = resumed.fit(resume=ckpt)
+    assert result.epochs_completed == 3 and len(result.history) == 3
+    for key, value in straight.model.state_dict().items():
+        assert torch.equal(value, resumed.model.state_dict()[key]), key
+    assert len(log.read_text().splitlines()) == 3
+    with pytest.raises(CheckpointError, match="batch_size"):
+        LinkTrainer(LinkPredictor("sage", store.feature_dim, 16, 2, decoder="dot"), store,
+                    fanouts=[5, 5], batch_size=64).fit(resume=ckpt)
+    stopped = _trainer(store, epochs=30, patience=1).fit()
+    assert stopped.stopped_early and stopped.epochs_completed < 30
 
 
 def test_store_without_link_splits(tmp_path) -> None:
     npz = tmp_path / "g.npz"
     np.savez(npz, edge_index=np.array([[0, 1], [1, 0]]), x=np.eye(2, dtype=np.float32))
     with pytest.raises(ValueError, match="no link split"):
-        train_link(ingest(npz, tmp_path / "s"), epochs=1)
+        LinkTrainer(LinkPredictor("sage", 2, 8), ingest(npz, tmp_path / "s"), epochs=1)
 
 
 def test_citation2_layout_is_mrr(tmp_path) -> None:
     folder = write_ogb_link(tmp_path / "f", link_dataset(300, feature_dim=8, pool=30, seed=4),
                             style="citation2", neg_per_source=20)
-    result = train_link(ingest(folder, tmp_path / "s"), hidden=8, epochs=1, fanouts=[4, 4])
-    assert result.metric == "mrr" and 0 < result.test <= 1 and 0 <= result.heuristic["test"] <= 1
+    trainer = _trainer(ingest(folder, tmp_path / "s"), epochs=1, decoder="mlp", hidden=8,
+                       fanouts=(4, 4))
+    result = trainer.fit()
+    assert trainer.metric == "mrr" and 0 < result.test_acc <= 1
+    assert 0 <= trainer.heuristic()["test"] <= 1

@@ -281,7 +281,7 @@ def _unlabelled_store(path: Path, with_labels: bool) -> Path:
 
 @pytest.mark.parametrize("args,message", [
     (["--model", "transformer"], "unknown model 'transformer'; known models: gat, gcn, gin, graphormer, gt, mlp, sage"),
-    (["--layers", "2", "--fanouts", "5,5,5"], "'--fanouts' must have one entry per layer: --layers 2 but --fanouts 5,5,5 has 3"),
+    (["--layers", "2", "--fanouts", "5,5,5"], "--fanouts 5,5,5 has 3 entries but --layers is 2: give one fanout per layer"),
     (["--fanouts", "a,b,c"], "'--fanouts' must be comma-separated integers"),
     (["--optimizer", "lbfgs"], "unknown optimizer 'lbfgs'"),
 ])

@@ -79,8 +79,9 @@ def test_cli_gt_cluster_sparse_quiet(store: Path) -> None:
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--model", "sage", "--seq-len", "64"], "--seq-len: graph-transformer option"),
-    (["--model", "gt", "--fanouts", "5,5"], "--fanouts: GNN option"),
+    (["--model", "sage", "--seq-len", "64"], ("--seq-len: not used by node classification "
+                                              "(an option of graph transformer, sequence parallel)")),
+    (["--model", "gt", "--fanouts", "5,5"], "--fanouts: not used by graph transformer"),
     (["--model", "gt", "--global-token"], "GT has no global token"),
     (["--model", "graphormer", "--seq-len", "1"], "'seq_len' must be an integer >= 2"),
     (["--model", "graphormer", "--threshold", "2"], "--attention cluster-sparse only"),

@@ -15,17 +15,15 @@ from .model import PartitionModel
 from .partition import LocalPartition, local_partition
 from .quantized import HALO_BITS, RowCodec, auto_bits, row_bits
 from .staleness import StaleHalo, StalenessClock
-from .trainer import EpochRecord, PartitionConfig, PartitionRunResult, PartitionTrainer
+from .trainer import PartitionConfig, PartitionTrainer
 
 __all__ = [
     "HALO_BITS",
-    "EpochRecord",
     "ExchangeStats",
     "HaloExchange",
     "LocalPartition",
     "PartitionConfig",
     "PartitionModel",
-    "PartitionRunResult",
     "PartitionTrainer",
     "RowCodec",
     "StaleHalo",

@@ -5,7 +5,7 @@ spawn, gloo on a free loopback port).
 :func:`run_partition_parallel` is the one entry point: it resolves the parts (the store's
 ``partition/k{P}/part`` written by ``graphpipe partition``, else METIS computed here with
 seed 0), runs :class:`.trainer.PartitionTrainer` on every rank and returns rank 0's
-:class:`.trainer.PartitionRunResult` (as a dict). Spawned ranks hand it back through a
+summary (:meth:`.trainer.PartitionTrainer.summary`, a dict). Spawned ranks hand it back through a
 JSON file; parameters, when asked for (tests), through an ``.npz`` (no pickle).
 """
 
@@ -53,9 +53,11 @@ def resolve_parts(store: Any, num_parts: int) -> np.ndarray:
 
 
 def _rank_main(rank: int, world: int, init: str, store_path: str, parts: np.ndarray | None,
-               config: dict, out_dir: str | None, spawned: bool = True) -> dict:
-    """One rank: join the group at ``init`` (``env://`` or ``tcp://127.0.0.1:PORT``), train,
-    write ``out_dir`` files (rank 0: ``result.json``; every rank its parameters)."""
+               config: dict, out_dir: str | None, spawned: bool = True,
+               options: dict | None = None) -> dict:
+    """One rank: join the group at ``init`` (``env://`` or ``tcp://127.0.0.1:PORT``), train
+    (``options``: the :class:`PartitionTrainer` keywords and ``resume``), write ``out_dir``
+    files (rank 0: ``result.json``; every rank its parameters)."""
     if spawned:
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
         torch.set_num_threads(1)
@@ -70,8 +72,10 @@ def _rank_main(rank: int, world: int, init: str, store_path: str, parts: np.ndar
         if parts is None:
             parts = resolve_parts(store, dist.get_world_size()) if dist.get_rank() == 0 else \
                 np.zeros(store.num_nodes, dtype=np.int64)
-        trainer = PartitionTrainer(store, parts, PartitionConfig(**config))
-        result = trainer.fit().to_dict()
+        options = dict(options or {})
+        resume = options.pop("resume", None)
+        trainer = PartitionTrainer(store, parts, PartitionConfig(**config), **options)
+        result = trainer.summary(trainer.fit(resume))
         if out_dir is not None:
             out = Path(out_dir)
             state = {k: v.detach().numpy() for k, v in trainer.model.base.state_dict().items()}
@@ -85,14 +89,18 @@ def _rank_main(rank: int, world: int, init: str, store_path: str, parts: np.ndar
 
 
 def run_partition_parallel(store_path: str | os.PathLike, num_parts: int,
-                           config: PartitionConfig, *, out_dir: str | os.PathLike | None = None
-                           ) -> dict:
-    """Train with ``num_parts`` ranks; returns rank 0's result dict (records, test_acc,
-    bytes_per_epoch, max_staleness, ...).
+                           config: PartitionConfig, *, out_dir: str | os.PathLike | None = None,
+                           resume: str | os.PathLike | None = None, quiet: bool = True,
+                           **options: Any) -> dict:
+    """Train with ``num_parts`` ranks; returns rank 0's result dict
+    (:meth:`PartitionTrainer.summary`: records, test_acc, bytes_per_epoch, max_staleness, ...).
 
     Under ``torchrun`` this process is one rank (``num_parts`` must equal ``WORLD_SIZE``);
     otherwise ``num_parts`` local processes are spawned (one: this process). ``out_dir``
     (optional) receives ``result.json`` and each rank's parameters ``params_rank{r}.npz``.
+    ``resume`` continues the run of a checkpoint; ``quiet`` (default) prints no epoch
+    lines; ``options``: the other :class:`PartitionTrainer` keywords (``checkpoint``,
+    ``metrics_log``, ``patience``, ``evaluation``, ``eval_every``).
 
     >>> import tempfile
     >>> from graphpipe.ingest.pipeline import ingest
@@ -110,22 +118,24 @@ def run_partition_parallel(store_path: str | os.PathLike, num_parts: int,
     """
     config.check()
     store_path = str(store_path)
+    options = {key: (str(v) if isinstance(v, os.PathLike) else v) for key, v in
+               {**options, "resume": resume, "quiet": quiet}.items()}
     if under_torchrun():
         if int(os.environ["WORLD_SIZE"]) != num_parts:
             raise ValueError(f"--partition-parallel {num_parts} but torchrun started "
                              f"WORLD_SIZE={os.environ['WORLD_SIZE']} ranks")
         return _rank_main(int(os.environ["RANK"]), num_parts, "env://", store_path, None,
-                          asdict(config), None if out_dir is None else str(out_dir), False)
+                          asdict(config), None if out_dir is None else str(out_dir), False, options)
     from graphpipe.store import open_store
 
     parts = resolve_parts(open_store(store_path), num_parts)
     init = f"tcp://127.0.0.1:{free_port()}"
     target = None if out_dir is None else str(out_dir)
     if num_parts == 1:  # one rank: this process
-        return _rank_main(0, 1, init, store_path, parts, asdict(config), target, False)
+        return _rank_main(0, 1, init, store_path, parts, asdict(config), target, False, options)
     with tempfile.TemporaryDirectory() as tmp:
         target = target or tmp
         torch.multiprocessing.spawn(_rank_main, args=(num_parts, init, store_path, parts,
-                                                      asdict(config), target),
+                                                      asdict(config), target, True, options),
                                     nprocs=num_parts, join=True)
         return json.loads((Path(target) / "result.json").read_text())

@@ -15,13 +15,15 @@ input rows of its inner and halo nodes once, and trains the same GCN / GraphSAGE
    (sum), one optimizer step: with float32 exchange and ``staleness=0`` this is one step
    of single-process full-graph training.
 
-Evaluation runs a fresh exchange (no gradient) and sums correct counts over ranks.
+Evaluation runs a fresh exchange (no gradient) and sums correct counts over ranks. The
+epochs run on :func:`graphpipe.train.loop.fit`: evaluation cadence, early stopping,
+metrics log and checkpoints (rank 0 writes) as for every trainer.
 """
 
 from __future__ import annotations
 
-import time
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -29,6 +31,7 @@ import torch
 import torch.distributed as dist
 from torch.nn import functional as F
 
+from graphpipe.train.loop import EpochSums, StepTrainer, TrainResult, fmt_acc
 from graphpipe.train.models import build_model
 
 from .exchange import HaloExchange
@@ -37,7 +40,7 @@ from .partition import local_partition
 from .quantized import HALO_BITS
 from .staleness import StaleHalo
 
-__all__ = ["EpochRecord", "PartitionConfig", "PartitionRunResult", "PartitionTrainer"]
+__all__ = ["PartitionConfig", "PartitionTrainer", "format_partition_epoch"]
 
 SPLITS = ("train", "valid", "test")
 
@@ -76,50 +79,43 @@ class PartitionConfig:
             raise ValueError(f"'staleness' must be an integer >= 0 (got {self.staleness!r})")
 
 
-@dataclass
-class EpochRecord:
-    """One epoch: global loss, accuracies, bytes sent by all ranks (forward + backward)."""
+class _FullGraph:
+    """The "loader" of full-graph training: one batch (the whole graph) per epoch."""
 
-    epoch: int
-    loss: float
-    train_acc: float
-    valid_acc: float
-    test_acc: float
-    bytes_sent: int
-    seconds: float
+    def __init__(self, seed: int):
+        self.seed = seed
 
+    def set_epoch(self, epoch: int) -> None:
+        """Nothing to reshuffle: every epoch is the same one step."""
 
-@dataclass
-class PartitionRunResult:
-    """What :meth:`PartitionTrainer.fit` returns (the same on every rank)."""
+    def __len__(self) -> int:
+        return 1
 
-    records: list[EpochRecord] = field(default_factory=list)
-    best_epoch: int = -1
-    best_valid_acc: float = 0.0
-    test_acc: float = 0.0
-    max_staleness: int = 0
-    halo_rows: int = 0
-    num_parts: int = 1
-
-    @property
-    def bytes_per_epoch(self) -> float:
-        """Mean bytes sent per training epoch, all ranks together."""
-        return float(np.mean([r.bytes_sent for r in self.records])) if self.records else 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "bytes_per_epoch": self.bytes_per_epoch}
+    def __iter__(self) -> Any:
+        return iter((None,))
 
 
-class PartitionTrainer:
-    """One rank of partition-parallel training.
+class PartitionTrainer(StepTrainer):
+    """One rank of partition-parallel training, on the one epoch loop
+    :func:`graphpipe.train.loop.fit` (one full-graph step per epoch), so checkpoints,
+    ``resume``, early stopping and the metrics log work as for the other trainers
+    (written by rank 0, the same on every rank).
 
     Args:
         store: an open :class:`graphpipe.store.GraphStore` with features, labels and a
             ``train`` split.
         parts: int ``(N,)`` METIS part of every node (``P`` = the group's size); rank 0's
             copy is broadcast so every rank uses the same.
-        config: :class:`PartitionConfig`.
+        config: :class:`PartitionConfig` (``epochs``, ``seed``: the loop's).
         group: the process group (default: the world, already initialised).
+        patience, eval_every, checkpoint, metrics_log, quiet, on_epoch: as
+            :class:`graphpipe.train.Trainer` (``on_epoch`` runs on every rank).
+        evaluation: ``"full"`` (default: every split on the whole graph) or ``"none"``.
+
+    Dropout masks come from ``(seed, epoch, rank)`` and the rounding noise from the
+    exchange's call count (checkpointed), so a resumed run repeats the straight run's
+    steps; with ``staleness > 0`` the first epoch after a resume exchanges afresh (each
+    rank's stale halo is not in rank 0's checkpoint).
 
     >>> import tempfile, torch.distributed as dist
     >>> from graphpipe.ingest.pipeline import ingest
@@ -131,20 +127,38 @@ class PartitionTrainer:
     >>> dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}",
     ...                         rank=0, world_size=1)
     >>> trainer = PartitionTrainer(store, np.zeros(90, dtype=np.int64),
-    ...                            PartitionConfig(hidden=8, epochs=2, dropout=0.0))
-    >>> losses = [trainer.train_epoch(epoch) for epoch in range(2)]
+    ...                            PartitionConfig(hidden=8, epochs=2, dropout=0.0), quiet=True)
+    >>> result = trainer.fit()
+    >>> losses = [r["loss"] for r in result.history]
     >>> losses[1] < losses[0], sorted(trainer.evaluate())
     (True, ['test', 'train', 'valid'])
+    >>> summary = trainer.summary(result)
+    >>> summary["num_parts"], summary["halo_rows"], len(summary["records"])
+    (1, 0, 2)
     >>> dist.destroy_process_group(); tmp.cleanup()
     """
 
+    kind = "partition"
+
     def __init__(self, store: Any, parts: np.ndarray, config: PartitionConfig,
-                 group: dist.ProcessGroup | None = None):
+                 group: dist.ProcessGroup | None = None, *, patience: int | None = None,
+                 evaluation: str = "full", eval_every: int = 1, checkpoint: Any = None,
+                 metrics_log: Any = None, quiet: bool = False,
+                 on_epoch: Callable[[dict[str, Any]], None] | None = None):
         config.check()
         self.config, self.group = config, group
         self.rank, self.world = dist.get_rank(group), dist.get_world_size(group)
+        self.is_main = self.rank == 0
+        self.configure(epochs=config.epochs, optimizer="adam", lr=config.lr,
+                       weight_decay=config.weight_decay, patience=patience,
+                       evaluation="none" if evaluation == "none" else "full",
+                       eval_every=eval_every, seed=config.seed, max_steps=None,
+                       checkpoint=checkpoint, metrics_log=metrics_log, quiet=quiet,
+                       on_epoch=on_epoch)
+        self.loader = _FullGraph(self.seed)
         parts = self._agree(np.asarray(parts, dtype=np.int64))
         self.part = local_partition(*store.topology(), parts, self.rank, self.world)
+        self.num_nodes = int(store.num_nodes)
         self.x = torch.from_numpy(np.asarray(store.features(self.part.local_ids),
                                              dtype=np.float32))
         labels = np.asarray(store.labels)
@@ -165,7 +179,7 @@ class PartitionTrainer:
         self.halo = StaleHalo(self.exchange, config.staleness)
         self.optimizer = torch.optim.Adam(base.parameters(), lr=config.lr,
                                           weight_decay=config.weight_decay)
-        torch.manual_seed(config.seed * 1000 + self.rank + 1)  # dropout differs per rank
+        self._sent_before = 0
 
     def _agree(self, parts: np.ndarray) -> np.ndarray:
         t = torch.from_numpy(parts.copy())
@@ -187,11 +201,21 @@ class PartitionTrainer:
         dist.all_reduce(t, group=self.group)
         return t.tolist()
 
-    def train_epoch(self, epoch: int) -> float:
-        """One full-graph step; returns the global training loss (before the step)."""
-        self.model.train()
+    def _step_seed(self, epoch: int) -> int:
+        return ((self.seed * 1_000_003 + epoch) * 1_009 + self.rank + 1) % (2 ** 63)
+
+    # ---------------------------------------------------------------------------- the loop's hooks
+    def start_epoch(self, epoch: int, total: int) -> None:
+        """Note the bytes sent so far (the epoch's record counts its own)."""
+        self._sent_before = self.exchange.stats.total_sent()
+
+    def step(self, batch: Any, epoch: int, iteration: int) -> tuple[float, int, int]:
+        """One full-graph step: ``(global training loss before the step, training nodes,
+        correct among them)``, the same on every rank."""
         self.optimizer.zero_grad(set_to_none=False)
-        logits = self.model(self.x, lambda h, layer: self.halo.halo(h, layer, epoch))
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self._step_seed(epoch))  # dropout masks differ per rank
+            logits = self.model(self.x, lambda h, layer: self.halo.halo(h, layer, epoch))
         mask = self.masks["train"]
         loss = F.cross_entropy(logits[mask], self.y[mask], reduction="sum") / self.counts["train"]
         loss.backward()
@@ -203,35 +227,68 @@ class PartitionTrainer:
             p.grad.copy_(flat[at:at + p.numel()].view_as(p.grad))
             at += p.numel()
         self.optimizer.step()
-        return self._sum([float(loss.detach())])[0]
+        correct = float((logits.detach()[mask].argmax(1) == self.y[mask]).sum())
+        total_loss, total_correct = self._sum([float(loss.detach()), correct])
+        return total_loss, self.counts["train"], int(total_correct)
+
+    def epoch_record(self, epoch: int, sums: EpochSums) -> dict[str, Any]:
+        """The epoch's record: global loss, ``bytes_sent`` by all ranks (forward and
+        backward), the slowest rank's ``seconds``."""
+        sent = self.exchange.stats.total_sent() - self._sent_before
+        sent, seconds = self._sum([sent, 0.0])[0], self._max(sums.seconds)
+        return {**super().epoch_record(epoch, sums), "seconds": seconds, "bytes_sent": int(sent)}
+
+    def _max(self, value: float) -> float:
+        t = torch.tensor([value], dtype=torch.float64)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX, group=self.group)
+        return float(t[0])
 
     @torch.no_grad()
     def evaluate(self) -> dict[str, float]:
         """Accuracy of every split over the whole graph (fresh halo exchange)."""
+        was = self.model.training
         self.model.eval()
-        pred = self.model(self.x, lambda h, layer: self.halo.halo(h, layer, -1)).argmax(1)
+        try:
+            pred = self.model(self.x, lambda h, layer: self.halo.halo(h, layer, -1)).argmax(1)
+        finally:
+            self.model.train(was)
         correct = self._sum([float((pred[m] == self.y[m]).sum()) for m in self.masks.values()])
         return {name: c / max(self.counts[name], 1) for name, c in zip(self.masks, correct)}
 
-    def fit(self, on_epoch: Any = None) -> PartitionRunResult:
-        """Train ``config.epochs`` epochs, evaluating after each; the test accuracy is the
-        one at the best valid epoch. ``on_epoch(record)`` is called on every rank."""
-        result = PartitionRunResult(halo_rows=int(self._sum([self.part.num_halo])[0]),
-                                    num_parts=self.world)
-        for epoch in range(self.config.epochs):
-            start = time.perf_counter()
-            before = self.exchange.stats.total_sent()
-            loss = self.train_epoch(epoch)
-            sent = self._sum([self.exchange.stats.total_sent() - before])[0]
-            seconds = time.perf_counter() - start
-            acc = self.evaluate()
-            record = EpochRecord(epoch, loss, acc["train"], acc["valid"], acc["test"], int(sent),
-                                 seconds)
-            result.records.append(record)
-            if result.best_epoch < 0 or acc["valid"] > result.best_valid_acc:
-                result.best_epoch, result.best_valid_acc = epoch, acc["valid"]
-                result.test_acc = acc["test"]
-            if on_epoch is not None:
-                on_epoch(record)
-        result.max_staleness = int(max(self.halo.ages, default=0))
-        return result
+    def describe_epoch(self, record: dict[str, Any]) -> str:
+        """The epoch's printed line (:func:`format_partition_epoch`)."""
+        return format_partition_epoch(record)
+
+    def resume_settings(self) -> dict[str, Any]:
+        """What a checkpoint must have been trained with."""
+        return {"num_nodes": self.num_nodes, "num_parts": self.world, "bits": self.config.bits,
+                "staleness": self.config.staleness}
+
+    def checkpoint_extra(self) -> dict[str, Any]:
+        """``train`` (checked on resume) and the exchange's call count."""
+        return {"train": {"kind": self.kind, **self.resume_settings(), "seed": self.seed},
+                "exchange_calls": int(self.exchange._calls)}
+
+    def resume_extra(self, state: dict[str, Any]) -> None:
+        """Continue the exchange's rounding noise where the checkpoint left it."""
+        self.exchange._calls = int(state.get("exchange_calls", 0))
+
+    def summary(self, result: TrainResult) -> dict[str, Any]:
+        """``result`` as a plain dict (the same on every rank): ``records`` (the history),
+        ``best_epoch``, ``best_valid_acc``, ``test_acc``, ``epochs_completed``,
+        ``stopped_early``, ``bytes_per_epoch`` (mean over the epochs run), ``max_staleness``,
+        ``halo_rows`` (all ranks) and ``num_parts``."""
+        sent = [r["bytes_sent"] for r in result.history]
+        done = {k: v for k, v in asdict(result).items() if k != "history"}
+        return {**done, "records": result.history,
+                "bytes_per_epoch": float(np.mean(sent)) if sent else 0.0,
+                "max_staleness": int(max(self.halo.ages, default=0)),
+                "halo_rows": int(self._sum([self.part.num_halo])[0]), "num_parts": self.world}
+
+
+def format_partition_epoch(record: dict[str, Any]) -> str:
+    """One human-readable line for a partition-parallel epoch's record (bytes exchanged)."""
+    return (f"epoch {record['epoch']:>3}  loss {record['loss']:.4f}  "
+            f"train {fmt_acc(record['train_acc'])}  valid {fmt_acc(record['valid_acc'])}  "
+            f"test {fmt_acc(record['test_acc'])}  exchanged {record['bytes_sent']:,} B  "
+            f"time {record['seconds']:.2f}s (+{record['eval_seconds']:.2f}s eval)")

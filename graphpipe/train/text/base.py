@@ -1,6 +1,6 @@
 """What the text trainers share as :class:`~graphpipe.train.loop.Trainable`: settings,
-the epoch as a loop over the loader's batches with one :meth:`step` each, checkpoints
-(model, optimizer, the trainer's own state) and the epoch line.
+checkpoints (model, optimizer, the trainer's own state) and the epoch line; the epoch is
+the loop's (:func:`graphpipe.train.loop.train_epoch`: one :meth:`step` per batch).
 
 A subclass sets ``model``, ``optimizer``, ``loader`` (``seed``, ``set_epoch``, iterable)
 and implements :meth:`step`, :meth:`evaluate` and, for state beyond the model,
@@ -9,9 +9,7 @@ and implements :meth:`step`, :meth:`evaluate` and, for state beyond the model,
 
 from __future__ import annotations
 
-import time
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,14 +22,13 @@ from graphpipe.train.loop import check_checkpoint_model, check_checkpoint_optimi
 __all__ = ["TextTrainable"]
 
 
-class TextTrainable(ABC):
+class TextTrainable(loop.StepTrainer, ABC):
     """Defaults of a text trainer (module docstring)."""
 
     optimizer_name = "adamw"
     evaluation = "full"
     eval_every = 1
     on_epoch = None
-    is_main = True
     max_steps: int | None = None
 
     def __init__(self, *, epochs: int, lr: float, weight_decay: float, patience: int | None,
@@ -51,42 +48,13 @@ class TextTrainable(ABC):
     def evaluate(self) -> dict[str, float]:
         """``{split: accuracy}`` with at least ``valid`` and ``test``."""
 
-    def start_epoch(self, epoch: int, total: int) -> None:
-        """Called before the epoch's first batch (``total``: batches it will run)."""
-
-    def train_epoch(self, epoch: int) -> dict[str, Any]:
-        """The loader's batches, one :meth:`step` each; the epoch's metrics record (the
-        step-hook batch loop: ``start_epoch``, ``step`` per batch, ``epoch_record``)."""
-        self.model.train()
-        self.loader.set_epoch(epoch)
-        self.start_epoch(epoch, len(self.loader))
-        sums = _Sums()
-        t0 = time.perf_counter()
-        for i, batch in enumerate(self.loader):
-            loss, n, right = self.step(batch, epoch, i)
-            sums.steps += 1
-            if n:
-                sums.loss_sum, sums.seen, sums.correct = (sums.loss_sum + loss * n,
-                                                          sums.seen + n, sums.correct + right)
-        sums.seconds = time.perf_counter() - t0
-        return self.epoch_record(epoch, sums)
-
-    def epoch_record(self, epoch: int, sums: Any) -> dict[str, Any]:
-        """The epoch's metrics record from its sums (``loss_sum, seen, correct, steps,
-        seconds``), with the trainer's own keys (:meth:`epoch_extra`)."""
-        seen = max(sums.seen, 1)
-        record = {"epoch": epoch, "loss": sums.loss_sum / seen, "batch_acc": sums.correct / seen,
-                  "train_acc": None, "valid_acc": None, "test_acc": None, "steps": sums.steps,
-                  "seconds": sums.seconds, "eval_seconds": 0.0}
-        record.update(self.epoch_extra(epoch))
-        return record
+    def epoch_record(self, epoch: int, sums: loop.EpochSums) -> dict[str, Any]:
+        """The loop's record of the epoch with the trainer's own keys (:meth:`epoch_extra`)."""
+        return {**super().epoch_record(epoch, sums), **self.epoch_extra(epoch)}
 
     def epoch_extra(self, epoch: int) -> dict[str, Any]:
         """The trainer's own keys of the epoch's record."""
         return {}
-
-    def fit(self, resume: str | None = None) -> loop.TrainResult:
-        return loop.fit(self, resume=resume)
 
     def describe_epoch(self, record: dict[str, Any]) -> str:
         extra = "".join(f"  {k} {v}" for k, v in record.items() if k in self.shown_keys)
@@ -119,15 +87,6 @@ class TextTrainable(ABC):
 
     def resume_extra(self, state: dict[str, Any]) -> None:
         self.load_extra_state(state["text_trainer"])
-
-
-@dataclass
-class _Sums:
-    loss_sum: float = 0.0
-    seen: int = 0
-    correct: int = 0
-    steps: int = 0
-    seconds: float = 0.0
 
 
 def adamw(groups: list[dict[str, Any]], weight_decay: float) -> torch.optim.Optimizer:

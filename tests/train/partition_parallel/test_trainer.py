@@ -101,3 +101,40 @@ def test_staleness_bounded(store_path: Path, tmp_path: Path) -> None:
     assert fresh["max_staleness"] == 0
     assert all(r["bytes_sent"] == sent[0] for r in fresh["records"])
     assert stale["records"][0]["loss"] == pytest.approx(fresh["records"][0]["loss"], rel=1e-6)
+
+
+def test_checkpoint_and_resume(store_path: Path, tmp_path: Path) -> None:
+    """Partition-parallel runs on the one epoch loop: rank 0 writes a checkpoint and the
+    metrics log; 2 epochs + resume + 2 epochs gives the parameters of 4 straight epochs
+    (dropout on: its masks come from (seed, epoch, rank)); other settings are refused."""
+    import json
+
+    from graphpipe.train.checkpoint import load_checkpoint
+
+    base = {"model": "sage", "hidden": 16, "layers": 2, "dropout": 0.5, "bits": 8, "seed": 2}
+    straight_dir, resumed_dir = tmp_path / "straight", tmp_path / "resumed"
+    straight_dir.mkdir()
+    resumed_dir.mkdir()
+    straight = run_partition_parallel(store_path, 2, PartitionConfig(epochs=4, **base),
+                                      out_dir=straight_dir)
+    ckpt, log = tmp_path / "pp.ckpt", tmp_path / "pp.jsonl"
+    run_partition_parallel(store_path, 2, PartitionConfig(epochs=2, **base), checkpoint=ckpt,
+                           metrics_log=log)
+    state = load_checkpoint(ckpt)
+    assert state["epoch"] == 2 and state["train"]["kind"] == "partition"
+    resumed = run_partition_parallel(store_path, 2, PartitionConfig(epochs=4, **base),
+                                     out_dir=resumed_dir, resume=ckpt, checkpoint=ckpt,
+                                     metrics_log=log)
+    assert resumed["epochs_completed"] == 4 and len(resumed["records"]) == 4
+    assert [r["loss"] for r in resumed["records"]] == pytest.approx(
+        [r["loss"] for r in straight["records"]], rel=1e-6)
+    for rank in (0, 1):
+        want, got = (np.load(d / f"params_rank{rank}.npz") for d in (straight_dir, resumed_dir))
+        for key in want.files:
+            np.testing.assert_allclose(got[key], want[key], rtol=1e-6, atol=1e-7, err_msg=key)
+    assert [json.loads(line)["epoch"] for line in log.read_text().splitlines()] == [0, 1, 2, 3]
+    from graphpipe.train.checkpoint import CheckpointError
+
+    with pytest.raises(CheckpointError, match="num_parts"):
+        run_partition_parallel(store_path, 1, PartitionConfig(epochs=3, **{**base, "bits": 4}),
+                               resume=ckpt)
