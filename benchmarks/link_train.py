@@ -23,10 +23,10 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
 def run(style: str, seed: int, encoders: list[str], epochs: int, nodes: int) -> dict[str, float]:
-    from graphpipe.ingest import ingest
-    from graphpipe.synthetic.link import link_dataset, write_ogb_link
     import torch
 
+    from graphpipe.ingest import ingest
+    from graphpipe.synthetic.link import link_dataset, write_ogb_link
     from graphpipe.train.link import LinkPredictor, LinkTrainer
 
     with tempfile.TemporaryDirectory() as tmp:

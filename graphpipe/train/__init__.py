@@ -32,6 +32,7 @@ from graphpipe.train.checkpoint import CheckpointError, load_checkpoint, save_ch
 from graphpipe.train.graph_transformer import GT, GraphormerSlim
 from graphpipe.train.interleave import InterleaveScheduler, StructureSearch, full_iterations
 from graphpipe.train.layers import GATConv, GCNConv, GINConv, SAGEConv
+from graphpipe.train.link import LinkTrainer
 from graphpipe.train.models import (
     GAT,
     GCN,
@@ -44,7 +45,6 @@ from graphpipe.train.models import (
     build_model,
 )
 from graphpipe.train.sequence_trainer import SequenceTrainer
-from graphpipe.train.link import LinkTrainer
 from graphpipe.train.trainer import Trainer, TrainResult, TypedTrainer, accuracy
 
 __all__ = [

@@ -56,6 +56,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from graphpipe.loaders.cluster import ClusterLoader
+from graphpipe.ops._core.checks import check_int as _check_int
 from graphpipe.ops.attention.cluster_sparse import ThresholdTuner, TunerDecision
 from graphpipe.train.interleave import (
     CONDITIONS,
@@ -65,7 +66,6 @@ from graphpipe.train.interleave import (
 )
 from graphpipe.train.loop import EpochSums, StepTrainer, fmt_acc, make_optimizer
 from graphpipe.train.sequence_attention import dense_attention_bytes
-from graphpipe.ops._core.checks import check_int as _check_int
 from graphpipe.train.trainer import accuracy, check_eval_splits, open_training_store
 
 __all__ = ["SEQUENCE_ATTENTIONS", "SequenceTrainer", "format_sequence_epoch"]
