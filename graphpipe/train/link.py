@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from graphpipe.train.loop import EpochSums, StepTrainer, fmt_acc, make_optimizer
+from graphpipe.train.loop import EpochSums, Trainable, fmt_acc, make_optimizer
 from graphpipe.train.models import build_model
 
 __all__ = ["DECODERS", "DotDecoder", "LinkPredictor", "LinkTrainer", "MLPDecoder",
@@ -203,7 +203,7 @@ def open_link_store(store: Any) -> Any:
     return store
 
 
-class LinkTrainer(StepTrainer):
+class LinkTrainer(Trainable):
     """Train a :class:`LinkPredictor` on ``store``'s link split ``train`` (binary
     negatives, one per positive; seed edges excluded from the sampled graph) with the
     one epoch loop :func:`graphpipe.train.loop.fit`, so checkpoints, ``resume``, early

@@ -1,8 +1,7 @@
 """The one training loop every trainer runs (node, typed, link, sequence, data-,
 sequence- and partition-parallel).
 
-A trainer (anything satisfying :class:`Trainable`; :class:`StepTrainer` gives the
-defaults) supplies what differs — one optimizer step on a batch
+A trainer (a :class:`Trainable`, which gives the defaults) supplies what differs — one optimizer step on a batch
 (:meth:`Trainable.step`), the epoch's record from its sums
 (:meth:`Trainable.epoch_record`), evaluation (:meth:`Trainable.evaluate`), its own
 checkpoint keys and resume checks, its epoch line — and :func:`fit` does what they
@@ -54,7 +53,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, Any
 
 import numpy as np
 import torch
@@ -69,7 +68,7 @@ from graphpipe.train.checkpoint import (
     set_rng_state,
 )
 
-__all__ = ["OPTIMIZERS", "EpochSums", "ProgressBar", "StepTrainer", "TrainResult", "Trainable",
+__all__ = ["OPTIMIZERS", "EpochSteps", "EpochSums", "ProgressBar", "TrainResult", "Trainable",
            "check_checkpoint_model", "check_checkpoint_optimizer", "check_output_paths",
            "check_settings", "checkpoint_state", "fit", "fmt_acc", "json_default",
            "make_optimizer", "restore_model_optimizer", "seed_everything", "train_epoch"]
@@ -125,60 +124,20 @@ class EpochSums:
         return self.correct / max(self.seen, 1)
 
 
-class _Loader(Protocol):
-    seed: int
+class EpochSteps:
+    """The loader of full-graph training: ``steps`` batches (their index) per epoch."""
 
-    def set_epoch(self, epoch: int) -> None: ...
+    def __init__(self, seed: int, steps: int = 1):
+        self.seed, self.steps, self.epoch = seed, steps, 0
 
-    def __len__(self) -> int: ...
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
 
-    def __iter__(self) -> Any: ...
+    def __len__(self) -> int:
+        return self.steps
 
-
-class Trainable(Protocol):
-    """What :func:`fit` needs of a trainer: its settings and its hooks."""
-
-    model: nn.Module
-    optimizer: torch.optim.Optimizer
-    optimizer_name: str
-    lr: float
-    weight_decay: float
-    loader: _Loader
-    epochs: int
-    max_steps: int | None    # batches per epoch at most (None: the whole loader)
-    evaluation: str          # "none": no evaluation, no early stopping
-    eval_every: int
-    patience: int | None
-    seed: int
-    checkpoint: Path | None
-    metrics_log: Path | None
-    quiet: bool
-    on_epoch: Callable[[dict[str, Any]], None] | None
-    is_main: bool            # writes the log and checkpoint, prints (rank 0; True in one process)
-
-    def start_epoch(self, epoch: int, total: int) -> None:
-        """Called before the epoch's first batch (``total``: batches it will run)."""
-
-    def step(self, batch: Any, epoch: int, iteration: int) -> tuple[float, int, int]:
-        """One optimizer step on ``batch``: ``(mean loss, n counted, n correct)``."""
-
-    def epoch_record(self, epoch: int, sums: EpochSums) -> dict[str, Any]:
-        """The epoch's metrics record from its sums."""
-
-    def evaluate(self) -> dict[str, float]:
-        """``{split: accuracy}`` with at least ``valid`` and ``test``."""
-
-    def describe_epoch(self, record: dict[str, Any]) -> str:
-        """The epoch's printed line."""
-
-    def check_resume(self, path: str | Path) -> dict[str, Any]:
-        """Read the checkpoint at ``path``, raise :class:`CheckpointError` unless it fits."""
-
-    def resume_extra(self, state: dict[str, Any]) -> None:
-        """Restore the trainer's own state (loader seed, tuner...) before the loader's epoch."""
-
-    def checkpoint_extra(self) -> dict[str, Any]:
-        """The trainer's own checkpoint keys (``train``, ...), written last."""
+    def __iter__(self) -> Any:
+        return iter(range(self.steps))
 
 
 # ------------------------------------------------------------------------------- the loop
@@ -293,15 +252,26 @@ def _publish(task: Trainable, record: dict[str, Any], log: IO[str] | None, epoch
 
 
 # ------------------------------------------------------------------------------- trainers
-class StepTrainer:
-    """The defaults of a :class:`Trainable`: ``fit``, no-op ``start_epoch`` and
-    ``resume_extra``, ``check_resume`` from :meth:`resume_settings`, main process.
+class Trainable:
+    """What :func:`fit` runs: the base of every trainer, with the defaults (``fit``, no-op
+    ``start_epoch`` and ``resume_extra``, ``epoch_record``, ``check_resume`` from
+    :meth:`resume_settings`, main process).
 
-    A subclass keeps the settings :func:`fit` reads (:meth:`configure`), its ``model``,
-    ``optimizer`` and ``loader``, and defines ``step`` (:meth:`optimize` does its
-    optimizer step), ``evaluate``, ``describe_epoch`` and ``checkpoint_extra`` (whose
-    ``train`` key holds at least the :meth:`resume_settings` keys); it may extend
-    :meth:`epoch_record`.
+    A trainer keeps the settings :func:`fit` reads (:meth:`configure`: ``epochs,
+    max_steps, evaluation`` (``"none"``: no evaluation, no early stopping), ``eval_every,
+    patience, seed, checkpoint, metrics_log, quiet, on_epoch``, the optimizer's ``name,
+    lr, weight_decay``), its ``model``, ``optimizer`` and ``loader`` (``seed``,
+    ``set_epoch``, ``len`` and iteration), and defines:
+
+    - ``step(batch, epoch, iteration) -> (mean loss, n counted, n correct)``: one
+      optimizer step (:meth:`optimize` does the optimizer's part);
+    - ``evaluate() -> {split: accuracy}`` with at least ``valid`` and ``test``;
+    - ``describe_epoch(record) -> str``: the printed line;
+    - ``checkpoint_extra() -> dict``: its own checkpoint keys, written last (``train``
+      holds at least the :meth:`resume_settings` keys);
+
+    and may extend ``start_epoch``, ``epoch_record`` and ``resume_extra`` (state of its
+    own, restored before the loader's epoch).
     """
 
     is_main = True
@@ -316,7 +286,7 @@ class StepTrainer:
 
         Raises :class:`CheckpointError` (nothing written) if ``resume`` is unreadable or
         belongs to another model or setting."""
-        return fit(self, resume)  # type: ignore[arg-type]
+        return fit(self, resume)
 
     def configure(self, *, epochs: int, optimizer: str, lr: float, weight_decay: float,
                   patience: int | None, evaluation: str, eval_every: int, seed: int,

@@ -64,7 +64,7 @@ from graphpipe.train.interleave import (
     InterleaveScheduler,
     StructureSearch,
 )
-from graphpipe.train.loop import EpochSums, StepTrainer, fmt_acc, make_optimizer
+from graphpipe.train.loop import EpochSums, Trainable, fmt_acc, make_optimizer
 from graphpipe.train.sequence_attention import dense_attention_bytes
 from graphpipe.train.trainer import accuracy, check_eval_splits, open_training_store
 
@@ -78,7 +78,7 @@ _LETTER = {"sparse": "s", "cluster-sparse": "c", "dense": "D", "fallback": "f"}
 _CPU_DENSE_BUDGET = 2 << 30
 
 
-class SequenceTrainer(StepTrainer):
+class SequenceTrainer(Trainable):
     """Train a graph transformer (:class:`GraphormerSlim`, :class:`GT`) on ``store``.
 
     Args:

@@ -50,7 +50,7 @@ from graphpipe.ops._core.checks import check_int as _check_int
 from graphpipe.train.loop import (
     OPTIMIZERS,
     EpochSums,
-    StepTrainer,
+    Trainable,
     TrainResult,
     fmt_acc,
     make_optimizer,
@@ -127,7 +127,7 @@ def check_eval_splits(store: Any) -> None:
                          "0.8,0.1,0.1`, or pass evaluation='none' to train without evaluation")
 
 
-class Trainer(StepTrainer):
+class Trainer(Trainable):
     """Train ``model`` on the labelled nodes of ``store``.
 
     Args:
@@ -438,7 +438,7 @@ def typed_model_dims(store: Any) -> dict[str, int | None]:
     return dims
 
 
-class TypedTrainer(StepTrainer):
+class TypedTrainer(Trainable):
     """Train a typed model on the labelled nodes of a typed store's target type.
 
     The seeds are the labelled nodes of the target type; batches come from the

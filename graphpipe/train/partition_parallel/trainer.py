@@ -31,7 +31,7 @@ import torch
 import torch.distributed as dist
 from torch.nn import functional as F
 
-from graphpipe.train.loop import EpochSums, StepTrainer, TrainResult, fmt_acc
+from graphpipe.train.loop import EpochSteps, EpochSums, Trainable, TrainResult, fmt_acc
 from graphpipe.train.models import build_model
 
 from .exchange import HaloExchange
@@ -79,23 +79,7 @@ class PartitionConfig:
             raise ValueError(f"'staleness' must be an integer >= 0 (got {self.staleness!r})")
 
 
-class _FullGraph:
-    """The "loader" of full-graph training: one batch (the whole graph) per epoch."""
-
-    def __init__(self, seed: int):
-        self.seed = seed
-
-    def set_epoch(self, epoch: int) -> None:
-        """Nothing to reshuffle: every epoch is the same one step."""
-
-    def __len__(self) -> int:
-        return 1
-
-    def __iter__(self) -> Any:
-        return iter((None,))
-
-
-class PartitionTrainer(StepTrainer):
+class PartitionTrainer(Trainable):
     """One rank of partition-parallel training, on the one epoch loop
     :func:`graphpipe.train.loop.fit` (one full-graph step per epoch), so checkpoints,
     ``resume``, early stopping and the metrics log work as for the other trainers
@@ -155,7 +139,7 @@ class PartitionTrainer(StepTrainer):
                        eval_every=eval_every, seed=config.seed, max_steps=None,
                        checkpoint=checkpoint, metrics_log=metrics_log, quiet=quiet,
                        on_epoch=on_epoch)
-        self.loader = _FullGraph(self.seed)
+        self.loader = EpochSteps(self.seed)
         parts = self._agree(np.asarray(parts, dtype=np.int64))
         self.part = local_partition(*store.topology(), parts, self.rank, self.world)
         self.num_nodes = int(store.num_nodes)

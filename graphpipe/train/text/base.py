@@ -22,7 +22,7 @@ from graphpipe.train.loop import check_checkpoint_model, check_checkpoint_optimi
 __all__ = ["TextTrainable"]
 
 
-class TextTrainable(loop.StepTrainer, ABC):
+class TextTrainable(loop.Trainable, ABC):
     """Defaults of a text trainer (module docstring)."""
 
     optimizer_name = "adamw"

@@ -23,26 +23,11 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
+from graphpipe.train.loop import EpochSteps
 from graphpipe.train.text.base import TextTrainable, adamw
 from graphpipe.train.text.task import FullGraph, split_accuracy
 
-__all__ = ["EpochSteps", "GnnTrainer"]
-
-
-class EpochSteps:
-    """A loader of ``steps`` full-graph steps per epoch (what ``loop.fit`` asks of a loader)."""
-
-    def __init__(self, seed: int, steps: int = 1):
-        self.seed, self.steps, self.epoch = seed, steps, 0
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
-
-    def __len__(self) -> int:
-        return self.steps
-
-    def __iter__(self):
-        return iter(range(self.steps))
+__all__ = ["GnnTrainer"]
 
 
 class GnnTrainer(TextTrainable):
