@@ -4,10 +4,11 @@
   then every node with text is encoded once and a GNN trains ``epochs`` epochs on those
   embeddings (nodes without text: projected raw features). [The TAPE paper also feeds
   LLM explanations; here, as the issue says, "LM first, then a GNN on its embeddings".]
-- **GLEM** (:func:`run_glem`): ``glem_rounds`` rounds of (E) the LM trains
-  ``lm_epochs / rounds`` epochs on the gold labels plus the GNN's predictions for the
-  other nodes (weight ``pseudo_weight``; none in round 1), (M) the LM encodes every
-  node and a fresh GNN trains ``epochs / rounds`` epochs on those embeddings, on the
+- **GLEM** (:func:`run_glem`): ``glem_rounds`` rounds of (E) the LM trains its share of
+  ``lm_epochs`` (the rounds' shares add up to ``lm_epochs``, as the GNN's to ``epochs``)
+  on the gold labels plus the GNN's predictions for the other nodes (weight
+  ``pseudo_weight``; none in round 1), (M) the LM encodes every
+  node and a fresh GNN trains its share of ``epochs`` on those embeddings, on the
   gold labels plus the LM's predictions (same weight). The last GNN gives ``test acc``.
 
 Each phase is a :func:`graphpipe.train.loop.fit` run; the returned dict has the final
@@ -49,6 +50,15 @@ def _unlabelled(task: TextTask, pred: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return nodes, pred[nodes]
 
 
+def _share(total: int, r: int, rounds: int) -> int:
+    """Round ``r``'s part of ``total`` epochs (the parts add up to ``total``).
+
+    >>> [_share(3, r, 2) for r in range(2)], [_share(100, r, 3) for r in range(3)]
+    ([1, 2], [33, 33, 34])
+    """
+    return total * (r + 1) // rounds - total * r // rounds
+
+
 def run_tape(task: TextTask, config: TextConfig, *, quiet: bool = False) -> dict[str, Any]:
     """LM, then a GNN on its embeddings (module docstring)."""
     t0 = time.perf_counter()
@@ -67,12 +77,12 @@ def run_tape(task: TextTask, config: TextConfig, *, quiet: bool = False) -> dict
 def run_glem(task: TextTask, config: TextConfig, *, quiet: bool = False) -> dict[str, Any]:
     """Alternating LM and GNN rounds with each other's pseudo-labels (module docstring)."""
     rounds = max(1, config.glem_rounds)
-    lm_epochs = max(1, config.lm_epochs // rounds)
-    gnn_epochs = max(1, config.epochs // rounds)
     seconds = {"lm": 0.0, "embed": 0.0, "gnn": 0.0}
     lm, gnn_pred, result = None, None, None
     start = time.perf_counter()
-    for _ in range(rounds):
+    for r in range(rounds):
+        lm_epochs = max(1, _share(config.lm_epochs, r, rounds))
+        gnn_epochs = max(1, _share(config.epochs, r, rounds))
         t0 = time.perf_counter()
         pseudo = None if gnn_pred is None else _unlabelled(task, gnn_pred)
         fresh = build_lm_trainer(task, config, epochs=lm_epochs, pseudo=pseudo, quiet=quiet)
