@@ -23,6 +23,7 @@ import os
 from typing import Any
 
 from graphpipe.interop.array_store import write_parts_store
+from graphpipe.interop.pyg_hetero import from_pyg_hetero
 from graphpipe.loaders.pyg_arrays import pyg_parts
 
 __all__ = ["from_pyg"]
@@ -32,7 +33,9 @@ def from_pyg(data: Any, path: str | os.PathLike, *, overwrite: bool = False,
                     name: str | None = None) -> Any:
     """Write ``data`` (a PyG ``Data``) as a new store at ``path``; returns the opened
     :class:`graphpipe.store.GraphStore`. Every node and edge tensor is kept (module
-    docstring); the other node/edge arrays are added atomically after the ingest.
+    docstring); the other node/edge arrays are added atomically after the ingest. A
+    ``HeteroData`` becomes a typed store keeping every node type, relation and attribute
+    (:func:`graphpipe.interop.pyg_hetero.from_pyg_hetero`).
 
     >>> import tempfile, torch
     >>> from torch_geometric.data import Data
@@ -53,5 +56,9 @@ def from_pyg(data: Any, path: str | os.PathLike, *, overwrite: bool = False,
     [True, True, False]
     >>> tmp.cleanup()
     """
+    from torch_geometric.data import HeteroData
+
+    if isinstance(data, HeteroData):
+        return from_pyg_hetero(data, path, overwrite=overwrite, name=name)
     return write_parts_store(pyg_parts(data), path, overwrite=overwrite, name=name,
                              source_format="pyg", label="Data")
