@@ -12,6 +12,8 @@
         --fields 2000 --num-classes 20 --feature-dim 64] [--seed 0]
     graphpipe generate mag240m DEST [--papers 20000 --authors 30000 --institutions 500
         --num-classes 20 --feature-dim 64 --label-frac 0.3] [--seed 0]
+    graphpipe generate tag DEST [--nodes 4000 --num-classes 8 --text-noise 0.4
+        --feature-noise 2.5] [--seed 0]
 
 ``papers100m-bin`` writes OGB's ``papers100M-bin`` layout (``raw/data.npz`` deflated as
 ``ogb.io.DatasetSaver`` writes it, ``raw/node-label.npz`` with NaN for unlabelled nodes,
@@ -494,10 +496,38 @@ def mag240m(dest, papers, authors, institutions, num_classes, feature_dim, label
                    f"relations, {data.num_classes} classes, MAG240M layout")
 
 
-def _add_text_generators() -> None:
-    from graphpipe.cli.generate_tag import tag
+@command.command(name="tag")
+@click.argument("dest", type=click.Path(file_okay=True, dir_okay=True))
+@click.option("--nodes", type=click.IntRange(16), default=4000, show_default=True)
+@click.option("--num-classes", "--classes", "num_classes", type=click.IntRange(2), default=8,
+              show_default=True)
+@click.option("--avg-degree", type=click.FloatRange(1), default=10.0, show_default=True)
+@click.option("--feature-dim", type=click.IntRange(1), default=32, show_default=True)
+@click.option("--homophily", type=click.FloatRange(0, 1), default=0.8, show_default=True)
+@click.option("--feature-noise", type=click.FloatRange(0), default=2.5, show_default=True,
+              help="Raw-feature noise (higher: the raw features say less).")
+@click.option("--text-noise", type=click.FloatRange(0, 1), default=0.4, show_default=True,
+              help="Fraction of nodes whose text is about a random class.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--overwrite", is_flag=True, help="Replace DEST if it exists.")
+@click.option("--quiet", "-q", is_flag=True, help="No summary.")
+def tag(dest, nodes, num_classes, avg_degree, feature_dim, homophily, feature_noise, text_noise,
+        seed, overwrite, quiet) -> None:
+    """A text-attributed graph in the ogbn-arxiv-with-text layout (OGB raw folder,
+    mapping/nodeidx2paperid.csv.gz, titleabs.tsv): the class lives partly in the text,
+    partly in the neighbourhood (:mod:`graphpipe.synthetic.tag`). Ingest it with
+    `graphpipe ingest DEST STORE --text DEST/titleabs.tsv`."""
+    from graphpipe.synthetic.tag import tag_graph, write_tag
 
-    command.add_command(tag)
+    graph, titles, abstracts = tag_graph(nodes, num_classes, avg_degree=avg_degree,
+                                         feature_dim=feature_dim, homophily=homophily,
+                                         feature_noise=feature_noise, text_noise=text_noise,
+                                         seed=seed)
 
+    def write(folder: Path, progress: _Progress) -> None:
+        write_tag(folder, graph, titles, abstracts, seed=seed)
 
-_add_text_generators()
+    _commit(dest, write, overwrite=overwrite, quiet=quiet)
+    if not quiet:
+        click.echo(f"wrote {dest}: {graph.num_nodes} nodes, {graph.num_edges} edges, "
+                   f"{feature_dim} features, {num_classes} classes, text in {dest}/titleabs.tsv")
