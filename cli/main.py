@@ -16,6 +16,7 @@ import click
 # subcommand name -> module under graphpipe.cli
 SUBCOMMANDS = {
     "centrality": "centrality",
+    "derive": "derive",
     "embed": "embed",
     "demo": "demo",
     "export": "export",

@@ -505,6 +505,15 @@ class StoreEditor:
         self._arrays.append(key)
         return _arrays.create_array(self.pending, key, shape, dtype)
 
+    def row_writer(self, key: str, shape: tuple[int, ...], dtype: Any, *,
+                   replace: bool = False) -> _arrays.RowWriter:
+        """A :class:`RowWriter` for derived array ``key`` stored as one chunk (memory-mapped
+        whole by readers, as typed features are), filled a block of rows at a time;
+        ``close()`` it before :meth:`commit`."""
+        self._check_key(key, replace)
+        self._arrays.append(key)
+        return _arrays.RowWriter(self.pending, key, shape, dtype, chunk_rows=max(1, int(shape[0])))
+
     def write_table(self, key: str, table: pa.Table, *, replace: bool = False) -> None:
         """Write derived table ``key``."""
         self._check_key(key, replace)
