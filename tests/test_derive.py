@@ -17,7 +17,7 @@ from graphpipe.store import open_store
 from graphpipe.store.writer import TypedStoreWriter
 from graphpipe.synthetic.mag import mag_dataset, write_ogb_mag
 from graphpipe.train.hetero_models import build_hetero_model
-from graphpipe.train.typed_trainer import TypedTrainer, typed_model_dims, typed_training_data
+from graphpipe.train.trainer import TypedTrainer, typed_model_dims, typed_training_data
 
 WRITES = ("author", "writes", "paper")
 AFFILIATED = ("author", "affiliated_with", "institution")
