@@ -50,7 +50,7 @@ import numba
 import numpy as np
 import torch
 
-from graphpipe.loaders.graph_data import GraphData, resolve_graph_data
+from graphpipe.loaders.graph_data import GraphData, node_ids, resolve_graph_data
 from graphpipe.ops._core.checks import check_int
 from graphpipe.ops.attention.cluster_sparse import (
     ClusterSparsePattern,
@@ -522,11 +522,10 @@ class ClusterLoader:
                              f"per batch (got {batch_size!r})")
         self.batch_size = 1
         self.items_per_batch = self.seq_len - int(self.global_token)
-        from graphpipe.loaders.neighbor_loader import _resolve_input_nodes
 
         if isinstance(input_nodes, str) and input_nodes == "all":
             input_nodes = None
-        self.input_nodes = _resolve_input_nodes(input_nodes, self.data)
+        self.input_nodes = node_ids(input_nodes, self.data.num_nodes, self.data.split)
         self.labels = _node_labels(self.data.labels, self.data.num_nodes)
         self.graph_ptr = None
         self.graph_labels = None

@@ -24,6 +24,7 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -43,8 +44,19 @@ from graphpipe.ops.sampling.types import (
 )
 from graphpipe.store.checks import check_topology
 
-__all__ = ["GraphData", "HeteroGraphData", "add_reverse_relations", "coo_to_csc", "is_typed_data",
-           "numeric_array", "resolve_graph_data", "resolve_hetero_data", "resolve_typed_input"]
+__all__ = [
+    "GraphData",
+    "HeteroGraphData",
+    "add_reverse_relations",
+    "coo_to_csc",
+    "is_mask",
+    "is_typed_data",
+    "node_ids",
+    "numeric_array",
+    "resolve_graph_data",
+    "resolve_hetero_data",
+    "resolve_typed_input",
+]
 
 
 @dataclass
@@ -690,6 +702,48 @@ def add_reverse_relations(data: HeteroGraphData) -> HeteroGraphData:
     return replace(data, graph=new_graph, edge_order=order)
 
 
+def is_mask(input_nodes: Any) -> bool:
+    """Whether ``input_nodes`` is a boolean mask (its ``input_id`` is then the node ID)."""
+    if isinstance(input_nodes, torch.Tensor):
+        return input_nodes.dtype == torch.bool
+    return not isinstance(input_nodes, str) and np.asarray(input_nodes).dtype == bool
+
+
+def node_ids(spec: Any, num_nodes: int, split: Any, repeats: bool = False) -> np.ndarray:
+    """int64 IDs of a loader's ``input_nodes`` of one node type: None (every node), a split
+    name (``split(name)``), a boolean mask of ``num_nodes`` entries, or int IDs in
+    ``[0, num_nodes)`` (distinct unless ``repeats``); ``ValueError`` naming what is wrong.
+
+    >>> node_ids(np.array([True, False, True]), 3, None).tolist(), node_ids([2, 0], 3, None).tolist()
+    ([0, 2], [2, 0])
+    >>> node_ids([1, 1], 3, None)
+    Traceback (most recent call last):
+    ValueError: 'input_nodes' must not repeat a node: IDs must be distinct (got duplicates)
+    """
+    if spec is None:
+        return np.arange(num_nodes, dtype=np.int64)
+    if isinstance(spec, str):
+        return np.asarray(split(spec), dtype=np.int64)
+    ids = spec.detach().cpu().numpy() if isinstance(spec, torch.Tensor) else np.asarray(spec)
+    if ids.dtype == bool:
+        if ids.shape != (num_nodes,):
+            raise ValueError(f"'input_nodes' as a mask must have shape ({num_nodes},), {num_nodes} "
+                             f"entries (got {ids.shape})")
+        return np.flatnonzero(ids).astype(np.int64)
+    if ids.ndim != 1 or (ids.size and ids.dtype.kind not in "iu"):
+        raise ValueError(f"'input_nodes' must be a split name, a 1-D integer array or a boolean mask "
+                         f"(got dtype {ids.dtype}, shape {ids.shape})")
+    ids = ids.astype(np.int64, copy=False)
+    if ids.size:
+        lo, hi = int(ids.min()), int(ids.max())
+        if lo < 0 or hi >= num_nodes:
+            raise ValueError(f"'input_nodes' must be node IDs in [0, {num_nodes}) "
+                             f"(got {lo if lo < 0 else hi})")
+        if not repeats and np.unique(ids).shape[0] != ids.shape[0]:
+            raise ValueError("'input_nodes' must not repeat a node: IDs must be distinct (got duplicates)")
+    return ids
+
+
 def resolve_typed_input(data: HeteroGraphData, input_nodes: Any) -> tuple[str, np.ndarray, bool]:
     """``(node type, int64 seed IDs, input_id by node ID)`` of a typed loader's
     ``input_nodes``: ``(ntype, ids | mask | split name | None)``, a node type alone, or None
@@ -715,24 +769,8 @@ def resolve_typed_input(data: HeteroGraphData, input_nodes: Any) -> tuple[str, n
                          f"split name | None) (got {type(input_nodes).__name__})")
     if ntype not in data.num_nodes_dict:
         raise ValueError(f"'input_nodes' names an unknown node type {ntype!r} (known: {data.node_types})")
-    n = data.num_nodes_dict[ntype]
-    if spec is None:
-        return ntype, np.arange(n, dtype=np.int64), True
-    if isinstance(spec, str):
-        return ntype, data.typed_split(ntype, spec), False
-    ids = spec.detach().cpu().numpy() if isinstance(spec, torch.Tensor) else np.asarray(spec)
-    if ids.dtype == np.bool_:
-        if ids.shape != (n,):
-            raise ValueError(f"'input_nodes' mask must have {n} entries (got {ids.shape})")
-        return ntype, np.flatnonzero(ids).astype(np.int64), True
-    if ids.ndim != 1 or (ids.size and ids.dtype.kind not in "iu"):
-        raise ValueError(f"'input_nodes' IDs must be a 1-D integer array (got {ids.dtype}, ndim {ids.ndim})")
-    ids = ids.astype(np.int64)
-    if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= n):
-        raise ValueError(f"'input_nodes' IDs of {ntype!r} must lie in [0, {n})")
-    if np.unique(ids).shape[0] != ids.shape[0]:
-        raise ValueError("'input_nodes' IDs must be distinct")
-    return ntype, ids, False
+    ids = node_ids(spec, data.num_nodes_dict[ntype], partial(data.typed_split, ntype))
+    return ntype, ids, spec is None or is_mask(spec)
 
 
 def resolve_hetero_data(data: Any) -> HeteroGraphData:

@@ -18,7 +18,9 @@ from graphpipe.loaders.feature_tier import auto_match_reorder, feature_source, r
 from graphpipe.loaders.graph_data import (
     GraphData,
     HeteroGraphData,
+    is_mask,
     is_typed_data,
+    node_ids,
     resolve_graph_data,
     resolve_hetero_data,
     resolve_typed_input,
@@ -369,9 +371,9 @@ class NeighborLoader:
         if self.features and self.graph.feature_chunks is None:
             raise ValueError("'data' has no node features ('node/feat' or 'x'); "
                              "pass features=False to load topology and labels only")
-        self.input_nodes = _resolve_input_nodes(input_nodes, self.graph, repeats=self.temporal)
+        self.input_nodes = node_ids(input_nodes, self.graph.num_nodes, self.graph.split, repeats=self.temporal)
         # input_id indexes input_nodes as given, as PyG's: a mask (or None) by node ID
-        self._input_by_node = input_nodes is None or _is_mask(input_nodes)
+        self._input_by_node = input_nodes is None or is_mask(input_nodes)
         store = self.graph.store
         self._edge_id = (store.edge_id if self.output == "dgl" and store is not None
                          and store.has_array("csc/edge_id") else None)
@@ -815,39 +817,6 @@ def _check_pyg_options(subgraph_type: Any, disjoint: bool, directed: bool) -> No
                          "and 'induced' are not supported)")
     if not directed:
         raise ValueError("'directed=False' (PyG's 'bidirectional' subgraphs) is not supported")
-
-
-def _is_mask(input_nodes: Any) -> bool:
-    if isinstance(input_nodes, torch.Tensor):
-        return input_nodes.dtype == torch.bool
-    return not isinstance(input_nodes, str) and np.asarray(input_nodes).dtype == bool
-
-
-def _resolve_input_nodes(input_nodes: Any, data: GraphData, repeats: bool = False) -> np.ndarray:
-    if input_nodes is None:
-        return np.arange(data.num_nodes, dtype=np.int64)
-    if isinstance(input_nodes, str):
-        return data.split(input_nodes)
-    if isinstance(input_nodes, torch.Tensor):
-        input_nodes = input_nodes.detach().cpu().numpy()
-    ids = np.asarray(input_nodes)
-    if ids.dtype == bool:
-        if ids.shape != (data.num_nodes,):
-            raise ValueError(f"'input_nodes' as a mask must have shape ({data.num_nodes},) "
-                             f"(got {ids.shape})")
-        return np.flatnonzero(ids).astype(np.int64)
-    if ids.ndim != 1 or (ids.size and ids.dtype.kind not in "iu"):
-        raise ValueError(f"'input_nodes' must be a split name, a 1-D integer array or a boolean mask "
-                         f"(got dtype {ids.dtype}, shape {ids.shape})")
-    ids = ids.astype(np.int64, copy=False)
-    if ids.size:
-        lo, hi = int(ids.min()), int(ids.max())
-        if lo < 0 or hi >= data.num_nodes:
-            raise ValueError(f"'input_nodes' must be node IDs in [0, {data.num_nodes}) "
-                             f"(got {lo if lo < 0 else hi})")
-        if not repeats and np.unique(ids).shape[0] != ids.shape[0]:
-            raise ValueError("'input_nodes' must not repeat a node (got duplicates)")
-    return ids
 
 
 def _cache_budget(cache_rows: float, num_nodes: int) -> int:
