@@ -194,7 +194,7 @@ def new_block(indptr: torch.Tensor, indices: torch.Tensor, num_src: int, num_dst
     else a :class:`Block`; edge ``i`` is CSC slot ``i`` either way."""
     if dgl is None:
         return Block(indptr, indices, num_src, num_dst)
-    eids = torch.arange(indices.numel(), dtype=torch.int64, device=indptr.device)
+    eids = torch.arange(indices.numel(), dtype=indptr.dtype, device=indptr.device)
     return dgl.create_block(("csc", (indptr, indices, eids)), num_src_nodes=num_src,
                             num_dst_nodes=num_dst, device=indptr.device)
 

@@ -41,6 +41,14 @@ class SampledSubgraph:
         return SampledSubgraph(*(getattr(self, f.name).to(device) for f in fields(self)))
 
 
+def _narrow(indptr: torch.Tensor, indices: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(indptr, indices)`` as int32 when every offset fits (GraphBolt's
+    ``cast_to_minimum_dtype``), else unchanged."""
+    if max(indptr.numel() - 2, indices.numel()) <= torch.iinfo(torch.int32).max:
+        return indptr.to(torch.int32), indices.to(torch.int32)
+    return indptr, indices
+
+
 @dataclass
 class _CSC:
     indptr: torch.Tensor
@@ -93,7 +101,7 @@ class MiniBatch:
             return None
         if self._blocks is None:
             dgl = block_module()
-            blocks = [new_block(s.indptr, s.indices, s.original_row_node_ids.numel(),
+            blocks = [new_block(*_narrow(s.indptr, s.indices), s.original_row_node_ids.numel(),
                                 s.original_column_node_ids.numel(), dgl) for s in self.sampled_subgraphs]
             blocks[0].srcdata[NID] = self.sampled_subgraphs[0].original_row_node_ids
             for block, sub in zip(blocks, self.sampled_subgraphs):
