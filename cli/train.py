@@ -172,7 +172,7 @@ def run_node(params: dict[str, Any]) -> None:
                                                    uses_fanouts=name != "mlp")
     shape = opts.store_shape(store)
     opened = open_store(store)  # arrays read in once the memory plan says they fit
-    model = opts.gnn_model(name, o, shape, params["seed"])
+    model = opts.make_model(name, o, shape, params["seed"])
     plan = plan_training(opened, model, evaluation=o["evaluation"], batch_size=o["batch_size"],
                          eval_batch_size=params["eval_batch_size"])
     opened = open_store(store, in_memory=plan.in_memory)
@@ -275,19 +275,14 @@ def _typed_model(name: str, store: Any, target: str, o: dict[str, Any], num_clas
 # ------------------------------------------------------------------------------- graph transformers
 def run_transformer(params: dict[str, Any]) -> None:
     """A graph transformer on ClusterLoader sequences (:class:`graphpipe.train.SequenceTrainer`)."""
-    import torch
-
-    from graphpipe.train import MODELS, SequenceTrainer, build_model
+    from graphpipe.train import MODELS, SequenceTrainer
 
     name, store = params["model_name"], params["store"]
     if name not in MODELS:
         fail(f"unknown model {name!r}; known models: {', '.join(sorted(MODELS))}")
     model_args, trainer_args = opts.transformer_settings(params)
     shape = opts.store_shape(store)
-    torch.manual_seed(params["seed"])
-    model = build_model(name, shape["feature_dim"], model_args["hidden"], shape["num_classes"],
-                        model_args["layers"], heads=model_args["heads"],
-                        dropout=model_args["dropout"], level=shape["level"])
+    model = opts.make_model(name, model_args, shape, params["seed"])
     trainer = SequenceTrainer(model, store, **trainer_args)
     _check_resume(trainer, params["resume"])
     if not params["quiet"]:

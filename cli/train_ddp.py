@@ -99,7 +99,7 @@ def _build_model(spec: dict[str, Any], store: Any) -> Any:
     label_meta = store.manifest.get("labels") or {}
     num_classes = int(label_meta.get("num_classes") or int(store.labels.max()) + 1)
     shape = {"feature_dim": store.feature_dim, "num_classes": num_classes}
-    return opts.gnn_model(spec["model_name"], spec, shape, spec["seed"])
+    return opts.make_model(spec["model_name"], spec, shape, spec["seed"])
 
 
 @friendly_errors

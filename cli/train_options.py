@@ -244,16 +244,19 @@ def store_shape(store: str) -> dict[str, Any]:
     return {"feature_dim": opened.feature_dim, "num_classes": num_classes, "level": "node"}
 
 
-def gnn_model(name: str, settings: dict[str, Any], shape: dict[str, Any], seed: int) -> Any:
-    """The GNN (or MLP) ``name`` for a store of ``shape`` (:func:`store_shape`), built after
-    seeding torch with ``seed``; ``settings``: hidden, layers, dropout, heads (GAT)."""
+def make_model(name: str, settings: dict[str, Any], shape: dict[str, Any], seed: int) -> Any:
+    """The model ``name`` (a GNN, the MLP or a graph transformer) for a store of ``shape``
+    (:func:`store_shape`), built after seeding torch with ``seed``; ``settings``: hidden,
+    layers, dropout, heads (GAT and transformers)."""
     import torch
 
-    from graphpipe.train import build_model
+    from graphpipe.train import SEQUENCE_MODELS, build_model
 
     kwargs: dict[str, Any] = {"dropout": settings["dropout"]}
-    if name == "gat":
+    if name == "gat" or name in SEQUENCE_MODELS:
         kwargs["heads"] = settings["heads"]
+    if name in SEQUENCE_MODELS:
+        kwargs["level"] = shape.get("level", "node")
     torch.manual_seed(seed)
     return build_model(name, shape["feature_dim"], settings["hidden"], shape["num_classes"],
                        settings["layers"], **kwargs)

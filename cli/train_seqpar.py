@@ -75,14 +75,7 @@ def _check_resume(job: dict[str, Any]) -> None:
 
 
 def _build_model(job: dict[str, Any]) -> Any:
-    import torch
-
-    from graphpipe.train import build_model
-
-    m, probe = job["model"], job["probe"]
-    torch.manual_seed(job["seed"])
-    return build_model(job["model_name"], probe["feature_dim"], m["hidden"], probe["num_classes"],
-                       m["layers"], heads=m["heads"], dropout=m["dropout"], level="node")
+    return opts.make_model(job["model_name"], job["model"], job["probe"], job["seed"])
 
 
 def _spawn(job: dict[str, Any], world: int) -> None:
