@@ -199,7 +199,12 @@ sample_hetero_neighbors = sample_neighbors
 
 
 def _host(a: Any) -> np.ndarray:
-    return a.get() if hasattr(a, "get") else np.asarray(a)
+    """``a`` as a host NumPy array: CuPy (``.get``), torch (CPU or CUDA) or array-like."""
+    if hasattr(a, "get"):
+        return a.get()
+    if hasattr(a, "detach"):
+        return a.detach().cpu().numpy()
+    return np.asarray(a)
 
 
 def canonical_local_ids(out: SampleOutput) -> SampleOutput:

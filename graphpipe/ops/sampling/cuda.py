@@ -300,20 +300,32 @@ def _is_cupy(a: Any) -> bool:
     return _cupy is not None and isinstance(a, _cupy.ndarray)
 
 
+def _is_torch_cuda(a: Any) -> bool:
+    """A torch tensor on a CUDA device (shared with numba through ``__cuda_array_interface__``)."""
+    return bool(getattr(a, "is_cuda", False)) and hasattr(a, "__cuda_array_interface__")
+
+
 def _is_device(a: Any) -> bool:
-    """A numba device array (real or simulated) or a CuPy array."""
-    return hasattr(a, "copy_to_host") or _is_cupy(a)
+    """A numba device array (real or simulated), a CuPy array or a CUDA torch tensor."""
+    return hasattr(a, "copy_to_host") or _is_cupy(a) or _is_torch_cuda(a)
 
 
 def _to_device(a: Any, dtype) -> Any:
     if _is_cupy(a):
         return cuda.as_cuda_array(a.astype(dtype, copy=False))
+    if _is_torch_cuda(a):
+        import torch
+
+        wanted = {np.int64: torch.int64, np.int32: torch.int32}.get(dtype, dtype)  # or a torch dtype
+        return cuda.as_cuda_array(a.detach().to(wanted).contiguous())
     if hasattr(a, "copy_to_host"):
         return a
     return cuda.to_device(np.ascontiguousarray(a, dtype=dtype))
 
 
 def _to_host(a: Any) -> np.ndarray:
+    if _is_torch_cuda(a):
+        return a.detach().cpu().numpy()
     return a.copy_to_host() if hasattr(a, "copy_to_host") else np.asarray(a)
 
 
