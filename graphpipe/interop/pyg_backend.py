@@ -28,10 +28,16 @@ What PyG sees:
   ``csc/edge_id``).
   PyG's sampler keeps an int64 copy of the CSC in memory (``8 (N + 1 + E)`` bytes).
 
-The backend serves a store of one node type and one relation. ``node_type="paper"``
-presents that graph as a one-type heterogeneous graph (batches are ``HeteroData``; PyG's
-heterogeneous loaders run on it). A store with node types is refused in one line:
-graphpipe's own ``NeighborLoader`` reads it (``HeteroData``-faced batches).
+A homogeneous store is one node type and one relation; ``node_type="paper"`` presents it
+as a one-type heterogeneous graph (batches are ``HeteroData``). A store with node types is
+served whole (:class:`TypedFeatureStore`, :class:`TypedGraphStore`): group ``<node type>``
+holds ``x`` (``typed/<t>/feat``), ``y`` (``typed/<t>/label``) and every other
+``typed/<t>/<name>``; every relation is one ``EdgeAttr(etype, "csc", is_sorted=True,
+size=(N_src, N_dst))`` whose edge permutation is its ``csc/edge_id``, and its edge arrays
+(``edge_attr``, ``<name>``) are indexed by original edge ID, so PyG's heterogeneous
+``NeighborLoader`` gives the batches it gives on the ``HeteroData`` the store was written
+from (``edge_transform`` adds the edge arrays). Typed features are read from the store's
+memory maps (no disk tier per type here).
 
 The backend is read-only: ``put_tensor``/``put_edge_index``/``remove_*`` raise
 ``TypeError`` (write a store with :class:`graphpipe.store.StoreWriter` or add arrays
@@ -49,8 +55,10 @@ from torch_geometric.data import GraphStore as PyGGraphStore
 from torch_geometric.data.graph_store import EdgeLayout
 
 from graphpipe.loaders.rows import RowSource, check_ids
+from graphpipe.store import schema as ts
 
-__all__ = ["EdgeAttrs", "PygBackend", "StoreFeatureStore", "StoreGraphStore", "to_pyg_backend"]
+__all__ = ["EdgeAttrs", "PygBackend", "StoreFeatureStore", "StoreGraphStore", "TypedFeatureStore",
+           "TypedGraphStore", "TypedPygBackend", "to_pyg_backend"]
 
 RELATION = "to"
 """The relation name of the one edge type when the store is presented as heterogeneous."""
@@ -241,20 +249,20 @@ class EdgeAttrs:
     by ``batch.e_id`` (original edge IDs): ``edge_attr`` ``(E_batch, dim)`` and any
     other ``edge/<name>``; a batch without ``e_id`` is returned unchanged."""
 
-    def __init__(self, feature_store: StoreFeatureStore):
+    def __init__(self, feature_store: StoreFeatureStore | TypedFeatureStore):
         self.feature_store = feature_store
 
     def __call__(self, batch: Any) -> Any:
-        attrs = self.feature_store.edge_tensor_attrs()
-        if isinstance(batch, HeteroData):
-            target = batch[self.feature_store.edge_type]
-        else:
-            target = batch
-        if not attrs or "e_id" not in target:
-            return batch
-        for attr in attrs:
-            target[attr.attr_name] = self.feature_store.get_tensor(attr.group_name, attr.attr_name,
-                                                                   target.e_id)
+        for attr in self.feature_store.edge_tensor_attrs():
+            if isinstance(batch, HeteroData):
+                if attr.group_name not in batch.edge_types:
+                    continue
+                target = batch[attr.group_name]
+            else:
+                target = batch
+            if "e_id" in target:
+                target[attr.attr_name] = self.feature_store.get_tensor(
+                    attr.group_name, attr.attr_name, target.e_id)
         return batch
 
 
@@ -312,6 +320,188 @@ class PygBackend(tuple):
         return None if value is None else int(value)
 
 
+NODE_ID = "n_id"
+"""The one attribute of a typed store's node type without arrays: the node IDs themselves."""
+
+
+class TypedFeatureStore(FeatureStore):
+    """PyG's ``FeatureStore`` over a typed store (read-only): group ``<node type>`` holds
+    ``x`` ``(N_t, D_t)``, ``y`` ``(N_t,)`` and every other ``typed/<t>/<name>``; group
+    ``(src, rel, dst)`` holds ``edge_attr`` and every other ``rel/<etype>/<name>``, indexed
+    by original edge ID (the relation's ``edge_index`` column). Tensors come back as new
+    CPU tensors of the stored dtype.
+
+    >>> import tempfile, torch
+    >>> from torch_geometric.data import HeteroData
+    >>> import graphpipe
+    >>> data = HeteroData()
+    >>> data["paper"].x = torch.eye(3)
+    >>> data["author"].num_nodes = 2
+    >>> data["author", "writes", "paper"].edge_index = torch.tensor([[0, 1, 1], [2, 0, 1]])
+    >>> data["author", "writes", "paper"].edge_attr = torch.tensor([0.5, 1.5, 2.5])
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> fs, gs = graphpipe.to_pyg_backend(graphpipe.from_pyg(data, tmp.name + "/h"))
+    >>> fs["paper", "x", torch.tensor([2])].tolist(), fs["author", "n_id", None].tolist()
+    ([[0.0, 0.0, 1.0]], [0, 1])
+    >>> fs[("author", "writes", "paper"), "edge_attr", torch.tensor([0, 2])].tolist()
+    [0.5, 2.5]
+    >>> (attr,) = gs.get_all_edge_attrs(); attr.edge_type, attr.layout.value, attr.size
+    (('author', 'writes', 'paper'), 'csc', (2, 3))
+    >>> row, colptr = gs.get_edge_index(("author", "writes", "paper"), "csc")
+    >>> row.tolist(), colptr.tolist()
+    ([1, 1, 0], [0, 1, 2, 3])
+    >>> tmp.cleanup()
+    """
+
+    def __init__(self, store: Any):
+        super().__init__()
+        self.store = store
+        self._node_keys = {t: _typed_names(store, ts.NODE_ROOT + "/" + t, {"feat": "x", "label": "y"})
+                           for t in store.node_types}
+        self._edge_keys = {e: _typed_names(store, ts.rel_key(e, "")[:-1], {"edge_feat": "edge_attr"})
+                           for e in store.edge_types}
+        self._slots: dict[tuple[str, str, str], np.ndarray | None] = {}
+
+    def _slot_of(self, etype: tuple[str, str, str], ids: np.ndarray | None) -> np.ndarray | None:
+        """CSC slots of original edge IDs ``ids`` (None: all, in original order)."""
+        if etype not in self._slots:
+            edge_id = self.store.typed_edge_ids(etype)
+            self._slots[etype] = None if edge_id is None else np.argsort(np.asarray(edge_id), kind="stable")
+        inverse = self._slots[etype]
+        if inverse is None:
+            return ids
+        return inverse if ids is None else inverse[ids]
+
+    def _locate(self, attr: TensorAttr) -> tuple[str, np.ndarray | None]:
+        """The array key of ``attr`` and the rows to read (None: all); KeyError if absent."""
+        group, name = attr.group_name, attr.attr_name
+        index = attr.index if attr.is_set("index") else None
+        if isinstance(group, str) and name in self._node_keys.get(group, {}):
+            return self._node_keys[group][name], _index_to_ids(index, self.store.num_nodes_dict[group])
+        if name == NODE_ID and self._node_keys.get(group) == {}:
+            return NODE_ID, _index_to_ids(index, self.store.num_nodes_dict[group])
+        if isinstance(group, tuple) and name in self._edge_keys.get(group, {}):
+            ids = _index_to_ids(index, self.store.num_edges_dict[group])
+            return self._edge_keys[group][name], self._slot_of(group, ids)
+        raise KeyError(f"no tensor {name!r} in group {group!r} of {self.store.path} "
+                       f"(nodes: {self._node_keys}, edges: {self._edge_keys})")
+
+    def _get_tensor(self, attr: TensorAttr) -> torch.Tensor:
+        key, ids = self._locate(attr)
+        if key == NODE_ID:
+            n = self.store.num_nodes_dict[attr.group_name]
+            return torch.from_numpy(np.arange(n, dtype=np.int64) if ids is None else ids.astype(np.int64))
+        array = self.store.array(key)
+        out = np.array(array) if ids is None else np.take(array, ids, axis=0)
+        return torch.from_numpy(np.ascontiguousarray(out))
+
+    def _get_tensor_size(self, attr: TensorAttr) -> tuple[int, ...]:
+        key, ids = self._locate(attr)
+        if key == NODE_ID:
+            shape: tuple[int, ...] = (self.store.num_nodes_dict[attr.group_name],)
+        else:
+            shape = tuple(int(s) for s in self.store.manifest["arrays"][key]["shape"])
+        return shape if ids is None else (int(ids.shape[0]),) + shape[1:]
+
+    def get_all_tensor_attrs(self) -> list[TensorAttr]:
+        """The node attributes of every type (what PyG's loaders gather for a batch's nodes);
+        a type without arrays lists ``n_id`` (PyG's remote sampler knows a type by its
+        attributes), which is the batch's own ``n_id``."""
+        return [TensorAttr(t, name) for t, names in self._node_keys.items()
+                for name in (names or [NODE_ID])]
+
+    def edge_tensor_attrs(self) -> list[TensorAttr]:
+        """The edge attributes of every relation, indexed by original edge ID (``e_id``)."""
+        return [TensorAttr(e, name) for e, names in self._edge_keys.items() for name in names]
+
+    def _put_tensor(self, tensor: Any, attr: TensorAttr) -> bool:
+        raise TypeError(_READ_ONLY)
+
+    def _remove_tensor(self, attr: TensorAttr) -> bool:
+        raise TypeError(_READ_ONLY)
+
+
+def _typed_names(store: Any, prefix: str, renames: dict[str, str]) -> dict[str, str]:
+    """PyG attribute name -> key of every array directly under ``prefix/`` (splits and the
+    CSC left out)."""
+    keys = sorted(k for k in store.manifest["arrays"]
+                  if k.startswith(prefix + "/") and "/" not in k[len(prefix) + 1:])
+    return {renames.get(k[len(prefix) + 1:], k[len(prefix) + 1:]): k for k in keys}
+
+
+class TypedGraphStore(PyGGraphStore):
+    """PyG's ``GraphStore`` over a typed store: one ``EdgeAttr(etype, "csc", is_sorted=True,
+    size=(N_src, N_dst))`` per relation, served as ``(row, colptr)`` int64 tensors (built
+    once, kept); ``csc()``/``csr()``/``coo()`` return each relation's ``csc/edge_id`` as its
+    edge permutation, so sampled ``e_id`` are ``edge_index`` columns."""
+
+    def __init__(self, store: Any):
+        super().__init__()
+        self.store = store
+        n = store.num_nodes_dict
+        self._attrs = {e: EdgeAttr(e, EdgeLayout.CSC, is_sorted=True, size=(n[e[0]], n[e[2]]))
+                       for e in store.edge_types}
+        self._csc: dict[tuple[str, str, str], tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def _get_edge_index(self, edge_attr: EdgeAttr) -> tuple[torch.Tensor, torch.Tensor] | None:
+        etype = edge_attr.edge_type
+        if etype not in self._attrs or edge_attr.layout != EdgeLayout.CSC:
+            return None
+        if etype not in self._csc:
+            indptr, indices = self.store.typed_csc(etype)  # invariants checked once
+            self._csc[etype] = (torch.from_numpy(np.array(indices, dtype=np.int64)),
+                                torch.from_numpy(np.array(indptr, dtype=np.int64)))
+        return self._csc[etype]
+
+    def get_all_edge_attrs(self) -> list[EdgeAttr]:
+        return [EdgeAttr(a.edge_type, a.layout, a.is_sorted, a.size) for a in self._attrs.values()]
+
+    def _with_edge_id(self, out: tuple) -> tuple:
+        row, col, perm = out
+        mapped = {}
+        for etype, p in perm.items():
+            edge_id = self.store.typed_edge_ids(etype)
+            edge_id = None if edge_id is None else torch.from_numpy(np.array(edge_id, dtype=np.int64))
+            mapped[etype] = p if edge_id is None else (edge_id if p is None else edge_id[p])
+        return row, col, mapped
+
+    def csc(self, edge_types: list[Any] | None = None, store: bool = False) -> tuple:
+        return self._with_edge_id(super().csc(edge_types, store))
+
+    def csr(self, edge_types: list[Any] | None = None, store: bool = False) -> tuple:
+        return self._with_edge_id(super().csr(edge_types, store))
+
+    def coo(self, edge_types: list[Any] | None = None, store: bool = False) -> tuple:
+        return self._with_edge_id(super().coo(edge_types, store))
+
+    def _put_edge_index(self, edge_index: Any, edge_attr: EdgeAttr) -> bool:
+        raise TypeError(_READ_ONLY)
+
+    def _remove_edge_index(self, edge_attr: EdgeAttr) -> bool:
+        raise TypeError(_READ_ONLY)
+
+
+class TypedPygBackend(tuple):
+    """``(feature_store, graph_store)`` of a typed store, what PyG's heterogeneous loaders
+    take as ``data``; ``edge_transform`` (an :class:`EdgeAttrs`) adds every relation's edge
+    arrays to a batch by ``e_id``."""
+
+    feature_store: TypedFeatureStore
+    graph_store: TypedGraphStore
+
+    def __new__(cls, feature_store: TypedFeatureStore,  # noqa: PYI034
+                graph_store: TypedGraphStore) -> TypedPygBackend:
+        self = super().__new__(cls, (feature_store, graph_store))
+        self.feature_store, self.graph_store = feature_store, graph_store
+        self.edge_transform = EdgeAttrs(feature_store)
+        return self
+
+    def metadata(self) -> tuple[list[str], list[tuple[str, str, str]]]:
+        """``(node types, edge types)``, as ``HeteroData.metadata()`` (for ``to_hetero``)."""
+        store = self.feature_store.store
+        return list(store.node_types), list(store.edge_types)
+
+
 def to_pyg_backend(store: Any, *, features: bool | str = True,
                    node_type: str | None = None) -> PygBackend:
     """PyG's remote backend over ``store``: ``(feature_store, graph_store)``.
@@ -351,8 +541,10 @@ def to_pyg_backend(store: Any, *, features: bool | str = True,
     if node_type is not None and (not isinstance(node_type, str) or not node_type):
         raise ValueError(f"'node_type' must be None or a non-empty string (got {node_type!r})")
     if getattr(store, "is_typed", False):
-        raise ValueError(f"{store.location}: the PyG backend serves stores of one node type and one "
-                         f"relation; this one has node types {store.node_types}: load it with "
-                         f"graphpipe.NeighborLoader(store, ...) (HeteroData-faced batches)")
+        if node_type is not None:
+            raise ValueError(f"{store.location}: 'node_type' names the one type of a homogeneous "
+                             f"store; this one has node types {store.node_types}")
+        feature_store = TypedFeatureStore(store)
+        return TypedPygBackend(feature_store, TypedGraphStore(store))
     feature_store = StoreFeatureStore(store, features=features, node_type=node_type)
     return PygBackend(feature_store, StoreGraphStore(store, edge_type=feature_store.edge_type))

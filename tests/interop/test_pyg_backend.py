@@ -85,15 +85,16 @@ def test_feature_store_refuses_bad_requests_and_writes(graph):
         to_pyg_backend(store, node_type="")
 
 
-def test_a_store_with_node_types_is_refused_in_one_line(tmp_path):
+def test_a_store_with_node_types_refuses_node_type_in_one_line(tmp_path):
+    # a typed store is served whole: tests/interop/test_pyg_hetero.py
     from graphpipe.store.writer import TypedStoreWriter
 
     with TypedStoreWriter(tmp_path / "t", {"paper": 2, "author": 1}) as w:
         w.add_relation(("author", "writes", "paper"), np.array([0]), np.array([1]))
         w.commit()
-    with pytest.raises(ValueError, match=r"node types \['paper', 'author'\]: load it with "
-                                         r"graphpipe\.NeighborLoader"):
-        to_pyg_backend(GraphStore.open(tmp_path / "t"))
+    with pytest.raises(ValueError, match=r"'node_type' names the one type of a homogeneous store; "
+                                         r"this one has node types \['paper', 'author'\]"):
+        to_pyg_backend(GraphStore.open(tmp_path / "t"), node_type="paper")
 
 
 def test_graph_store_is_the_store_csc_with_original_edge_ids(graph):

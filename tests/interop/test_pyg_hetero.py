@@ -98,3 +98,81 @@ def test_refuses_a_reserved_or_unsafe_name(tmp_path) -> None:
     with pytest.raises(Exception, match="node type"):
         from_pyg(bad, tmp_path / "u")
     assert not (tmp_path / "r").exists() and not (tmp_path / "u").exists()
+
+
+# -- the typed store as PyG's remote backend ------------------------------------------------
+
+def test_backend_serves_every_type_and_relation(tmp_path) -> None:
+    from graphpipe import to_pyg_backend
+
+    data = sample_hetero()
+    fs, gs = backend = to_pyg_backend(from_pyg(data, tmp_path / "h"))
+    assert backend.metadata() == (data.node_types, list(from_pyg(data, tmp_path / "h2").edge_types))
+    ids = torch.tensor([3, 0, 3, 39])
+    for name in ("x", "y", "train_mask", "year"):
+        assert torch.equal(fs["paper", name, ids], data["paper"][name][ids])
+    assert torch.equal(fs["author", "x", None], data["author"].x)
+    assert torch.equal(fs["author", "h_index", ids[:2]], data["author"].h_index[ids[:2]])
+    assert {(a.group_name, a.attr_name) for a in fs.get_all_tensor_attrs()} == {
+        (t, k) for t in data.node_types for k in data[t].keys() if k != "num_nodes"} | {("institution", "n_id")}
+    assert torch.equal(fs["institution", "n_id", ids[:2]], ids[:2])    # featureless: the IDs
+    e_ids = torch.tensor([5, 1, 0, 149])
+    assert torch.equal(fs[PW, "edge_attr", e_ids], data[PW].edge_attr[e_ids])   # original edge IDs
+    assert torch.equal(fs[PW, "weight", None], data[PW].weight)
+    assert torch.equal(fs[PC, "edge_attr", None], data[PC].edge_attr)
+    assert fs.get_tensor_size(PW, "edge_attr", e_ids) == (4, 3)
+    attrs = {a.edge_type: a for a in gs.get_all_edge_attrs()}
+    assert set(attrs) == set(data.edge_types)
+    for etype, attr in attrs.items():
+        assert attr.layout.value == "csc" and attr.size == (data[etype[0]].num_nodes, data[etype[2]].num_nodes)
+    for convert in (gs.csc, gs.csr, gs.coo):     # every layout: perm = edge_index columns
+        a, b, perm = convert()
+        for etype in data.edge_types:
+            if convert == gs.csc:
+                row, col = a[etype], torch.repeat_interleave(torch.diff(b[etype]))
+            elif convert == gs.csr:
+                row, col = torch.repeat_interleave(torch.diff(a[etype])), b[etype]
+            else:
+                row, col = a[etype], b[etype]
+            assert torch.equal(data[etype].edge_index[:, perm[etype]], torch.stack([row, col]))
+    with pytest.raises(KeyError, match="no tensor"):
+        fs["paper", "nope", None]
+    with pytest.raises(TypeError, match="read-only"):
+        fs.put_tensor(torch.zeros(40), group_name="paper", attr_name="z", index=None)
+
+
+def _as_sets(batch: HeteroData) -> dict:
+    """A batch as sets: per type the sampled nodes with every attribute row; per relation
+    the edges as (global src, global dst, e_id, edge attributes)."""
+    out = {}
+    for t in batch.node_types:
+        keys = sorted(k for k, v in batch[t].items() if torch.is_tensor(v) and v.dim() and k not in
+                      ("num_sampled_nodes", "input_id"))
+        out[t, "keys"] = keys
+        out[t] = sorted(tuple(repr(batch[t][k][i].tolist()) for k in keys) for i in range(batch[t].num_nodes))
+    for e in batch.edge_types:
+        s, d = batch[e].edge_index
+        src, dst = batch[e[0]].n_id[s], batch[e[2]].n_id[d]
+        extra = [batch[e][k] for k in sorted(batch[e].keys()) if k in ("edge_attr", "weight")]
+        out[e] = sorted(repr((int(a), int(b), int(i)) + tuple(x[j].tolist() for x in extra))
+                        for j, (a, b, i) in enumerate(zip(src, dst, batch[e].e_id)))
+    return out
+
+
+@pytest.mark.requires_pyg_sampler
+def test_pyg_hetero_neighbor_loader_gives_the_heterodata_batches(tmp_path) -> None:
+    from torch_geometric.loader import NeighborLoader
+
+    from graphpipe import to_pyg_backend
+
+    data = sample_hetero()
+    backend = to_pyg_backend(from_pyg(data, tmp_path / "h"))
+    kwargs = dict(num_neighbors=[-1, -1], input_nodes=("paper", torch.arange(40)), batch_size=16)
+    ours = NeighborLoader(backend, transform=backend.edge_transform, **kwargs)
+    theirs = NeighborLoader(data, **kwargs)
+    n = 0
+    for a, b in zip(ours, theirs, strict=True):
+        assert torch.equal(a["paper"].n_id[:a["paper"].batch_size], b["paper"].n_id[:b["paper"].batch_size])
+        assert _as_sets(a) == _as_sets(b)
+        n += 1
+    assert n == 3
