@@ -59,7 +59,7 @@ STEP_CASES = ((0.082, "this model on a quiet 2-core run, benchmarks/train.py"),
 # ------------------------------------------------------------------------------------ data
 def make_store(root: Path, nodes: int) -> Path:
     from graphpipe.derive import write_partition
-    from graphpipe.ingest.pipeline import ingest
+    from graphpipe.ingest import ingest
     from graphpipe.synthetic import community_graph, write_ogb_raw
 
     graph = community_graph(nodes, CLASSES, avg_degree=15, feature_dim=DIM, seed=0)

@@ -31,7 +31,7 @@ CACHE = Path(os.environ.get("TMPDIR", "/tmp")) / "graphpipe_bench_feature_bits"
 
 
 def community_store(num_nodes: int):
-    from graphpipe.ingest.pipeline import ingest
+    from graphpipe.ingest import ingest
     from graphpipe.store import GraphStore
     from graphpipe.synthetic import community_graph, write_ogb_raw
 

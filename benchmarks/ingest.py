@@ -71,7 +71,7 @@ def prepare_csv_npy(workdir: Path, scale: int, edge_factor: int, feature_dim: in
     return folder
 
 
-GRAPHPIPE_SETUP = "from graphpipe.ingest.pipeline import IngestOptions, ingest, attach_npy_features, open_source"
+GRAPHPIPE_SETUP = "from graphpipe.ingest import IngestOptions, ingest; from graphpipe.ingest.formats import open_source; from graphpipe.ingest.pipeline import attach_npy_features"
 
 
 def run_ogb_reader(folder: Path) -> dict:
@@ -184,7 +184,7 @@ def main() -> None:
             print("\n(GraphBolt not measured: .venv-dgl missing; `make peers` creates it)")
 
     if "ooc" not in skip:
-        from graphpipe.ingest.pipeline import parse_size
+        from graphpipe.ingest.options import parse_size
 
         limit = parse_size(args.ooc_limit)
         print(f"\n## 3. Out of core: edge lists larger than --memory-limit {args.ooc_limit} "

@@ -78,7 +78,7 @@ def trial(store: str, seq_len: int, parts: int, attention: str) -> None:
 
 # --------------------------------------------------------------------------- driver
 def make_store(root: Path, nodes: int, features: int) -> str:
-    from graphpipe.ingest.pipeline import ingest
+    from graphpipe.ingest import ingest
     from graphpipe.synthetic import community_graph, write_ogb_raw
 
     write_ogb_raw(root / "raw", community_graph(nodes, 16, avg_degree=8, feature_dim=features,

@@ -100,7 +100,7 @@ def rmat_data(scale: int, edge_factor: int = 16) -> tuple[object, Path]:
 
 def community_data(num_nodes: int) -> tuple[object, Path, object]:
     """The community store (through write_ogb_raw + ingest), .npy copies, the graph."""
-    from graphpipe.ingest.pipeline import ingest
+    from graphpipe.ingest import ingest
     from graphpipe.store import GraphStore
     from graphpipe.synthetic import community_graph, write_ogb_raw
 

@@ -52,7 +52,7 @@ MODEL_SHAPES = {"graphormer": {"hidden": 64, "layers": 4, "heads": 8},
 
 def make_store(root: Path, args: argparse.Namespace) -> Path:
     """The community graph's store (cached under ``root`` by its parameters)."""
-    from graphpipe.ingest.pipeline import ingest
+    from graphpipe.ingest import ingest
     from graphpipe.synthetic import community_graph, write_ogb_raw
 
     name = (f"community_n{args.nodes}_c{args.classes}_f{args.features}_d{args.degree}"

@@ -1,4 +1,9 @@
-"""`graphpipe ingest SOURCE DEST`: turn a dataset into a store."""
+"""`graphpipe ingest SOURCE DEST`: turn a dataset (homogeneous or typed) into a store.
+
+The flags map to reader options (the format's) and :class:`IngestOptions`; the format
+registry (:mod:`graphpipe.ingest.formats`) detects the format once, or takes ``--format``,
+and refuses in one line the options that format does not take.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +12,27 @@ from typing import Any
 
 import click
 from graphpipe.cli._common import friendly_errors, human_bytes
-from graphpipe.cli.ingest_text import text_options
+from graphpipe.cli.ingest_text import TEXT_OPTIONS, text_options
+
+from graphpipe.ingest.formats import FORMATS, names
 
 
-@click.command("ingest")
+def _help() -> str:
+    rows = "\n".join(f"  {fmt.name:<15} {fmt.summary}" for fmt in FORMATS)
+    return ("Ingest SOURCE (a dataset; its format is detected, or given with --format) into "
+            "the store DEST.\n\n\b\nFormats, in the order they are detected:\n" + rows)
+
+
+def _column(value: str | None) -> str | int | None:
+    """``--src 0`` is the first column; any other value is a column name."""
+    return int(value) if value is not None and value.isdigit() else value
+
+
+@click.command("ingest", help=_help())
 @click.argument("source", type=click.Path(path_type=str))
 @click.argument("dest", type=click.Path(path_type=str))
+@click.option("--format", "format_name", type=click.Choice(names()), default=None,
+              help="The format of SOURCE (default: detected; see the list above).")
 @click.option("--overwrite", is_flag=True,
               help="Replace DEST if it is a graphpipe store (only once the new store is complete; "
                    "never a plain folder or an input).")
@@ -37,11 +57,19 @@ from graphpipe.cli.ingest_text import text_options
               help="With --feature-dtype float16, clamp values beyond ±65504 instead of refusing them.")
 @click.option("--allow-isolated-nodes", is_flag=True,
               help="Accept a declared node count far above what the edges touch (isolated nodes).")
-@click.option("--split", "split_name", default=None, help="OGB: which split/<name> to use.")
+@click.option("--split", "split", default=None, help="OGB: which split/<name> to use.")
 @click.option("--from-raw", "from_raw", is_flag=True,
               help="OGB: read only raw/ (never processed/) and split CSVs rather than split_dict.pt.")
-@click.option("--src", default="src", show_default=True, help="Edge list: source column.")
-@click.option("--dst", default="dst", show_default=True, help="Edge list: destination column.")
+@click.option("--src", default=None, help="Edge list: source column, a name or a 0-based position "
+              "[default: src, or the first column without a header].")
+@click.option("--dst", default=None, help="Edge list: destination column [default: dst, or the "
+              "second column without a header].")
+@click.option("--header/--no-header", "header", default=None,
+              help="Edge list: whether the first line names the columns [default: detected: a "
+                   "first line of numbers only is an edge].")
+@click.option("--delimiter", default=None,
+              help="Edge list: field separator [default: by extension, else sniffed; runs of "
+                   "spaces and tabs are one separator].")
 @click.option("--weight", default=None,
               help="Edge list: weight column (stored as an edge feature in its own type: "
                    "int64 for integers, so large integer weights stay exact).")
@@ -49,7 +77,7 @@ from graphpipe.cli.ingest_text import text_options
               help="Edge list: integer timestamp column of each edge (stored as csc/time, for "
                    "temporal sampling).")
 @click.option("--nodes", default=None, type=click.Path(), help="Edge list: node table (CSV/Parquet).")
-@click.option("--node-id", default="id", show_default=True, help="Node table: external ID column.")
+@click.option("--node-id", default=None, help="Node table: external ID column [default: id].")
 @click.option("--features", "feature_columns", default=None,
               help="Node table: one list column, comma-separated numeric columns, or a glob "
                    "pattern such as 'f*' (the matching columns in table order).")
@@ -57,34 +85,22 @@ from graphpipe.cli.ingest_text import text_options
 @click.option("--split-dir", default=None, type=click.Path(),
               help="Edge list: a folder of split files train/valid/test.{csv,tsv,parquet} "
                    "(one node ID column: --node-id or the only column).")
-@click.option("--node-features", "node_features_npy", default=None, type=click.Path(),
+@click.option("--node-features", "node_features", default=None, type=click.Path(),
               help="A .npy (N, F) matrix to use as node features.")
 @click.option("--target-type", default=None,
               help="Typed datasets: the node type with labels and splits (default: the labelled type).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars.")
 @text_options
 @friendly_errors
-def command(source: str, dest: str, overwrite: bool, name: str | None, add_reverse_edges: bool,
-            remove_self_loops: bool, deduplicate: bool, no_sort: bool, build_csr: bool, edge_ids: str,
-            feature_dtype: str, compression: str, memory_limit: str | None, allow_nonfinite: bool,
-            clamp_float16: bool, allow_isolated_nodes: bool, split_name: str | None, from_raw: bool,
-            src: str, dst: str, weight: str | None, time_column: str | None, nodes: str | None,
-            node_id: str, feature_columns: str | None, label: str | None, split_dir: str | None,
-            node_features_npy: str | None, target_type: str | None, quiet: bool,
-            **text: Any) -> None:
-    """Ingest SOURCE (an OGB folder, a GraphBolt on-disk dataset, a DGL chunked
-    graph (metadata.json), a .npz, a CSV/TSV/Parquet edge list, or a folder written
-    by `graphpipe generate`) into the store DEST."""
-
-    from graphpipe.ingest.dgl_chunked import is_dgl_chunked_folder
-    from graphpipe.ingest.graphbolt import is_graphbolt_folder
-    from graphpipe.ingest.pipeline import (
-        IngestOptions,
-        attach_npy_features,
-        ingest,
-        is_ogb_folder,
-        open_source,
-    )
+def command(source: str, dest: str, format_name: str | None, overwrite: bool, name: str | None,
+            add_reverse_edges: bool, remove_self_loops: bool, deduplicate: bool, no_sort: bool,
+            build_csr: bool, edge_ids: str, feature_dtype: str, compression: str,
+            memory_limit: str | None, allow_nonfinite: bool, clamp_float16: bool,
+            allow_isolated_nodes: bool, quiet: bool, **reader_flags: Any) -> None:
+    from graphpipe.cli import ingest_text
+    from graphpipe.ingest import IngestOptions, ingest
+    from graphpipe.ingest.api import open_dataset
+    from graphpipe.ingest.formats import TypedSource
     from graphpipe.progress import Progress
 
     options = IngestOptions(
@@ -94,61 +110,41 @@ def command(source: str, dest: str, overwrite: bool, name: str | None, add_rever
         memory_limit=memory_limit, allow_nonfinite=allow_nonfinite, name=name,
         clamp_float16=clamp_float16, allow_isolated_nodes=allow_isolated_nodes, edge_ids=edge_ids,
     )
-    from graphpipe.ingest.typed import is_typed_source
-
-    if is_typed_source(source):  # a heterogeneous dataset: a typed store (cli/ingest_typed.py)
-        from graphpipe.cli.ingest_text import refuse_text
-        refuse_text(text, "a typed (heterogeneous) dataset")
-        from graphpipe.cli.ingest_typed import ingest_typed_command
-
-        ingest_typed_command(source, dest, options, split_name=split_name, target_type=target_type,
-                             quiet=quiet, extra={"--nodes": nodes, "--split-dir": split_dir,
-                                                 "--node-features": node_features_npy})
-        return
-    if target_type is not None:
-        raise click.UsageError("--target-type applies to typed (heterogeneous) datasets")
-    from graphpipe.ingest.generated import is_generated_folder
-
-    if split_dir is not None and (is_generated_folder(source) or is_ogb_folder(source)
-                                  or source.endswith(".npz")):
-        raise click.UsageError("--split-dir applies to edge-list sources (this source has its "
-                               "own splits)")
-    if time_column is not None and (is_generated_folder(source) or is_ogb_folder(source)
-                                    or source.endswith(".npz")):
-        raise click.UsageError("--time-column applies to edge-list sources (an .npz has its "
-                               "edge_time key, an OGB folder its raw/node_year.csv.gz)")
-    if is_generated_folder(source):
-        reader_options = {}
-    elif is_ogb_folder(source):
-        reader_options = {"split": split_name, **({"from_raw": True} if from_raw else {})}
-    elif source.endswith(".npz") or is_graphbolt_folder(source) or is_dgl_chunked_folder(source):
-        reader_options = {}
-    else:
-        cols = None
-        if feature_columns:
-            cols = feature_columns.split(",") if "," in feature_columns else feature_columns
-        reader_options = {"src": src, "dst": dst, "weight": weight, "nodes": nodes, "node_id": node_id,
-                          "feature_columns": cols, "label": label, "time_column": time_column}
-        if split_dir is not None:
-            from graphpipe.ingest.splitfiles import find_split_files
-
-            reader_options["split_files"] = find_split_files(split_dir)
     started = time.perf_counter()
-    from graphpipe.cli import ingest_text
-
-    from graphpipe.store.atomic import check_destination
-
-    check_destination(dest, overwrite=overwrite, sources=[source, nodes, node_features_npy,
-                                                          *ingest_text.text_inputs(text)])
-    dataset = open_source(source, **reader_options)
-    if node_features_npy:
-        attach_npy_features(dataset, node_features_npy)
-    ingest_text.attach(dataset, source, text)
+    text = {key: reader_flags.pop(key) for key in TEXT_OPTIONS}
+    dataset = open_dataset(source, dest, options, format=format_name,
+                           reader_options=_reader_options(reader_flags),
+                           inputs=ingest_text.text_inputs(text))
+    if isinstance(dataset, TypedSource):
+        ingest_text.refuse_text(text, f"a typed (heterogeneous) dataset ({dataset.format.name})")
+    else:
+        ingest_text.attach(dataset, source, text)
     with Progress(None if not quiet else False) as bars:
         store = ingest(dataset, dest, options, progress=bars.callback())
-    seconds = time.perf_counter() - started
-    from graphpipe.store.summary import summarize
+    click.echo(_summary(store, dest, time.perf_counter() - started))
 
-    info = summarize(store)
-    click.echo(f"ingested {store.name}: {store.num_nodes:,} nodes, {store.num_edges:,} edges, "
-               f"{human_bytes(info['total_bytes'])} in {seconds:.2f} s → {dest}")
+
+def _reader_options(flags: dict[str, Any]) -> dict[str, Any]:
+    """The reader options the user gave (unset flags are None and left out)."""
+    given = {key: value for key, value in flags.items() if value is not None and value is not False}
+    for key in ("src", "dst"):
+        if key in given:
+            given[key] = _column(given[key])
+    columns = given.get("feature_columns")
+    if columns is not None and "," in columns:
+        given["feature_columns"] = columns.split(",")
+    return given
+
+
+def _summary(store: Any, dest: str, seconds: float) -> str:
+    """One line: what was ingested, its size, how long it took."""
+    from graphpipe.store.summary import _dir_size, summarize
+
+    if store.is_typed:
+        size = human_bytes(_dir_size(store.path))
+        return (f"ingested {store.name}: {store.num_nodes:,} nodes of {len(store.node_types)} types, "
+                f"{store.num_edges:,} edges of {len(store.edge_types)} relations, target type "
+                f"{store.target_type}, {size} in {seconds:.2f} s → {dest}")
+    size = human_bytes(summarize(store)["total_bytes"])
+    return (f"ingested {store.name}: {store.num_nodes:,} nodes, {store.num_edges:,} edges, "
+            f"{size} in {seconds:.2f} s → {dest}")

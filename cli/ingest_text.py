@@ -60,7 +60,7 @@ def attach(dataset: Any, source: str, params: dict[str, Any]) -> None:
         return
     if params.get("text") is not None and params.get("text_column") is not None:
         raise click.UsageError("--text and --text-column are alternatives; give one")
-    from graphpipe.ingest.pipeline import is_ogb_folder
+    from graphpipe.ingest.ogb import is_ogb_folder
     from graphpipe.ingest.text import (
         attach_text,
         column_source,

@@ -35,6 +35,7 @@ from __future__ import annotations
 import bisect
 import fnmatch
 import glob
+import io
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -89,6 +90,8 @@ class _TableFile:
         skip_rows: leading ``#`` comment lines skipped in a CSV file.
         columns: column names in file order (``f0, f1, ...`` for a CSV without header).
         num_rows: Parquet row count (None for CSV).
+        collapse: a whitespace-separated file: each run of spaces and tabs is one separator,
+            and none is read at either end of a line (:class:`_CollapsedWhitespace`).
     """
 
     path: str
@@ -98,6 +101,11 @@ class _TableFile:
     skip_rows: int = 0
     columns: list[str] = field(default_factory=list)
     num_rows: int | None = None
+    collapse: bool = False
+
+    def csv_input(self) -> str | io.BufferedReader:
+        """What pyarrow's CSV reader reads: the path, or the whitespace-collapsed stream."""
+        return io.BufferedReader(_CollapsedWhitespace(self.path)) if self.collapse else self.path
 
     @property
     def unit(self) -> str:
@@ -115,7 +123,9 @@ class _TableFile:
         """IngestError naming the file and the columns present if a name in ``names`` is missing."""
         for name in names:
             if name not in self.columns:
-                raise IngestError(f"{self.path}: no {role} {name!r}; columns present: {self.columns}")
+                hint = (f" (if line {self.first_data_line - 1} is an edge, pass --no-header)"
+                        if self.header and self.format == "csv" and role in ("source column", "destination column") else "")
+                raise IngestError(f"{self.path}: no {role} {name!r}; columns present: {self.columns}{hint}")
 
 
 def _one_line(exc: BaseException) -> str:
@@ -157,8 +167,87 @@ def _expand_paths(paths: str | os.PathLike | Sequence[str | os.PathLike]) -> lis
     return out
 
 
-def _open_file(path: str, format: FileFormat, delimiter: str | None, header: bool) -> _TableFile:
-    """Resolve format, delimiter, leading comments and the column names of ``path``."""
+class _CollapsedWhitespace(io.RawIOBase):
+    """A text file (decompressed) with each run of spaces and tabs read as one tab and none
+    at either end of a line: SNAP/KONECT-style whitespace-separated edge lists as CSV.
+
+    >>> import tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "e.txt")
+    >>> _ = open(path, "wb").write(b"  0   1 \\n1\\t \\t2\\n")
+    >>> _CollapsedWhitespace(path).read()
+    b'0\\t1\\n1\\t2\\n'
+    """
+
+    def __init__(self, path: str, block_bytes: int = 1 << 20):
+        self._stream = pa.input_stream(path, compression="detect")
+        self._block_bytes = block_bytes
+        self._pending = memoryview(b"")
+        self._tail = b""  # an incomplete last line, collapsed once its end is read
+        self._eof = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        while not len(self._pending) and not self._eof:
+            block = self._stream.read(self._block_bytes)
+            data = self._tail + block
+            cut = len(data) if not block else data.rfind(b"\n") + 1
+            data, self._tail = data[:cut], data[cut:]
+            self._eof = not block
+            self._pending = memoryview(_collapse_whitespace(data))
+        count = min(len(buffer), len(self._pending))
+        buffer[:count] = self._pending[:count]
+        self._pending = self._pending[count:]
+        return count
+
+    def close(self) -> None:
+        self._stream.close()
+        super().close()
+
+
+def _collapse_whitespace(lines: bytes) -> bytes:
+    """Whole lines with each run of spaces/tabs as one tab, none at a line's ends."""
+    return re.sub(rb"(?m)^\t|\t(?=\r?$)", b"", re.sub(rb"[ \t]+", b"\t", lines))
+
+
+def _is_number(field: str) -> bool:
+    try:
+        float(field)
+    except ValueError:
+        return False
+    return True
+
+
+def _resolve_header(path: str, fields: list[str], header: bool | None, after_comments: bool) -> bool:
+    """Whether the first data line (split into ``fields``) names the columns.
+
+    Detected (``header=None``): a line of numbers only is an edge, anything else a header;
+    ``0,1,...`` (the column names pandas writes for unnamed columns, or the edge 0→1) is
+    an edge after ``#`` comment lines (SNAP's layout), else ambiguous and refused. A header
+    asked for whose fields are all numbers is refused too: it would drop an edge.
+    """
+    numeric = bool(fields) and all(_is_number(f) for f in fields)
+    positions = [f.strip() for f in fields] == [str(i) for i in range(len(fields))]
+    shown = ",".join(fields)
+    if header is None:
+        if numeric and positions and not after_comments:
+            raise IngestError(f"{path}: line {shown!r} is either a header (the column names pandas "
+                              f"writes) or an edge; pass --header or --no-header")
+        return not numeric
+    if header and numeric and not positions:
+        raise IngestError(f"{path}: the header line {shown!r} holds only numbers, so it is an edge; "
+                          f"pass --no-header (columns by position: --src 0 --dst 1)")
+    return header
+
+
+def _header_words(spec: _TableFile) -> str:
+    return "a header line" if spec.header else "no header line"
+
+
+def _open_file(path: str, format: FileFormat, delimiter: str | None, header: bool | None) -> _TableFile:
+    """Resolve format, delimiter, header (``None``: detected), leading comments and the
+    column names of ``path``."""
     if not os.path.isfile(path):
         raise IngestError(f"{path}: no such file")
     plain = _strip_compression(os.path.basename(path))
@@ -185,19 +274,22 @@ def _open_file(path: str, format: FileFormat, delimiter: str | None, header: boo
     skip = 0
     while skip < len(complete) and complete[skip].lstrip().startswith(b"#"):
         skip += 1
-    first = complete[skip].decode("utf-8", "replace") if skip < len(complete) else ""
+    first = complete[skip].decode("utf-8", "replace").rstrip("\r") if skip < len(complete) else ""
+    collapse = False
     if delimiter is None:
         if format == "tsv":
             delimiter = "\t"
-        elif explicit_csv or plain.endswith(".csv"):
+        elif explicit_csv or plain.endswith(".csv") or "," in first and "\t" not in first:
             delimiter = ","
-        else:  # .txt / .edges / unknown: sniff the first data line
-            delimiter = "\t" if "\t" in first else "," if "," in first else " " if " " in first.strip() else ","
-    spec = _TableFile(path, "csv", delimiter=delimiter, header=header, skip_rows=skip)
+        else:  # .txt / .edges / unknown without commas: whitespace-separated (SNAP, KONECT)
+            delimiter, collapse = "\t", True
     if not first.strip():
         raise IngestError(f"{path}: empty file" + (" (expected a header line)" if header else ""))
+    fields = first.split() if collapse else first.split(delimiter)
+    header = _resolve_header(path, fields, header, after_comments=skip > 0)
+    spec = _TableFile(path, "csv", delimiter=delimiter, header=header, skip_rows=skip, collapse=collapse)
     try:
-        reader = pcsv.open_csv(path, read_options=_csv_read_options(spec, 1 << 20),
+        reader = pcsv.open_csv(spec.csv_input(), read_options=_csv_read_options(spec, 1 << 20),
                                parse_options=pcsv.ParseOptions(delimiter=delimiter))
         spec.columns = list(reader.schema.names)
         reader.close()
@@ -284,7 +376,7 @@ def _iter_batches(spec: _TableFile, columns: list[str], types: dict[str, pa.Data
                                   include_columns=columns, null_values=[""], strings_can_be_null=True)
     parse = pcsv.ParseOptions(delimiter=spec.delimiter, ignore_empty_lines=False, invalid_row_handler=on_invalid)
     try:
-        reader = pcsv.open_csv(spec.path, read_options=_csv_read_options(spec, _csv_block_bytes(block_rows)),
+        reader = pcsv.open_csv(spec.csv_input(), read_options=_csv_read_options(spec, _csv_block_bytes(block_rows)),
                                parse_options=parse, convert_options=convert)
     except (pa.ArrowException, OSError) as exc:
         raise _csv_error(spec, exc, invalid_rows, line - 1) from None
@@ -941,9 +1033,20 @@ def _edge_id_kind(files: list[_TableFile], columns: Sequence[str], id_type: IdTy
     return None
 
 
+def is_edge_list(path: str | os.PathLike) -> bool:
+    """Whether ``path`` can be read as an edge list: an existing file or folder, or a glob
+    pattern (the last format tried: anything else is not a dataset).
+
+    >>> is_edge_list("parts/*.csv"), is_edge_list("/no/such/file.csv")
+    (True, False)
+    """
+    text = os.fspath(path)
+    return os.path.exists(text) or any(ch in text for ch in "*?[")
+
+
 def read_edge_list(paths: str | os.PathLike | Sequence[str | os.PathLike], *,
                    src: str | int = "src", dst: str | int = "dst", format: FileFormat = "auto",
-                   delimiter: str | None = None, header: bool = True, weight: str | None = None,
+                   delimiter: str | None = None, header: bool | None = None, weight: str | None = None,
                    edge_feature_columns: list[str] | None = None, nodes: str | os.PathLike | None = None,
                    node_id: str = "id", feature_columns: list[str] | str | None = None,
                    label: str | list[str] | None = None, split_column: str | None = None,
@@ -960,7 +1063,9 @@ def read_edge_list(paths: str | os.PathLike | Sequence[str | os.PathLike], *,
         format: ``auto`` (by extension: ``.parquet``/``.pq``, ``.tsv``, else CSV with the delimiter
             sniffed for ``.txt``), ``csv``, ``tsv`` or ``parquet``.
         delimiter: CSV field separator (default by format / sniffed).
-        header: whether CSV files start with a header line.
+        header: whether CSV files start with a header line; ``None`` (default): detected per
+            file (a first line of numbers only is an edge, see :func:`_resolve_header`), and
+            every file must agree.
         weight: a numeric edge column stored as the first edge feature.
         edge_feature_columns: further numeric edge columns; edge features are ``(E, k)`` in
             the source's type: int64 when every column holds integers (integer weights
@@ -996,10 +1101,15 @@ def read_edge_list(paths: str | os.PathLike | Sequence[str | os.PathLike], *,
     if block_rows < 1:
         raise ValueError(f"'block_rows' must be positive (got {block_rows})")
     edge_paths = _expand_paths(paths)
-    if not header:
+    files = [_open_file(p, format, delimiter, header) for p in edge_paths]
+    csv_files = [spec for spec in files if spec.format == "csv"]
+    for spec in csv_files[1:]:
+        if spec.header != csv_files[0].header:
+            raise IngestError(f"{spec.path}: has {_header_words(spec)}, but {csv_files[0].path} has "
+                              f"{_header_words(csv_files[0])}; pass --header or --no-header")
+    if csv_files and not csv_files[0].header:
         src = 0 if src == "src" else src
         dst = 1 if dst == "dst" else dst
-    files = [_open_file(p, format, delimiter, header) for p in edge_paths]
     names: list[str] = []
     for ref, role in ((src, "source column"), (dst, "destination column")):
         if isinstance(ref, int):

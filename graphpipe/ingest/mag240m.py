@@ -57,6 +57,16 @@ def mag240m_dir(path: str | os.PathLike) -> Path | None:
     return None
 
 
+def is_mag240m_folder(path: str | os.PathLike) -> bool:
+    """Whether ``path`` (or its ``mag240m_kddcup2021/``) is a MAG240M folder.
+
+    >>> import tempfile
+    >>> is_mag240m_folder(tempfile.gettempdir() + "/no-such-folder")
+    False
+    """
+    return mag240m_dir(path) is not None
+
+
 def _rel(base: Path, path: Path) -> str:
     try:
         return str(Path(base.name) / path.relative_to(base))

@@ -42,6 +42,15 @@ _KNOWN = {"edge_index", "src", "dst", "num_nodes", "x", "y", "edge_attr", "edge_
           *(k for keys in _SPLIT_KEYS.values() for k in keys)}
 
 
+def is_npz_file(path: str | os.PathLike) -> bool:
+    """Whether ``path`` names an ``.npz`` file (by its suffix: a missing one is the reader's error).
+
+    >>> is_npz_file("graph.npz"), is_npz_file("graph.csv")
+    (True, False)
+    """
+    return str(path).endswith(".npz")
+
+
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())
 

@@ -58,6 +58,19 @@ SPLIT_NAMES = ("train", "valid", "test")
 _BOM = b"\xef\xbb\xbf"
 
 
+def is_ogb_folder(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is an OGB dataset folder (``raw/``, ``processed/``, ``split/`` or
+    ``edge.csv.gz`` in it).
+
+    >>> import tempfile
+    >>> is_ogb_folder(tempfile.gettempdir() + "/no-such-folder")
+    False
+    """
+    path = Path(path)
+    return path.is_dir() and any((path / rel).exists()
+                                 for rel in ("raw", "processed", "edge.csv.gz", "split"))
+
+
 def iter_csv_rows(path: Path, dtype: np.dtype | type, *, ncols: int | None = None,
                   display: str | None = None,
                   block_bytes: int = DEFAULT_BLOCK_BYTES) -> Iterator[tuple[int, np.ndarray]]:

@@ -1,4 +1,4 @@
-"""``ingest(source, dest)``: stream a dataset into a new store, atomically.
+"""``build_store(source, dest)``: stream a homogeneous dataset into a new store, atomically.
 
 Stages, each with its own progress bar: topology (edge list → CSC through
 :func:`graphpipe.ingest.csc_builder.build_csc`), node features (row blocks →
@@ -26,11 +26,9 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import re
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +36,7 @@ import numpy as np
 from graphpipe.ingest.csc_builder import CscOptions, build_csc
 from graphpipe.ingest.errors import IngestError
 from graphpipe.ingest.labels import normalize_labels
+from graphpipe.ingest.options import IngestOptions
 from graphpipe.ingest.source import DatasetSource, RowBlock
 from graphpipe.ingest.timestamps import write_times
 from graphpipe.store import GraphStore, StoreWriter
@@ -54,63 +53,6 @@ ISOLATED_NODES_FACTOR = 8
 """Above the floor, a declared N may be at most this many times the 2E nodes edges can touch."""
 FLOAT16_MAX = float(np.finfo(np.float16).max)
 _DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
-_SIZE_UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "KIB": 1 << 10, "M": 1 << 20,
-               "MB": 1 << 20, "MIB": 1 << 20, "G": 1 << 30, "GB": 1 << 30, "GIB": 1 << 30,
-               "T": 1 << 40, "TB": 1 << 40, "TIB": 1 << 40}
-
-
-def parse_size(text: str | int | None) -> int | None:
-    """``"2GB"`` → 2147483648 (binary units; ``None`` stays ``None``)."""
-    if text is None or isinstance(text, int):
-        return text
-    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([A-Za-z]*)\s*", str(text))
-    if not match or match.group(2).upper() not in _SIZE_UNITS:
-        raise ValueError(f"'memory_limit' must look like 512MB or 2GB (got {text!r})")
-    return int(float(match.group(1)) * _SIZE_UNITS[match.group(2).upper()])
-
-
-@dataclass
-class IngestOptions:
-    """How a dataset becomes a store.
-
-    Attributes:
-        overwrite: replace an existing store at ``dest`` (only once the new one is complete).
-        add_reverse_edges: add ``d→s`` for every ``s→d`` (OGB's ``add_inverse_edge``).
-        remove_self_loops / deduplicate / sort_neighbors: topology canonicalisation.
-        build_csr: also store the CSR (by source) topology.
-        feature_dtype: ``"float32"`` or ``"float16"`` for ``node/feat`` and ``edge/feat``.
-        compression: ``None`` (memory-mappable, default) or ``"zstd"`` for features.
-        memory_limit: bytes (or ``"2GB"``) bounding the builder's working set; default: half
-            of the memory available when the ingest starts.
-        allow_nonfinite: keep NaN/inf features instead of refusing them.
-        allow_isolated_nodes: accept a declared node count far above what the edges use
-            (see the module docstring); refused by default.
-        clamp_float16: with ``feature_dtype="float16"``, clamp finite values beyond ±65504
-            to ±65504 instead of refusing them.
-        name: dataset name for the manifest (default: the source's).
-        edge_ids: whether to store ``csc/edge_id`` (and ``csr/edge_id``), each slot's position
-            in the input edge list: ``"auto"`` (default) stores it when the dataset has
-            per-edge data in edge-list order (edge features or weights, ``edge/feat``, or
-            edge timestamps), the only thing it is needed for; ``"always"``; ``"never"`` (refused when the dataset
-            has edge features). The topology itself is the same either way.
-    """
-
-    overwrite: bool = False
-    add_reverse_edges: bool = False
-    remove_self_loops: bool = False
-    deduplicate: bool = False
-    sort_neighbors: bool = True
-    build_csr: bool = False
-    feature_dtype: str = "float32"
-    compression: str | None = None
-    memory_limit: int | str | None = None
-    allow_nonfinite: bool = False
-    allow_isolated_nodes: bool = False
-    clamp_float16: bool = False
-    name: str | None = None
-    edge_ids: str = "auto"
-
-
 EDGE_ID_CHOICES = ("auto", "always", "never")
 FEATURE_STAGE_BYTES = 4 * (64 << 20)
 """Working set of the node-feature stage (a block being inflated, converted and written)."""
@@ -137,77 +79,6 @@ def wants_edge_ids(choice: str, source: DatasetSource) -> bool:
                          f"the dataset has {what}, which are read in edge-list order and "
                          f"need csc/edge_id to be matched to edges; use --edge-ids auto")
     return choice == "always" or per_edge_data
-
-
-def default_memory_limit() -> int:
-    """The working-set bound used when none is given: half of the memory this process may
-    use now (free RAM bounded by its cgroup limit, :func:`graphpipe.memory.usable_memory`)."""
-    from graphpipe.memory import usable_memory
-
-    return int(usable_memory() // 2)
-
-
-def is_ogb_folder(path: str | os.PathLike) -> bool:
-    """Whether ``path`` is an OGB dataset folder (``raw/``, ``processed/``, ``split/`` or
-    ``edge.csv.gz`` in it); any other folder is read as edge-list part files."""
-    path = Path(path)
-    return path.is_dir() and any((path / rel).exists()
-                                 for rel in ("raw", "processed", "edge.csv.gz", "split"))
-
-
-def open_source(path: str | os.PathLike, **reader_options) -> DatasetSource:
-    """Pick the reader for ``path``: a folder written by ``graphpipe generate`` (with
-    ``generate.json``), a GraphBolt on-disk dataset (``metadata.yaml``), a DGL chunked
-    graph (``metadata.json``), an OGB folder, an ``.npz`` file or edge-list file(s)
-    (one file, a glob pattern, or a folder of part files read in name order as one list).
-    A graphpipe store given as ``path`` is an :class:`IngestError`."""
-    path = Path(path)
-    from graphpipe.store.atomic import is_store_dir
-
-    if path.is_dir() and is_store_dir(path.resolve()):
-        raise IngestError(f"{path}: is a graphpipe store, not a dataset (ingest reads an OGB folder, "
-                          f"a .npz file, or CSV/TSV/Parquet edge-list files or a folder of them)")
-    from graphpipe.ingest.typed import is_typed_source
-
-    if is_typed_source(path):
-        raise IngestError(f"{path}: is a typed (heterogeneous) dataset; ingest it with "
-                          f"graphpipe.ingest.ingest (or graphpipe ingest), which writes a typed store")
-    from graphpipe.ingest.generated import is_generated_folder, read_generated
-
-    if path.is_dir() and is_generated_folder(path):
-        return read_generated(path, **reader_options)
-
-    from graphpipe.ingest.graphbolt import is_graphbolt_folder
-
-    if is_graphbolt_folder(path):
-        from graphpipe.ingest.graphbolt import read_graphbolt
-
-        return read_graphbolt(path, **reader_options)
-    from graphpipe.ingest.dgl_chunked import is_dgl_chunked_folder
-
-    if is_dgl_chunked_folder(path):
-        from graphpipe.ingest.dgl_chunked import read_dgl_chunked
-
-        return read_dgl_chunked(path, **reader_options)
-    from graphpipe.ingest.ogb_link import is_ogb_link_folder
-
-    if path.is_dir() and is_ogb_link_folder(path):
-        from graphpipe.ingest.ogb_link import read_ogb_link
-
-        return read_ogb_link(path, **reader_options)
-    if is_ogb_folder(path):
-        from graphpipe.ingest.ogb import read_ogb
-
-        return read_ogb(path, **reader_options)
-    if path.suffix == ".npz":
-        from graphpipe.ingest.npz import read_npz
-
-        return read_npz(path, **reader_options)
-    if path.is_dir() or any(ch in str(path) for ch in "*?[") or path.is_file():
-        from graphpipe.ingest.edgelist import read_edge_list
-
-        return read_edge_list(str(path), **reader_options)
-    raise IngestError(f"{path}: no such file or folder")
 
 
 def attach_npy_features(source: DatasetSource, path: str | os.PathLike) -> DatasetSource:
@@ -265,63 +136,29 @@ def input_paths(source: DatasetSource) -> list[str]:
     return paths
 
 
-def ingest(source: DatasetSource | str | os.PathLike, dest: str | os.PathLike,
-           options: IngestOptions | None = None, *, progress: ProgressFn | None = None,
-           reader_options: dict | None = None) -> GraphStore:
-    """Ingest ``source`` (a :class:`DatasetSource` or a path) into a new store at ``dest``.
-
-    A typed (heterogeneous) folder (OGB's heterogeneous raw layout, MAG240M's, typed edge
-    lists) becomes a typed store instead (:func:`graphpipe.ingest.typed.ingest_typed`).
+def build_store(source: DatasetSource, dest: str | os.PathLike, options: IngestOptions | None = None,
+                *, progress: ProgressFn | None = None) -> GraphStore:
+    """Stream ``source`` into a new local store at ``dest``; the front door, which opens
+    paths and also writes typed and ``s3://`` stores, is :func:`graphpipe.ingest.ingest`.
 
     Returns the opened store. Raises :class:`IngestError` (bad input, naming the
     file and line/field) or :class:`graphpipe.store.StoreError` (destination, full
     disk); in every failure ``dest`` is left as it was.
 
-    An edge list with features, labels and a split (``.npz``, see
-    :mod:`graphpipe.ingest.npz`; CSV/TSV/Parquet edge lists and OGB folders go the
-    same way):
-
     >>> import os, tempfile
-    >>> import numpy as np
+    >>> from graphpipe.ingest.chunks import EdgeChunk
     >>> tmp = tempfile.TemporaryDirectory()
-    >>> npz = os.path.join(tmp.name, "tri.npz")
-    >>> np.savez(npz, edge_index=np.array([[0, 1, 2, 0], [1, 2, 0, 2]]),
-    ...          x=np.eye(3, dtype=np.float32), y=np.array([0, 1, 1]), train_idx=np.array([0, 2]))
-    >>> store = ingest(npz, os.path.join(tmp.name, "tri"))
-    >>> store.num_nodes, store.num_edges, store.feature_dim
-    (3, 4, 3)
-    >>> store.indptr.tolist(), store.indices.tolist()  # CSC, in-neighbours sorted per node
-    ([0, 1, 2, 4], [2, 0, 0, 1])
-    >>> store.split("train").tolist(), store.labels.tolist()
-    ([0, 2], [0, 1, 1])
-    >>> ingest(npz, os.path.join(tmp.name, "tri"))    # dest exists: refused, left as it was
-    Traceback (most recent call last):
-    ...
-    graphpipe.store.errors.StoreError: ...
+    >>> chunk = EdgeChunk(np.array([0, 1]), np.array([1, 0]), 0, "pair.csv", 1)
+    >>> source = DatasetSource("pair", "edge-list", "pair.csv", 2, lambda: iter([chunk]))
+    >>> store = build_store(source, os.path.join(tmp.name, "pair"))
+    >>> store.num_nodes, store.indptr.tolist(), store.indices.tolist()
+    (2, [0, 1, 2], [1, 0])
     >>> tmp.cleanup()
     """
-    if isinstance(dest, str) and dest.startswith("s3://"):  # build here, upload, manifest last
-        from graphpipe.ingest.remote import ingest_remote
-
-        return ingest_remote(source, dest, options, progress=progress, reader_options=reader_options)
     options = options or IngestOptions()
-    if not isinstance(source, DatasetSource):
-        from graphpipe.ingest.typed import ingest_typed, is_typed_source
-
-        if is_typed_source(source):  # a heterogeneous folder: a typed store (ingest/typed.py)
-            return ingest_typed(source, dest, options, reader_options=reader_options,
-                                progress=progress)
-    given = [source] if not isinstance(source, DatasetSource) else input_paths(source)
-    check_destination(dest, overwrite=options.overwrite, sources=given)
-    memory_limit = parse_size(options.memory_limit)
-    if memory_limit is None:
-        memory_limit = default_memory_limit()
-    feature_dtype = np.dtype(options.feature_dtype)
-    if feature_dtype not in (np.float32, np.float16):
-        raise ValueError(f"'feature_dtype' must be float32 or float16 (got {options.feature_dtype!r})")
-    if not isinstance(source, DatasetSource):
-        source = open_source(source, **(reader_options or {}))
-        check_destination(dest, overwrite=options.overwrite, sources=input_paths(source))
+    check_destination(dest, overwrite=options.overwrite, sources=input_paths(source))
+    memory_limit = options.memory_bytes()
+    feature_dtype = options.feature_numpy_dtype()
     wants_edge_ids(options.edge_ids, source)
     _check_node_count(source, options)
     _check_splits(source)

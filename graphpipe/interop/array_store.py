@@ -34,7 +34,8 @@ def write_parts_store(parts: tuple[dict[str, np.ndarray], dict[str, np.ndarray],
     atomically after the ingest. ``prepare(source)``, when given, is called on the
     :class:`~graphpipe.ingest.source.DatasetSource` before the ingest (to attach node
     text, say). Returns the opened :class:`graphpipe.store.GraphStore`."""
-    from graphpipe.ingest.pipeline import IngestOptions, ingest
+    from graphpipe.ingest.api import ingest
+    from graphpipe.ingest.options import IngestOptions
     from graphpipe.store import GraphStore
 
     arrays, node_extra, edge_extra = parts

@@ -28,8 +28,9 @@ from typing import Any
 
 import numpy as np
 
+from graphpipe.ingest.api import ingest
 from graphpipe.ingest.chunks import EdgeChunk
-from graphpipe.ingest.pipeline import IngestOptions, ingest
+from graphpipe.ingest.options import IngestOptions
 from graphpipe.ingest.source import DatasetSource, RowBlock
 from graphpipe.store import GraphStore
 

@@ -50,7 +50,7 @@ class SequenceParallelTrainer(SequenceTrainer):
 
     >>> import tempfile, torch
     >>> from pathlib import Path
-    >>> from graphpipe.ingest.pipeline import ingest
+    >>> from graphpipe.ingest import ingest
     >>> from graphpipe.synthetic import community_graph, write_ogb_raw
     >>> from graphpipe.train import build_model
     >>> root = Path(tempfile.mkdtemp())

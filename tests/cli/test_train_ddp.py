@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from graphpipe.cli.main import cli
 
 from graphpipe.derive import write_partition
-from graphpipe.ingest.pipeline import ingest
+from graphpipe.ingest import ingest
 from graphpipe.synthetic import community_graph, write_ogb_raw
 
 COMMON = ["--hidden", "16", "--layers", "2", "--fanouts", "4,3", "--batch-size", "128"]

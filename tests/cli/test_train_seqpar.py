@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from graphpipe.ingest.pipeline import ingest
+from graphpipe.ingest import ingest
 from graphpipe.synthetic import community_graph, write_ogb_raw
 from graphpipe.train.sequence_parallel import free_port
 

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 from graphpipe.cli.main import cli
 
-from graphpipe.ingest.pipeline import ingest
+from graphpipe.ingest import ingest
 from graphpipe.synthetic import community_graph, write_ogb_raw
 
 

@@ -69,7 +69,7 @@ def test_int_and_float_columns_together_are_float64(tmp_path):
 
 
 def test_float16_request_applies_to_float_weights_only(tmp_path):
-    from graphpipe.ingest.pipeline import IngestOptions
+    from graphpipe.ingest import IngestOptions
 
     _csv(tmp_path / "e.csv", ["1", "70000"])
     store = ingest(read_edge_list(tmp_path / "e.csv", weight="w"), tmp_path / "s",

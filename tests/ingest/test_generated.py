@@ -101,4 +101,4 @@ def test_generate_json_paths_must_stay_inside(tmp_path):
 def test_split_dir_is_refused_for_sources_with_their_own_splits(tmp_path):
     _generate(tmp_path / "g", "--format", "csv")
     result = _ingest(tmp_path / "g", tmp_path / "s", "--split-dir", tmp_path / "g" / "split")
-    assert result.exit_code == 2 and "--split-dir applies to edge-list sources" in result.output
+    assert result.exit_code == 2 and "--split-dir does not apply to generated datasets" in result.output

@@ -532,7 +532,7 @@ def store_edges(store) -> tuple[list, list, np.ndarray | None]:
 def test_end_to_end_string_ids_through_the_store(tmp_path, rng):
     from collections import Counter
 
-    from graphpipe.ingest.pipeline import ingest
+    from graphpipe.ingest import ingest
 
     names = np.array([f"u{i:03d}" for i in rng.permutation(60)])
     src, dst = names[rng.integers(0, 60, 400)], names[rng.integers(0, 60, 400)]
@@ -554,7 +554,7 @@ def test_end_to_end_string_ids_through_the_store(tmp_path, rng):
 def test_end_to_end_dense_ids_through_open_source(tmp_path, rng):
     from collections import Counter
 
-    from graphpipe.ingest.pipeline import ingest
+    from graphpipe.ingest import ingest
 
     src, dst = rng.integers(0, 30, 200), rng.integers(0, 30, 200)
     path = write_csv(tmp_path / "e.tsv", ["s", "d"], zip(src, dst), delimiter="\t")

@@ -133,7 +133,7 @@ def test_src_without_dst_and_unreadable_files(tmp_path):
 def test_end_to_end_through_the_store(tmp_path, graph):
     from collections import Counter
 
-    from graphpipe.ingest.pipeline import ingest
+    from graphpipe.ingest import ingest
 
     store = ingest(save(tmp_path, graph), tmp_path / "store")
     indptr = np.asarray(store.indptr)

@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from graphpipe.ingest import IngestOptions, ingest
 from graphpipe.ingest.errors import IngestError
-from graphpipe.ingest.pipeline import IngestOptions, ingest
 from graphpipe.store import GraphStore, StoreError
 from graphpipe.store.validate import validate
 

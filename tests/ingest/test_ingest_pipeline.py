@@ -5,14 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from graphpipe.ingest import IngestOptions, ingest
 from graphpipe.ingest.errors import IngestError
-from graphpipe.ingest.pipeline import (
-    IngestOptions,
-    attach_npy_features,
-    ingest,
-    open_source,
-    parse_size,
-)
+from graphpipe.ingest.formats import open_source
+from graphpipe.ingest.options import parse_size
+from graphpipe.ingest.pipeline import attach_npy_features
 from graphpipe.synthetic import write_edge_list
 
 

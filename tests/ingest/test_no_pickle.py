@@ -22,8 +22,8 @@ import torch
 from click.testing import CliRunner
 from graphpipe.cli.main import cli
 
+from graphpipe.ingest import ingest
 from graphpipe.ingest.errors import IngestError
-from graphpipe.ingest.pipeline import ingest
 from graphpipe.ingest.safe_load import load_npz, load_torch_file
 from graphpipe.synthetic import community_graph, write_ogb_raw
 

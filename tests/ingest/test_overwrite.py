@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 from graphpipe.cli.main import cli
 
-from graphpipe.ingest.pipeline import IngestOptions, ingest
+from graphpipe.ingest import IngestOptions, ingest
 from graphpipe.store import GraphStore, StoreError
 from graphpipe.store.validate import validate
 

@@ -14,9 +14,9 @@ import pytest
 from click.testing import CliRunner
 from graphpipe.cli.main import cli
 
+from graphpipe.ingest import ingest
 from graphpipe.ingest.edgelist import SPARSE_IDS_FLOOR, ids_are_sparse, read_edge_list
 from graphpipe.ingest.errors import IngestError
-from graphpipe.ingest.pipeline import ingest
 from graphpipe.store import GraphStore
 from graphpipe.store.validate import validate
 

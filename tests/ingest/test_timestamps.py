@@ -13,9 +13,9 @@ import pytest
 from click.testing import CliRunner
 from graphpipe.cli.main import cli
 
+from graphpipe.ingest import IngestOptions, ingest
 from graphpipe.ingest.csc_builder import CscOptions, reference_csc
 from graphpipe.ingest.errors import IngestError
-from graphpipe.ingest.pipeline import IngestOptions, ingest
 from graphpipe.store import GraphStore, StoreEditor
 from graphpipe.store.validate import validate
 from graphpipe.synthetic import community_graph, write_ogb_raw

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from graphpipe.derive import write_partition
-from graphpipe.ingest.pipeline import ingest
+from graphpipe.ingest import ingest
 from graphpipe.loaders import ClusterLoader, SequenceBatch
 from graphpipe.loaders.cluster import sequence_pattern, shortest_path_buckets
 from graphpipe.ops.attention.cluster_sparse import ThresholdTuner, cluster_sparse_pattern

@@ -22,8 +22,8 @@ import pyarrow as pa
 import pyarrow.flight as fl
 import pytest
 
+from graphpipe.ingest import ingest
 from graphpipe.ingest.edgelist import read_edge_list
-from graphpipe.ingest.pipeline import ingest
 from graphpipe.loaders import LocalSampler, NeighborLoader
 from graphpipe.ops.sampling import SampleOutput, sample_neighbors
 from graphpipe.service import Client, RemoteSampler, protocol

@@ -17,7 +17,7 @@ import torch
 from torch.nn import functional as F
 
 from graphpipe.derive import write_partition
-from graphpipe.ingest.pipeline import ingest
+from graphpipe.ingest import ingest
 from graphpipe.loaders import NeighborLoader, SeedShard
 from graphpipe.store import GraphStore
 from graphpipe.synthetic import community_graph, write_ogb_raw

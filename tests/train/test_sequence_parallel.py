@@ -77,7 +77,7 @@ def test_all_to_all_volume(steps: dict, case: str) -> None:
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from graphpipe.ingest.pipeline import ingest
+    from graphpipe.ingest import ingest
     from graphpipe.synthetic import community_graph, write_ogb_raw
 
     root = tmp_path_factory.mktemp("seqpar_store")

@@ -13,7 +13,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from graphpipe.ingest.pipeline import ingest
+from graphpipe.ingest import ingest
 from graphpipe.store import GraphStore, StoreWriter
 from graphpipe.synthetic import community_graph, write_ogb_raw
 from graphpipe.train import CheckpointError, Trainer, accuracy, build_model, save_checkpoint

@@ -14,7 +14,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from graphpipe.ingest.pipeline import ingest
+from graphpipe.ingest import ingest
 from graphpipe.synthetic import community_graph, write_ogb_raw
 from graphpipe.train import CheckpointError, SequenceTrainer, Trainer, build_model
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from graphpipe.ingest.pipeline import ingest
+from graphpipe.ingest import ingest
 from graphpipe.loaders.cluster import ClusterLoader
 from graphpipe.synthetic import community_graph, write_ogb_raw
 from graphpipe.synthetic.graph_level import community_count_graphs, write_graph_level_store

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from graphpipe.ingest.pipeline import ingest
+from graphpipe.ingest import ingest
 from graphpipe.synthetic import community_graph, write_npz
 from graphpipe.train import Trainer, accuracy, build_model
 

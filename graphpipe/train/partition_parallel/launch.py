@@ -103,7 +103,7 @@ def run_partition_parallel(store_path: str | os.PathLike, num_parts: int,
     ``metrics_log``, ``patience``, ``evaluation``, ``eval_every``).
 
     >>> import tempfile
-    >>> from graphpipe.ingest.pipeline import ingest
+    >>> from graphpipe.ingest import ingest
     >>> from graphpipe.synthetic import community_graph, write_ogb_raw
     >>> tmp = tempfile.TemporaryDirectory()
     >>> _ = write_ogb_raw(tmp.name + "/raw", community_graph(120, 3, feature_dim=8, seed=0))

@@ -102,7 +102,7 @@ class PartitionTrainer(Trainable):
     rank's stale halo is not in rank 0's checkpoint).
 
     >>> import tempfile, torch.distributed as dist
-    >>> from graphpipe.ingest.pipeline import ingest
+    >>> from graphpipe.ingest import ingest
     >>> from graphpipe.synthetic import community_graph, write_ogb_raw
     >>> from graphpipe.train.partition_parallel.launch import free_port
     >>> tmp = tempfile.TemporaryDirectory()

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from graphpipe.derive import write_partition
-from graphpipe.ingest.pipeline import ingest
+from graphpipe.ingest import ingest
 from graphpipe.ops.partition import metis_partition
 from graphpipe.store import GraphStore
 from graphpipe.synthetic import community_graph, write_ogb_raw

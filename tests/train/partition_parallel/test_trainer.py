@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from graphpipe.ingest.pipeline import ingest
+from graphpipe.ingest import ingest
 from graphpipe.store import GraphStore
 from graphpipe.synthetic import community_graph, write_ogb_raw
 from graphpipe.train import build_model
