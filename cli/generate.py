@@ -1,4 +1,5 @@
-"""`graphpipe generate`: write a synthetic dataset (R-MAT or community graph) to a folder.
+"""`graphpipe generate`: write a synthetic dataset to a folder (rmat, community, papers100m-bin,
+link, mag, mag240m).
 
     graphpipe generate rmat DEST --scale 21 --edge-factor 16 [--feature-dim 100]
         [--num-classes 10] [--binary] [--seed 0]
@@ -269,7 +270,9 @@ def _common_options(fn):
 
 @click.group(name="generate", context_settings={"help_option_names": ["-h", "--help"]})
 def command() -> None:
-    """Write a synthetic dataset (R-MAT or community graph) to a folder."""
+    """Write a synthetic dataset to a folder, ready for `graphpipe ingest`: one of the six
+    generators below (homogeneous: rmat, community, papers100m-bin, link; typed: mag,
+    mag240m)."""
 
 
 @command.command()

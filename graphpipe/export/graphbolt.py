@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from graphpipe.store import GraphStore, open_store
+from graphpipe.store.errors import StoreError
 
 __all__ = ["write_graphbolt"]
 
@@ -100,6 +101,9 @@ def write_graphbolt(store: GraphStore | str | os.PathLike, dest: str | os.PathLi
 
     if not isinstance(store, GraphStore):
         store = open_store(store)
+    if store.is_typed:
+        raise StoreError(f"{store.path}: a typed store ({len(store.node_types)} node types); export "
+                         f"to graphbolt supports homogeneous stores only")
     dest = Path(dest)
     if dest.exists():
         raise ValueError(f"{dest}: already exists; export writes a new folder")

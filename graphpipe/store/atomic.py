@@ -24,6 +24,7 @@ import uuid
 from collections.abc import Iterable
 from pathlib import Path
 
+from graphpipe import interrupt
 from graphpipe.store.errors import StoreError
 from graphpipe.store.manifest import FORMAT_NAME, MANIFEST_FILE
 
@@ -112,9 +113,10 @@ def commit_directory(tmp: str | os.PathLike, dest: str | os.PathLike, *, overwri
     the second fails), and only then deleted.
     """
     tmp, dest = Path(tmp), Path(dest)
+    interrupt.check()  # a Ctrl-C that something swallowed still publishes nothing
     fsync_tree(tmp)
     check_destination(dest, overwrite=overwrite, require_store=require_store)
-    if dest.exists():
+    if dest.exists() and not is_empty_dir(dest):
         if _exchange(tmp, dest):
             shutil.rmtree(tmp)  # tmp now holds the old store
         else:
@@ -127,12 +129,23 @@ def commit_directory(tmp: str | os.PathLike, dest: str | os.PathLike, *, overwri
                 raise
             shutil.rmtree(old, ignore_errors=True)
     else:
-        os.rename(tmp, dest)
+        os.rename(tmp, dest)  # replaces an empty directory (rename(2)), or fails if it filled up
     fd = os.open(dest.parent, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def is_empty_dir(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a directory (not a link) with nothing in it.
+
+    >>> import tempfile
+    >>> is_empty_dir(tempfile.mkdtemp())
+    True
+    """
+    path = Path(path)
+    return path.is_dir() and not path.is_symlink() and next(path.iterdir(), None) is None
 
 
 def is_store_dir(path: str | os.PathLike) -> bool:
@@ -168,9 +181,11 @@ def check_destination(dest: str | os.PathLike, *, overwrite: bool,
                       require_store: bool = True) -> None:
     """Refuse early (before any work) a destination that a commit would refuse.
 
-    Refused: a file; a symbolic link; an existing path without ``overwrite``; with
-    ``overwrite``, a directory that is not a graphpipe store (unless
-    ``require_store=False``) or that is, or contains, one of ``sources``.
+    Refused: a file; a symbolic link; a directory that is, or contains, one of
+    ``sources``; an existing store without ``overwrite``; a non-empty directory that is
+    not a graphpipe store (unless ``require_store=False``: then without ``overwrite``),
+    whatever ``overwrite`` says, with a message saying what to do. An empty directory is
+    used as it is.
     """
     dest = Path(dest)
     if dest.is_symlink():
@@ -183,9 +198,11 @@ def check_destination(dest: str | os.PathLike, *, overwrite: bool,
     if source is not None:
         raise StoreError(f"{dest}: is, or contains, the input {source}; "
                          f"choose another destination")
+    if is_empty_dir(dest):
+        return
+    if require_store and not is_store_dir(dest):
+        raise StoreError(f"{dest}: exists, is not empty and is not a graphpipe store (no valid "
+                         f"{MANIFEST_FILE}); remove it yourself or choose another destination "
+                         f"(--overwrite replaces only a store)")
     if not overwrite:
         raise StoreError(f"{dest}: already exists (pass --overwrite to replace it)")
-    if require_store and not is_store_dir(dest):
-        raise StoreError(f"{dest}: exists and is not a graphpipe store (no valid {MANIFEST_FILE}); "
-                         f"--overwrite replaces only a store: remove it yourself or choose "
-                         f"another destination")
