@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from graphpipe import interrupt
 from graphpipe.store.errors import StoreError
 
 EXIT_INTERNAL = 1
@@ -57,14 +58,14 @@ def friendly_errors(fn: Callable[..., Any] | None = None, *,
             fail("interrupted; nothing was written", code=130)
         except (click.exceptions.Exit, click.ClickException, SystemExit):
             raise
-        except EXPECTED_ERRORS as exc:
+        except Exception as exc:
+            if interrupt.requested():  # Ctrl-C turned into another error (inside Numba, say)
+                fail("interrupted; nothing was written", code=130)
             if debug_enabled():
                 raise
-            fail(_message(exc), code=getattr(exc, "exit_code", code))
-        except Exception as exc:  # a bug: one line unless --debug
-            if debug_enabled():
-                raise
-            fail(f"internal error ({type(exc).__name__}: {_message(exc)}); "
+            if isinstance(exc, EXPECTED_ERRORS):
+                fail(_message(exc), code=getattr(exc, "exit_code", code))
+            fail(f"internal error ({type(exc).__name__}: {_message(exc)}); "  # a bug: one line
                  "re-run with --debug for the traceback", code=EXIT_INTERNAL)
 
     return wrapper

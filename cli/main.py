@@ -58,6 +58,9 @@ def cli(debug: bool) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the exit code (errors print one line and exit non-zero)."""
+    from graphpipe import interrupt
+
+    interrupt.install()  # Ctrl-C is remembered, so nothing is committed after it
     args = sys.argv[1:] if argv is None else argv
     if args and not {"-h", "--help", "--version"} & set(args):
         from graphpipe.jit_notice import announce_compilation
