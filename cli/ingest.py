@@ -11,8 +11,8 @@ import time
 from typing import Any
 
 import click
+from graphpipe.cli import ingest_text
 from graphpipe.cli._common import friendly_errors, human_bytes
-from graphpipe.cli.ingest_text import TEXT_OPTIONS, text_options
 
 from graphpipe.ingest.formats import FORMATS, names
 
@@ -89,18 +89,23 @@ def _column(value: str | None) -> str | int | None:
               help="A .npy (N, F) matrix to use as node features.")
 @click.option("--target-type", default=None,
               help="Typed datasets: the node type with labels and splits (default: the labelled type).")
+@click.option("--random-split", default=None, metavar="TRAIN,VALID,TEST",
+              help="Store a seeded random node split, e.g. 0.8,0.1,0.1 (of the labelled nodes; "
+                   "PyG's RandomNodeSplit sizes), for a dataset without splits.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of --random-split.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars.")
-@text_options
+@ingest_text.text_options
 @friendly_errors
 def command(source: str, dest: str, format_name: str | None, overwrite: bool, name: str | None,
             add_reverse_edges: bool, remove_self_loops: bool, deduplicate: bool, no_sort: bool,
             build_csr: bool, edge_ids: str, feature_dtype: str, compression: str,
             memory_limit: str | None, allow_nonfinite: bool, clamp_float16: bool,
-            allow_isolated_nodes: bool, quiet: bool, **reader_flags: Any) -> None:
-    from graphpipe.cli import ingest_text
+            allow_isolated_nodes: bool, random_split: str | None, seed: int, quiet: bool,
+            **reader_flags: Any) -> None:
     from graphpipe.ingest import IngestOptions, ingest
     from graphpipe.ingest.api import open_dataset
     from graphpipe.ingest.formats import TypedSource
+    from graphpipe.ingest.random_split import parse_fractions
     from graphpipe.progress import Progress
 
     options = IngestOptions(
@@ -109,9 +114,10 @@ def command(source: str, dest: str, format_name: str | None, overwrite: bool, na
         feature_dtype=feature_dtype, compression=None if compression == "none" else compression,
         memory_limit=memory_limit, allow_nonfinite=allow_nonfinite, name=name,
         clamp_float16=clamp_float16, allow_isolated_nodes=allow_isolated_nodes, edge_ids=edge_ids,
+        random_split=None if random_split is None else parse_fractions(random_split), seed=seed,
     )
     started = time.perf_counter()
-    text = {key: reader_flags.pop(key) for key in TEXT_OPTIONS}
+    text = {key: reader_flags.pop(key) for key in ingest_text.TEXT_OPTIONS}
     dataset = open_dataset(source, dest, options, format=format_name,
                            reader_options=_reader_options(reader_flags),
                            inputs=ingest_text.text_inputs(text))

@@ -25,6 +25,7 @@ SUBCOMMANDS = {
     "info": "info",
     "partition": "partition",
     "serve": "serve",
+    "split": "split",
     "train": "train",
     "validate": "validate",
 }

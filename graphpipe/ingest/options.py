@@ -68,6 +68,10 @@ class IngestOptions:
             per-edge data in edge-list order (edge features or weights, ``edge/feat``, or
             edge timestamps), the only thing it is needed for; ``"always"``; ``"never"`` (refused when the dataset
             has edge features). The topology itself is the same either way.
+        random_split: ``(train, valid, test)`` fractions (or ``"0.8,0.1,0.1"``) of a seeded
+            random node split stored as the store's splits
+            (:mod:`graphpipe.ingest.random_split`), or None: the source's own splits.
+        seed: the random split's seed.
 
     >>> IngestOptions(feature_dtype="float16").memory_bytes() > 0
     True
@@ -87,6 +91,8 @@ class IngestOptions:
     clamp_float16: bool = False
     name: str | None = None
     edge_ids: str = "auto"
+    random_split: tuple[float, float, float] | str | None = None
+    seed: int = 0
 
     def memory_bytes(self) -> int:
         """``memory_limit`` in bytes, or :func:`default_memory_limit` when unset."""

@@ -37,6 +37,12 @@ from graphpipe.ingest.csc_builder import CscOptions, build_csc
 from graphpipe.ingest.errors import IngestError
 from graphpipe.ingest.labels import normalize_labels
 from graphpipe.ingest.options import IngestOptions
+from graphpipe.ingest.random_split import (
+    labelled_nodes,
+    parse_fractions,
+    random_split,
+    record_random_split,
+)
 from graphpipe.ingest.source import DatasetSource, RowBlock
 from graphpipe.ingest.timestamps import write_times
 from graphpipe.store import GraphStore, StoreWriter
@@ -161,8 +167,10 @@ def build_store(source: DatasetSource, dest: str | os.PathLike, options: IngestO
     feature_dtype = options.feature_numpy_dtype()
     wants_edge_ids(options.edge_ids, source)
     _check_node_count(source, options)
-    _check_splits(source)
     labels = normalize_labels(source)
+    if options.random_split is not None:
+        _random_splits(source, options, labels)
+    _check_splits(source)
     try:
         _build_store(source, dest, options, memory_limit, feature_dtype, labels,
                      progress or (lambda stage, done, total: None))
@@ -220,6 +228,8 @@ def _build_store(source: DatasetSource, dest: str | os.PathLike, options: Ingest
             writer.write_table("tables/nodes.parquet", source.node_table)
         m["provenance"] = {"source_format": source.source_format, "source_path": str(source.source_path),
                            **{k: v for k, v in source.extra.items() if isinstance(v, (str, int, float))}}
+        if options.random_split is not None:
+            record_random_split(m, parse_fractions(options.random_split), options.seed)
         m["build"] = {"memory_limit": memory_limit, "out_of_core": bool(stats.out_of_core),
                       "compression": options.compression}
         if source.finish is not None:  # what only the reader knows (e.g. link splits)
@@ -277,6 +287,17 @@ def _write_topology_and_features(source: DatasetSource, writer: StoreWriter, opt
         if pool is not None:
             pool.shutdown(wait=True)
     return stats, dim
+
+
+def _random_splits(source: DatasetSource, options: IngestOptions, labels) -> None:
+    """Replace the source's (absent) splits by a seeded random split of its labelled nodes."""
+    if source.splits:
+        raise IngestError(f"{source.source_path}: has its own splits ({', '.join(source.splits)}); "
+                          f"drop --random-split, or replace them after the ingest with graphpipe "
+                          f"split STORE --random 0.8,0.1,0.1 --replace")
+    candidates = labelled_nodes(None if labels is None else labels.values, source.num_nodes)
+    source.splits = random_split(candidates, parse_fractions(options.random_split), options.seed)
+    source.split_sources = {name: f"--random-split (seed {options.seed})" for name in source.splits}
 
 
 def _check_node_count(source: DatasetSource, options: IngestOptions) -> None:

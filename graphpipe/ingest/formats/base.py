@@ -20,7 +20,8 @@ from graphpipe.ingest.errors import IngestError
 from graphpipe.ingest.options import IngestOptions
 
 ProgressFn = Callable[[str, int, int], None]
-TYPED_REFUSED = ("remove_self_loops", "deduplicate", "build_csr", "compression", "sort_neighbors")
+TYPED_REFUSED = ("remove_self_loops", "deduplicate", "build_csr", "compression", "sort_neighbors",
+                 "random_split")
 """IngestOptions a typed format refuses (they rewrite a topology in ways typed stores do not record)."""
 FLAGS = {"feature_columns": "--features", "deduplicate": "--dedup", "build_csr": "--csr",
          "sort_neighbors": "--no-sort", "split": "--split"}
@@ -81,8 +82,10 @@ class Format:
             default = IngestOptions()
             for name in TYPED_REFUSED:
                 if getattr(options, name) != getattr(default, name):
+                    after = ("; split the store after the ingest: graphpipe split STORE --random "
+                             "0.8,0.1,0.1 --node-type TYPE" if name == "random_split" else "")
                     raise IngestError(f"{flag(name)} is not supported for typed (heterogeneous) "
-                                      f"datasets ({self.name})")
+                                      f"datasets ({self.name}){after}")
 
     def open(self, path: str | os.PathLike, **reader_options: Any) -> Any:
         """The dataset at ``path`` as a source (options that are None are left out)."""
