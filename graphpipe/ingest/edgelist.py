@@ -207,8 +207,17 @@ class _CollapsedWhitespace(io.RawIOBase):
 
 
 def _collapse_whitespace(lines: bytes) -> bytes:
-    """Whole lines with each run of spaces/tabs as one tab, none at a line's ends."""
-    return re.sub(rb"(?m)^\t|\t(?=\r?$)", b"", re.sub(rb"[ \t]+", b"\t", lines))
+    """Whole lines with each run of whitespace as one tab, none at a line's ends (a
+    ``\\r`` before the ``\\n`` goes too)."""
+    return b"\n".join(b"\t".join(line.split()) for line in lines.split(b"\n"))
+
+
+def _irregular_tabs(lines: list[bytes]) -> bool:
+    """Whether tab-separated ``lines`` have runs of tabs, spaces beside a tab or whitespace
+    at a line's ends: then each run of whitespace is one separator (a space inside a field,
+    ``New York``, keeps a regular file tab-separated)."""
+    pattern = re.compile(rb"\t\t| \t|\t |^[ \t]|[ \t]\r?$")
+    return any(pattern.search(line) for line in lines)
 
 
 def _is_number(field: str) -> bool:
@@ -281,7 +290,9 @@ def _open_file(path: str, format: FileFormat, delimiter: str | None, header: boo
             delimiter = "\t"
         elif explicit_csv or plain.endswith(".csv") or "," in first and "\t" not in first:
             delimiter = ","
-        else:  # .txt / .edges / unknown without commas: whitespace-separated (SNAP, KONECT)
+        elif "\t" in first:  # SNAP: tab-separated, after '#' comment lines
+            delimiter, collapse = "\t", _irregular_tabs(complete[skip:skip + 1000])
+        else:  # .txt / .edges / unknown without commas or tabs: space-separated (KONECT)
             delimiter, collapse = "\t", True
     if not first.strip():
         raise IngestError(f"{path}: empty file" + (" (expected a header line)" if header else ""))
@@ -401,10 +412,12 @@ class _FastPathGivesUp(Exception):
 
 
 def _fast_path_applies(spec: _TableFile, columns: list[str], types: dict[str, pa.DataType]) -> bool:
-    """Integer-only columns of a comma-separated file, plain or gzip: parse with the Numba reader."""
+    """Integer-only columns of a comma-, tab- or space-separated file, plain or gzip: parse
+    with the Numba reader (tabs and spaces read as commas)."""
     name = spec.path.lower()
     compressed = any(name.endswith(suffix) for suffix in _COMPRESSION_SUFFIXES)
-    return (spec.format == "csv" and spec.delimiter == "," and (not compressed or name.endswith(".gz"))
+    return (spec.format == "csv" and spec.delimiter in (",", "\t", " ")
+            and (not compressed or name.endswith(".gz"))
             and bool(columns) and all(types.get(c) == pa.int64() for c in columns))
 
 
@@ -421,6 +434,10 @@ def _iter_int_csv_fast(spec: _TableFile, columns: list[str],
     to_skip = spec.skip_rows + int(spec.header)
     line = 1
     for block in iter_line_blocks(spec.path):
+        if spec.collapse:
+            block = _collapse_whitespace(block)
+        if spec.delimiter != ",":  # a field holding a comma then fails: the general reader takes over
+            block = block.replace(spec.delimiter.encode(), b",")
         cut = 0
         while to_skip and cut < len(block):
             cut = next_line_start(block, cut)
@@ -1061,7 +1078,9 @@ def read_edge_list(paths: str | os.PathLike | Sequence[str | os.PathLike], *,
         src, dst: source / destination ID columns (names, or 0-based positions; without a header
             they default to the first two columns).
         format: ``auto`` (by extension: ``.parquet``/``.pq``, ``.tsv``, else CSV with the delimiter
-            sniffed for ``.txt``), ``csv``, ``tsv`` or ``parquet``.
+            sniffed for other extensions than ``.csv``: commas, else tabs (SNAP), else spaces;
+            in a space-separated file, or a tab-separated one with runs of whitespace, each
+            run of spaces and tabs is one separator), ``csv``, ``tsv`` or ``parquet``.
         delimiter: CSV field separator (default by format / sniffed).
         header: whether CSV files start with a header line; ``None`` (default): detected per
             file (a first line of numbers only is an edge, see :func:`_resolve_header`), and

@@ -89,3 +89,16 @@ def test_missing_column_hints_at_no_header(tmp_path: Path) -> None:
     with pytest.raises(IngestError, match=r"no source column 'src'.*if line 1 is an edge, pass --no-header"):
         read_edge_list(path)
     assert sum(_edges(read_edge_list(path, header=False)).values()) == 2
+
+
+@pytest.mark.parametrize("layout", ["{a}\t{b}\n", "{a} {b}\n", "  {a}   {b} \n", "{a}\t \t{b}\r\n"])
+def test_whitespace_files_read_as_the_csv(tmp_path: Path, layout: str) -> None:
+    rng = np.random.default_rng(0)
+    src, dst = rng.integers(0, 5000, 20000), rng.integers(0, 5000, 20000)
+    (tmp_path / "e.csv").write_text("src,dst\n" + "".join(f"{a},{b}\n" for a, b in zip(src, dst)))
+    (tmp_path / "e.txt").write_text("# comment\n" + "".join(layout.format(a=a, b=b) for a, b in zip(src, dst)))
+    expected = read_edge_list(tmp_path / "e.csv", block_rows=3000)
+    got = read_edge_list(tmp_path / "e.txt", block_rows=3000)
+    assert got.num_nodes == expected.num_nodes and _edges(got) == _edges(expected)
+    first = next(iter(got.edge_chunks()))
+    assert (first.first_line, first.src[0], first.dst[0]) == (2, src[0], dst[0])
