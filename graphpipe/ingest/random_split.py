@@ -143,7 +143,7 @@ def record_random_split(manifest: dict[str, Any], fractions: tuple[float, ...], 
 
 def _write_typed(store: Any, fractions: tuple[float, float, float], seed: int,
                  node_type: str | None, replace: bool) -> dict[str, int]:
-    from graphpipe.store import typed_schema as ts
+    from graphpipe.store import schema as ts
 
     ntype = node_type or store.target_type
     if ntype is None:
