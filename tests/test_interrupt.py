@@ -78,13 +78,13 @@ def test_ctrl_c_during_ingest_stops_cleanly(dataset: Path, tmp_path: Path, delay
     proc.send_signal(signal.SIGINT)
     _out, err = proc.communicate(timeout=300)
     assert _leftovers(tmp_path, "store") == []
-    if proc.returncode == 0:  # it had finished: the store is whole
+    if dest.exists():  # it had committed before the signal came: the store is whole
         from graphpipe.store.validate import validate
 
         assert validate(dest) == []
         return
-    # 130: interrupted; -SIGINT: before the handler was installed (Python's own exit)
+    # 130: interrupted; -SIGINT: before the handler was installed (Python's own exit);
+    # never 1 (an internal error: a KeyboardInterrupt turned into a SystemError by Numba)
     assert proc.returncode in (130, -signal.SIGINT), err
-    assert not dest.exists()
     if proc.returncode == 130:
         assert err.strip().splitlines()[-1] == "error: interrupted; nothing was written", err
