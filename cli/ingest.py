@@ -144,13 +144,12 @@ def _reader_options(flags: dict[str, Any]) -> dict[str, Any]:
 
 def _summary(store: Any, dest: str, seconds: float) -> str:
     """One line: what was ingested, its size, how long it took."""
-    from graphpipe.store.summary import _dir_size, summarize
+    from graphpipe.store.summary import summarize
 
+    size = human_bytes(summarize(store)["total_bytes"])
     if store.is_typed:
-        size = human_bytes(_dir_size(store.path))
         return (f"ingested {store.name}: {store.num_nodes:,} nodes of {len(store.node_types)} types, "
                 f"{store.num_edges:,} edges of {len(store.edge_types)} relations, target type "
                 f"{store.target_type}, {size} in {seconds:.2f} s → {dest}")
-    size = human_bytes(summarize(store)["total_bytes"])
     return (f"ingested {store.name}: {store.num_nodes:,} nodes, {store.num_edges:,} edges, "
             f"{size} in {seconds:.2f} s → {dest}")
