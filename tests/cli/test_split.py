@@ -61,3 +61,17 @@ def test_typed_store_split_for_a_node_type(tmp_path: Path) -> None:
     assert validate(tmp_path / "s") == []
     paper = _run("split", tmp_path / "s", "--random", "0.8,0.1,0.1")  # the target type: has splits
     assert paper.exit_code == 2 and "(paper): has splits" in paper.output
+
+
+def test_the_command_train_suggests_makes_a_trainable_store(tmp_path: Path) -> None:
+    import re
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "g.npz", src=rng.integers(0, 60, 240), dst=rng.integers(0, 60, 240),
+             x=rng.normal(size=(60, 4)).astype(np.float32), y=rng.integers(0, 3, 60))
+    ingest(tmp_path / "g.npz", tmp_path / "bare")
+    refused = _run("train", tmp_path / "bare", "--epochs", "1", "--hidden", "8")
+    assert refused.exit_code == 2, refused.output
+    suggested = re.search(r"`graphpipe (split [^`]+)`", refused.output).group(1).split()
+    assert _run(*suggested).exit_code == 0
+    trained = _run("train", tmp_path / "bare", "--epochs", "1", "--hidden", "8")
+    assert trained.exit_code == 0, trained.output
