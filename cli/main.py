@@ -67,11 +67,17 @@ def main(argv: list[str] | None = None) -> int:
         from graphpipe.jit_notice import announce_compilation
 
         announce_compilation()  # one stderr line when the Numba kernels compile (first run)
-    try:
-        cli.main(args=argv, prog_name="graphpipe", standalone_mode=True)
+    try:  # not standalone: a Ctrl-C outside a command (parsing, importing it) is ours too
+        code = cli.main(args=argv, prog_name="graphpipe", standalone_mode=False)
+    except (KeyboardInterrupt, click.exceptions.Abort):
+        click.echo("error: interrupted; nothing was written", err=True)
+        return 130
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
     except SystemExit as exc:
         return int(exc.code or 0)
-    return 0
+    return code if isinstance(code, int) else 0
 
 
 if __name__ == "__main__":
