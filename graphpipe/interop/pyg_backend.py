@@ -429,15 +429,16 @@ def _typed_names(store: Any, prefix: str, renames: dict[str, str]) -> dict[str, 
     return {renames.get(k[len(prefix) + 1:], k[len(prefix) + 1:]): k for k in keys}
 
 
-class TypedGraphStore(PyGGraphStore):
+class TypedGraphStore(StoreGraphStore):
     """PyG's ``GraphStore`` over a typed store: one ``EdgeAttr(etype, "csc", is_sorted=True,
     size=(N_src, N_dst))`` per relation, served as ``(row, colptr)`` int64 tensors (built
     once, kept); ``csc()``/``csr()``/``coo()`` return each relation's ``csc/edge_id`` as its
-    edge permutation, so sampled ``e_id`` are ``edge_index`` columns."""
+    edge permutation, so sampled ``e_id`` are ``edge_index`` columns (layout conversions and
+    the read-only refusals are :class:`StoreGraphStore`'s)."""
 
     def __init__(self, store: Any):
-        super().__init__()
-        self.store = store
+        PyGGraphStore.__init__(self)  # not StoreGraphStore.__init__ (one relation of a homogeneous store)
+        self.store, self.edge_type = store, None
         n = store.num_nodes_dict
         self._attrs = {e: EdgeAttr(e, EdgeLayout.CSC, is_sorted=True, size=(n[e[0]], n[e[2]]))
                        for e in store.edge_types}
@@ -465,20 +466,8 @@ class TypedGraphStore(PyGGraphStore):
             mapped[etype] = p if edge_id is None else (edge_id if p is None else edge_id[p])
         return row, col, mapped
 
-    def csc(self, edge_types: list[Any] | None = None, store: bool = False) -> tuple:
-        return self._with_edge_id(super().csc(edge_types, store))
-
-    def csr(self, edge_types: list[Any] | None = None, store: bool = False) -> tuple:
-        return self._with_edge_id(super().csr(edge_types, store))
-
-    def coo(self, edge_types: list[Any] | None = None, store: bool = False) -> tuple:
-        return self._with_edge_id(super().coo(edge_types, store))
-
-    def _put_edge_index(self, edge_index: Any, edge_attr: EdgeAttr) -> bool:
-        raise TypeError(_READ_ONLY)
-
-    def _remove_edge_index(self, edge_attr: EdgeAttr) -> bool:
-        raise TypeError(_READ_ONLY)
+    def __repr__(self) -> str:
+        return f"TypedGraphStore({str(self.store.path)!r}, edge_types={list(self._attrs)!r})"
 
 
 class TypedPygBackend(tuple):

@@ -114,7 +114,7 @@ def test_backend_serves_every_type_and_relation(tmp_path) -> None:
     assert torch.equal(fs["author", "x", None], data["author"].x)
     assert torch.equal(fs["author", "h_index", ids[:2]], data["author"].h_index[ids[:2]])
     assert {(a.group_name, a.attr_name) for a in fs.get_all_tensor_attrs()} == {
-        (t, k) for t in data.node_types for k in data[t].keys() if k != "num_nodes"} | {("institution", "n_id")}
+        (t, k) for t in data.node_types for k in data[t].keys() if k != "num_nodes"} | {("institution", "n_id")}  # noqa: SIM118 - a storage, no mapping
     assert torch.equal(fs["institution", "n_id", ids[:2]], ids[:2])    # featureless: the IDs
     e_ids = torch.tensor([5, 1, 0, 149])
     assert torch.equal(fs[PW, "edge_attr", e_ids], data[PW].edge_attr[e_ids])   # original edge IDs
@@ -167,7 +167,7 @@ def test_pyg_hetero_neighbor_loader_gives_the_heterodata_batches(tmp_path) -> No
 
     data = sample_hetero()
     backend = to_pyg_backend(from_pyg(data, tmp_path / "h"))
-    kwargs = dict(num_neighbors=[-1, -1], input_nodes=("paper", torch.arange(40)), batch_size=16)
+    kwargs = {"num_neighbors": [-1, -1], "input_nodes": ("paper", torch.arange(40)), "batch_size": 16}
     ours = NeighborLoader(backend, transform=backend.edge_transform, **kwargs)
     theirs = NeighborLoader(data, **kwargs)
     n = 0
