@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 from click.testing import CliRunner
-
 from graphpipe.cli.main import cli
+
 from graphpipe.synthetic.tag import tag_graph
 
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from graphpipe.cli.main import cli
+
 from graphpipe.synthetic.tag import tag_graph, write_tag
 
 TINY_LM = ["--lm-hidden", "32", "--lm-layers", "4", "--lm-heads", "2", "--max-len", "24",

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 from click.testing import CliRunner
-
 from graphpipe.cli.main import cli
+
 from graphpipe.store import GraphStore
 from graphpipe.train.text import embed as embed_mod
 from graphpipe.train.text.lm import LMEncoder, build_lm
