@@ -2,7 +2,7 @@
 a GNN on the raw features, tape and glem; Lazy Tuner fine-tuning time against full depth
 per grouping; a 1M-node text column tokenized under a memory cap.
 
-    python benchmarks/unitg.py --dir /tmp/unitg-bench [--nodes 4000] [--part all]
+    python benchmarks/unitg.py --dir bench-data/unitg [--nodes 4000] [--part all]
 
 Every model is one `graphpipe train` process (wall time = its makespan, imports
 included; `nice`d). The Lazy Tuner part times one LM fine-tuning epoch in process.
