@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from graphpipe.loaders.minibatch import Block
+from graphpipe.ops.sampling.types import hop_block_shapes
 
 __all__ = ["HeteroMiniBatch", "TypeView", "typed_batch_from_sample"]
 
@@ -271,10 +272,8 @@ class HeteroMiniBatch:
         layers = []
         for h in range(self.num_hops):
             layer = {}
-            for et, counts in self.num_sampled_edges.items():
-                lo, hi = sum(counts[:h]), sum(counts[:h + 1])
-                num_dst = sum(self.num_sampled_nodes[et[2]][:h + 1])
-                num_src = sum(self.num_sampled_nodes[et[0]][:h + 2])
+            for et, lo, hi, num_dst, num_src in hop_block_shapes(self.num_sampled_nodes,
+                                                                 self.num_sampled_edges, h):
                 src, dst = self.edge_index[et][0, lo:hi], self.edge_index[et][1, lo:hi]
                 order = torch.argsort(dst, stable=True)
                 indptr = torch.zeros(num_dst + 1, dtype=torch.int64, device=dst.device)

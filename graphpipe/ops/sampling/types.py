@@ -336,6 +336,21 @@ def check_seed_dict(graph: HeteroCSC, seeds: Mapping[str, Any]) -> dict[str, np.
     return out
 
 
+def hop_block_shapes(num_sampled_nodes: dict[str, list[int]],
+                     num_sampled_edges: dict[EdgeType, list[int]], hop: int
+                     ) -> list[tuple[EdgeType, int, int, int, int]]:
+    """Per relation ``(s, r, d)``, the typed block of ``hop`` (0 = the seeds' hop) as
+    ``(etype, lo, hi, num_dst, num_src)``: its edges are ``[lo, hi)`` of the relation's
+    sampled edges, its destinations the first ``num_dst`` nodes of ``d`` known before the
+    hop, its sources the first ``num_src`` of ``s`` known after it (PyG's per-hop counts).
+
+    >>> hop_block_shapes({"a": [2, 3, 1]}, {("a", "r", "a"): [4, 2]}, 1)
+    [(('a', 'r', 'a'), 4, 6, 5, 6)]
+    """
+    return [(et, sum(counts[:hop]), sum(counts[:hop + 1]), sum(num_sampled_nodes[et[2]][:hop + 1]),
+             sum(num_sampled_nodes[et[0]][:hop + 2])) for et, counts in num_sampled_edges.items()]
+
+
 @dataclass
 class HeteroSampleOutput:
     """A sampled typed multi-hop subgraph of one batch (typed local IDs).
@@ -379,10 +394,8 @@ class HeteroSampleOutput:
         layers = []
         for h in range(self.num_hops):
             layer = {}
-            for et, counts in self.num_sampled_edges.items():
-                lo, hi = sum(counts[:h]), sum(counts[:h + 1])
-                num_dst = sum(self.num_sampled_nodes[et[2]][:h + 1])
-                num_src = sum(self.num_sampled_nodes[et[0]][:h + 2])
+            for et, lo, hi, num_dst, num_src in hop_block_shapes(self.num_sampled_nodes,
+                                                                 self.num_sampled_edges, h):
                 col = self.col[et][lo:hi]
                 indptr = np.zeros(num_dst + 1, dtype=np.int64)
                 np.cumsum(np.bincount(col, minlength=num_dst), out=indptr[1:])
