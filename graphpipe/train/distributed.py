@@ -53,8 +53,8 @@ from graphpipe.loaders.shard import BaseShard, PartitionShard, SeedShard
 from graphpipe.train.loop import EpochSums
 from graphpipe.train.trainer import Trainer
 
-__all__ = ["SHARDS", "DistributedTrainer", "RankCounters", "free_port", "init_process_group",
-           "launch", "launched_by_torchrun", "local_rank", "stored_partition"]
+__all__ = ["SHARDS", "DistributedTrainer", "RankCounters", "exit_spawned_rank", "free_port",
+           "init_process_group", "launch", "launched_by_torchrun", "local_rank", "stored_partition"]
 
 SHARDS = ("seeds", "parts")
 _SPLITS = ("train", "valid", "test")
@@ -118,6 +118,23 @@ def _rank_entry(index: int, fn: Callable[..., Any], nproc: int, port: int, args:
 
         numba.set_num_threads(min(share, numba.config.NUMBA_NUM_THREADS))
     fn(*args)
+    exit_spawned_rank()
+
+
+def exit_spawned_rank() -> None:
+    """End a spawned rank that returned normally without running interpreter finalization:
+    the streams are flushed and the process exits 0 at once. Gloo's worker threads can still
+    hold work objects after ``destroy_process_group``; tearing them down during finalization
+    aborts the process now and then ("terminate called without an active exception",
+    SIGABRT), which ``torch.multiprocessing.spawn`` reports as a failed rank."""
+    import sys
+
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(0)
 
 
 def launch(fn: Callable[..., Any], nproc: int, args: tuple = ()) -> None:

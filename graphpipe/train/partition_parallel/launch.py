@@ -22,7 +22,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from graphpipe.train.distributed import free_port
+from graphpipe.train.distributed import exit_spawned_rank, free_port
 
 from .trainer import PartitionConfig, PartitionTrainer
 
@@ -88,6 +88,13 @@ def _rank_main(rank: int, world: int, init: str, store_path: str, parts: np.ndar
         dist.destroy_process_group()
 
 
+def _spawned_rank(rank: int, *args: Any) -> None:
+    """A spawned rank: :func:`_rank_main`, then an exit without interpreter finalization
+    (:func:`graphpipe.train.distributed.exit_spawned_rank`)."""
+    _rank_main(rank, *args)
+    exit_spawned_rank()
+
+
 def run_partition_parallel(store_path: str | os.PathLike, num_parts: int,
                            config: PartitionConfig, *, out_dir: str | os.PathLike | None = None,
                            resume: str | os.PathLike | None = None, quiet: bool = True,
@@ -135,7 +142,7 @@ def run_partition_parallel(store_path: str | os.PathLike, num_parts: int,
         return _rank_main(0, 1, init, store_path, parts, asdict(config), target, False, options)
     with tempfile.TemporaryDirectory() as tmp:
         target = target or tmp
-        torch.multiprocessing.spawn(_rank_main, args=(num_parts, init, store_path, parts,
+        torch.multiprocessing.spawn(_spawned_rank, args=(num_parts, init, store_path, parts,
                                                       asdict(config), target, True, options),
                                     nprocs=num_parts, join=True)
         return json.loads((Path(target) / "result.json").read_text())
