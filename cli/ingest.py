@@ -104,8 +104,8 @@ def command(source: str, dest: str, format_name: str | None, overwrite: bool, na
             **reader_flags: Any) -> None:
     from graphpipe.ingest import IngestOptions, ingest
     from graphpipe.ingest.api import open_dataset
-    from graphpipe.ingest.formats import TypedSource
     from graphpipe.ingest.random_split import parse_fractions
+    from graphpipe.ingest.source import TypedSource
     from graphpipe.progress import Progress
 
     options = IngestOptions(
@@ -122,7 +122,7 @@ def command(source: str, dest: str, format_name: str | None, overwrite: bool, na
                            reader_options=_reader_options(reader_flags),
                            inputs=ingest_text.text_inputs(text))
     if isinstance(dataset, TypedSource):
-        ingest_text.refuse_text(text, f"a typed (heterogeneous) dataset ({dataset.format.name})")
+        ingest_text.refuse_text(text, f"a typed (heterogeneous) dataset ({dataset.source_format})")
     else:
         ingest_text.attach(dataset, source, text)
     with Progress(None if not quiet else False) as bars:

@@ -16,7 +16,6 @@ from graphpipe.ingest import ingest
 from graphpipe.ingest.generated import read_generated
 from graphpipe.ingest.ogb_link import read_link_pt, read_ogb_link
 from graphpipe.ingest.splitfiles import read_split_files
-from graphpipe.ingest.typed import ingest_typed
 from graphpipe.interop.pyg_backend import to_pyg_backend
 from graphpipe.interop.pyg_data import from_pyg
 from graphpipe.loaders import (
@@ -72,7 +71,7 @@ ENTRY_POINTS = [GraphStore.open, ingest, NeighborLoader, MiniBatch.to_pyg, Clust
                 NpzStreamWriter, read_generated, read_split_files,
                 HeteroNeighborLoader, HeteroMiniBatch.to_pyg, HeteroGraphData, HeteroCSC,
                 sample_hetero_neighbors, SeedShard, PartitionShard, DistributedTrainer,
-                TypedStoreWriter, TypedFace, ingest_typed, mag_dataset, write_ogb_mag, mag240m_dataset,
+                TypedStoreWriter, TypedFace, mag_dataset, write_ogb_mag, mag240m_dataset,
                 sample_temporal, temporal_graph, TemporalSampler, GraphStore.node_time,
                 LinkNeighborLoader, plan_link_batch, exclude_seed_edges, negative_sample, degree_weight,
                 read_link_split, read_ogb_link, read_link_pt, link_dataset, write_ogb_link,

@@ -5,9 +5,8 @@ a local temporary directory and uploaded, manifest last
 (:func:`graphpipe.store.upload.upload_store`; the prefix is checked before any work, and
 readers never see it half written); a path's format is detected once by the registry
 (:mod:`graphpipe.ingest.formats`), which also refuses the options that format does not
-take; a typed (heterogeneous) dataset writes a typed store
-(:class:`~graphpipe.ingest.formats.TypedSource`), any other streams through the store
-builder (:func:`graphpipe.ingest.pipeline.build_store`).
+take; every source, typed (heterogeneous) or not, streams through the one store builder
+(:func:`graphpipe.ingest.pipeline.build_store`).
 """
 
 from __future__ import annotations
@@ -19,10 +18,9 @@ from collections.abc import Callable, Iterable
 
 from graphpipe import interrupt
 from graphpipe.ingest import formats
-from graphpipe.ingest.formats import TypedSource
 from graphpipe.ingest.options import IngestOptions
 from graphpipe.ingest.pipeline import build_store
-from graphpipe.ingest.source import DatasetSource
+from graphpipe.ingest.source import DatasetSource, TypedSource
 from graphpipe.store import GraphStore, open_store
 from graphpipe.store.atomic import check_destination
 
@@ -74,9 +72,6 @@ def ingest(source: DatasetSource | TypedSource | str | os.PathLike, dest: str | 
                               reader_options=reader_options, format=format)
     if not isinstance(source, (DatasetSource, TypedSource)):
         source = open_dataset(source, dest, options, format=format, reader_options=reader_options)
-    if isinstance(source, TypedSource):
-        source.write(dest, options, progress)
-        return GraphStore.open(dest)
     return build_store(source, dest, options, progress=progress)
 
 

@@ -1,4 +1,4 @@
-"""Reader of the MAG240M (OGB-LSC) layout into a typed store.
+"""Reader of the MAG240M (OGB-LSC) layout: a :class:`~graphpipe.ingest.source.TypedSource`.
 
 Layout (what ``ogb.lsc.MAG240MDataset`` reads; ``DIR`` is ``mag240m_kddcup2021/`` or the
 folder given)::
@@ -14,11 +14,11 @@ Nothing is unpickled: ``meta.pt`` and ``split_dict.pt`` are read by
 :func:`graphpipe.ingest.safe_load.load_torch_file` (``torch.load(weights_only=True)``,
 plain containers and arrays only), ``.npy`` files with ``np.load`` without
 ``allow_pickle`` (an object array is refused). Large arrays are memory maps, never read
-whole: the feature matrix is copied a row block at a time through a fresh map of that
-block (unmapped after it, so the resident set stays one block however large the file);
-each ``edge_index`` goes through the out-of-core CSC builder in column blocks. Features
-are stored in their float16/float32 dtype (``feature_dtype="float16"`` halves float32
-ones). ``test-whole`` is stored as the split ``test`` (``test-dev`` and ``test-challenge``
+whole: the feature matrix is handed to the store builder a row block at a time, each
+block copied through a fresh map of it (unmapped after it, so the resident set stays one
+block however large the file); each ``edge_index`` goes to the out-of-core CSC builder in
+column blocks. Features are stored in their float16/float32 dtype
+(``feature_dtype="float16"`` halves float32 ones). ``test-whole`` is stored as the split ``test`` (``test-dev`` and ``test-challenge``
 are its positions ``i % 5 < 3`` and the rest, OGB's ``split_test``; the store's splits
 are disjoint, so they are not stored again).
 """
@@ -26,7 +26,8 @@ are disjoint, so they are not stored again).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -35,12 +36,10 @@ from graphpipe.ingest.chunks import EdgeChunk
 from graphpipe.ingest.errors import IngestError
 from graphpipe.ingest.ogb import _labels_from_float
 from graphpipe.ingest.safe_load import load_torch_file
-from graphpipe.ingest.typed_csc import build_relation, build_reverse, check_reverse
+from graphpipe.ingest.source import RowBlock, TypedNodes, TypedRelation, TypedSource
 from graphpipe.store import schema as ts
 from graphpipe.store.errors import StoreError
-from graphpipe.store.writer import TypedStoreWriter
 
-ProgressFn = Callable[[str, int, int], None]
 DIR_NAME = "mag240m_kddcup2021"
 BLOCK_BYTES = 32 << 20
 """Bytes of feature rows copied per block (one memory map of that block at a time)."""
@@ -140,12 +139,10 @@ def edge_blocks(edge_index: np.ndarray, where: str) -> Iterator[EdgeChunk]:
         yield EdgeChunk(block[0], block[1], start, where, start + 1)
 
 
-def copy_features(writer: TypedStoreWriter, ntype: str, path: Path, where: str, *,
-                  feature_dtype: str, allow_nonfinite: bool) -> None:
-    """Copy ``node_feat.npy`` into the store a row block at a time, each block through its
-    own memory map (unmapped before the next), so the file is never read whole."""
+def feature_blocks(path: Path, where: str, n: int, ntype: str) -> Iterator[RowBlock]:
+    """``node_feat.npy`` a row block at a time, each block through its own memory map
+    (unmapped before the next), so the file is never read whole."""
     header = open_npy(path, where)
-    n = writer.num_nodes_dict[ntype]
     if header.ndim != 2 or header.shape[0] != n or header.dtype.kind != "f":
         raise IngestError(f"{where}: shape {header.shape} dtype {header.dtype}, expected ({n}, D) "
                           f"floats ({ntype!r} nodes in meta.pt)")
@@ -153,8 +150,7 @@ def copy_features(writer: TypedStoreWriter, ntype: str, path: Path, where: str, 
         raise IngestError(f"{where}: Fortran-ordered features are not supported (save C order)")
     shape, dtype, offset = header.shape, header.dtype, header.offset
     del header
-    out_dtype = np.float16 if feature_dtype == "float16" or dtype == np.float16 else np.float32
-    rows = writer.feature_rows(ntype, shape[1], out_dtype)
+    out_dtype = np.float16 if dtype == np.float16 else np.float32
     step = max(1, BLOCK_BYTES // max(1, shape[1] * dtype.itemsize))
     for start in range(0, shape[0], step):
         count = min(step, shape[0] - start)
@@ -162,12 +158,7 @@ def copy_features(writer: TypedStoreWriter, ntype: str, path: Path, where: str, 
                           offset=offset + start * shape[1] * dtype.itemsize)
         values = np.asarray(block, dtype=out_dtype)
         del block  # unmaps the block: its pages leave the resident set
-        if not allow_nonfinite and not np.isfinite(values).all():
-            r, c = np.argwhere(~np.isfinite(values))[0]
-            raise IngestError(f"{where}: row {start + r}, column {c}: non-finite value "
-                              f"{values[r, c]} (pass --allow-nonfinite to keep it)")
-        rows.write(values)
-    rows.close()
+        yield RowBlock(start, values, where, start + 1)
 
 
 def node_vector(path: Path, where: str, n: int) -> np.ndarray:
@@ -178,35 +169,43 @@ def node_vector(path: Path, where: str, n: int) -> np.ndarray:
     return np.array(array).reshape(n)
 
 
-def write_node_arrays(writer: TypedStoreWriter, base: Path, ntype: str, *, feature_dtype: str,
-                      allow_nonfinite: bool) -> bool:
-    """Features, labels and years of ``ntype`` where present; True when it has labels."""
-    folder, n = base / "processed" / ntype, writer.num_nodes_dict[ntype]
-    if (folder / "node_feat.npy").exists():
-        copy_features(writer, ntype, folder / "node_feat.npy", _rel(base, folder / "node_feat.npy"),
-                      feature_dtype=feature_dtype, allow_nonfinite=allow_nonfinite)
-    if (folder / "node_year.npy").exists():
-        where = _rel(base, folder / "node_year.npy")
-        years = node_vector(folder / "node_year.npy", where, n)
-        if years.dtype.kind == "f" and not (np.isfinite(years) & (years == np.round(years))).all():
-            raise IngestError(f"{where}: years must be integers")
-        writer.write_node_array(ntype, "time", years.astype(np.int64))
-    if not (folder / "node_label.npy").exists():
-        return False
-    where = _rel(base, folder / "node_label.npy")
-    labels = _labels_from_float(node_vector(folder / "node_label.npy", where, n).astype(np.float64))
+def read_years(path: Path, where: str, n: int) -> np.ndarray:
+    """``node_year.npy`` as int64 (integer-valued floats allowed)."""
+    years = node_vector(path, where, n)
+    if years.dtype.kind == "f" and not (np.isfinite(years) & (years == np.round(years))).all():
+        raise IngestError(f"{where}: years must be integers")
+    return years.astype(np.int64)
+
+
+def read_labels(path: Path, where: str, n: int) -> np.ndarray:
+    """``node_label.npy`` as int64 classes (NaN: -1)."""
+    labels = _labels_from_float(node_vector(path, where, n).astype(np.float64))
     if labels.dtype.kind != "i" or (labels.size and labels.min() < -1):
         raise IngestError(f"{where}: labels must be integer classes >= 0 (NaN: unlabelled)")
-    writer.write_node_array(ntype, "label", labels)
-    return True
+    return labels
 
 
-def write_splits(writer: TypedStoreWriter, base: Path, target: str) -> None:
-    """``split_dict.pt`` (IDs of ``target``), ``test-whole`` left out when its parts are there."""
-    path = base / "split_dict.pt"
-    if not path.is_file():
-        return
-    where = _rel(base, path)
+def node_types(base: Path, counts: dict[str, int]) -> dict[str, TypedNodes]:
+    """Each type's features, years and labels where ``processed/<ntype>/`` has them."""
+    nodes = {}
+    for ntype, n in counts.items():
+        folder = base / "processed" / ntype
+        files = {name: (folder / f"{name}.npy", _rel(base, folder / f"{name}.npy"))
+                 for name in ("node_feat", "node_year", "node_label")}
+        here = {name: spec for name, spec in files.items() if spec[0].exists()}
+        node = nodes[ntype] = TypedNodes(n, where=_rel(base, base / "meta.pt"))
+        if "node_feat" in here:
+            node.features = partial(feature_blocks, *here["node_feat"], n, ntype)
+            node.float16 = open_npy(*here["node_feat"]).dtype == np.float16
+        if "node_year" in here:
+            node.time = partial(read_years, *here["node_year"], n)
+        if "node_label" in here:
+            node.labels = partial(read_labels, *here["node_label"], n)
+    return nodes
+
+
+def read_splits(path: Path, where: str) -> Iterator[tuple[str, np.ndarray, str]]:
+    """``split_dict.pt`` (IDs of the target type), ``test-whole`` left out when its parts are there."""
     splits = load_torch_file(path, where)
     if not isinstance(splits, dict):
         raise IngestError(f"{where}: expected a dict of index arrays, found {type(splits).__name__}")
@@ -217,50 +216,43 @@ def write_splits(writer: TypedStoreWriter, base: Path, target: str) -> None:
         ids = np.asarray(ids)
         if ids.dtype.kind not in "iu":
             raise IngestError(f"{where}: split {name!r} has dtype {ids.dtype}, expected integer IDs")
-        try:
-            writer.write_split(target, ts.check_name(str(name), "split name"), ids.reshape(-1))
-        except StoreError as exc:
-            raise IngestError(f"{where}: {exc}") from None
+        yield str(name), ids.reshape(-1), where
 
 
-def ingest_mag240m(folder: str | os.PathLike, dest: str | os.PathLike, *, name: str | None = None,
-                   overwrite: bool = False, target_type: str | None = None,
-                   memory_limit: int | None = None, feature_dtype: str = "float32",
-                   allow_nonfinite: bool = False, add_reverse_edges: bool = False,
-                   progress: ProgressFn | None = None) -> Path:
-    """Write the MAG240M-layout folder ``folder`` as a typed store at ``dest``; returns ``dest``."""
+def _edges(path: Path, where: str) -> Iterator[EdgeChunk]:
+    yield from edge_blocks(open_npy(path, where), where)
+
+
+def read_mag240m(folder: str | os.PathLike, *, target_type: str | None = None) -> TypedSource:
+    """The MAG240M-layout folder ``folder`` (module docstring) as a typed source.
+
+    >>> import os, tempfile
+    >>> from graphpipe.synthetic.mag240m import mag240m_dataset, write_mag240m
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> root = write_mag240m(tmp.name, mag240m_dataset(papers=40, authors=20, institutions=3,
+    ...                                                feature_dim=4))
+    >>> source = read_mag240m(root)
+    >>> source.target_type, {t: n.count for t, n in source.node_types.items()}["paper"]
+    ('paper', 40)
+    >>> tmp.cleanup()
+    """
     base = mag240m_dir(folder)
     if base is None:
         raise IngestError(f"{folder}: no meta.pt and processed/ (not a MAG240M folder)")
     counts, num_classes = read_meta(base)
-    etypes = relation_types(base, counts)
-    if add_reverse_edges:
-        check_reverse(etypes, _rel(base, base / "processed"))
-    if target_type is not None and target_type not in counts:
-        raise IngestError(f"--target-type {target_type!r} is not a node type of meta.pt ({sorted(counts)})")
-    report = progress or (lambda stage, done, total: None)
-    with TypedStoreWriter(dest, counts, name=name or base.name, overwrite=overwrite) as writer:
-        for i, etype in enumerate(etypes):
-            report("relations", i, len(etypes))
-            path = base / "processed" / ts.etype_key(etype) / "edge_index.npy"
-            edges = open_npy(path, _rel(base, path))
-            build_relation(writer, etype, edge_blocks(edges, _rel(base, path)),
-                           memory_limit=memory_limit)
-            if add_reverse_edges:
-                build_reverse(writer, etype, edge_blocks(edges, _rel(base, path)),
-                              memory_limit=memory_limit)
-            del edges
-        labelled = [t for t in counts if write_node_arrays(writer, base, t, feature_dtype=feature_dtype,
-                                                           allow_nonfinite=allow_nonfinite)]
-        target = target_type or (labelled[0] if len(labelled) == 1 else None)
-        if target is None and (base / "split_dict.pt").is_file():
-            raise IngestError(f"{_rel(base, base / 'split_dict.pt')}: cannot tell which node type "
-                              f"its IDs are of (labelled types: {labelled}); pass --target-type")
-        if target is not None:
-            write_splits(writer, base, target)
-            if num_classes is not None and target in writer.labels_meta:
-                writer.labels_meta[target]["num_classes"] = max(
-                    num_classes, writer.labels_meta[target]["num_classes"])
-        writer.target_type = target
-        writer.manifest["provenance"] = {"source_format": "mag240m", "source_path": str(base)}
-        return writer.commit()
+    nodes = node_types(base, counts)
+    relations = []
+    for etype in relation_types(base, counts):
+        path = base / "processed" / ts.etype_key(etype) / "edge_index.npy"
+        relations.append(TypedRelation(etype, partial(_edges, path, _rel(base, path))))
+    labelled = [t for t, node in nodes.items() if node.labels is not None]
+    target = target_type or (labelled[0] if len(labelled) == 1 else None)
+    split_path = base / "split_dict.pt"
+    if target is None and split_path.is_file():
+        raise IngestError(f"{_rel(base, split_path)}: cannot tell which node type its IDs are of "
+                          f"(labelled types: {labelled}); pass --target-type")
+    if target in nodes:
+        if split_path.is_file():
+            nodes[target].splits = partial(read_splits, split_path, _rel(base, split_path))
+        nodes[target].num_classes = num_classes
+    return TypedSource(base.name, "mag240m", str(base), nodes, relations, target)

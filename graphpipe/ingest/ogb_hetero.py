@@ -1,4 +1,4 @@
-"""Reader of OGB's heterogeneous raw layout (ogbn-mag as OGB ships it) into a typed store.
+"""Reader of OGB's heterogeneous raw layout (ogbn-mag as OGB ships it): a :class:`~graphpipe.ingest.source.TypedSource`.
 
 Layout (what ``ogb.io.read_graph_raw.read_csv_heterograph_raw`` reads; ``<etype>`` is
 ``src___rel___dst``)::
@@ -14,9 +14,8 @@ Layout (what ``ogb.io.read_graph_raw.read_csv_heterograph_raw`` reads; ``<etype>
     raw/node-label/<type>/node-label.csv.gz optional labels (NaN: unlabelled, stored as -1)
     split/<name>/<type>/{train,valid,test}.csv.gz
 
-Everything large streams: each relation's edge list through the out-of-core CSC
-builder (:mod:`graphpipe.ingest.typed_csc`), feature rows block by block into the
-store. Every file is checked against the counts (rows of features, years and labels
+Everything large streams: each relation's edge list to the out-of-core CSC builder
+(:mod:`graphpipe.ingest.typed_build`), feature rows block by block into the store. Every file is checked against the counts (rows of features, years and labels
 against ``N_t``; edges against ``num-edge-list``; IDs against their type's count;
 split IDs in range, each once, splits disjoint); a failure is one
 :class:`IngestError` naming the file (and line), and no store is left behind.
@@ -25,7 +24,8 @@ split IDs in range, each once, splits disjoint); a failure is one
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -33,13 +33,11 @@ import numpy as np
 from graphpipe.ingest.chunks import EdgeChunk
 from graphpipe.ingest.errors import IngestError
 from graphpipe.ingest.ogb import _labels_from_float, iter_csv_rows, read_csv_table
+from graphpipe.ingest.source import RowBlock, TypedNodes, TypedRelation, TypedSource
 from graphpipe.ingest.textio import iter_line_blocks
-from graphpipe.ingest.typed_csc import build_relation, build_reverse, check_reverse
 from graphpipe.store import schema as ts
 from graphpipe.store.errors import StoreError
-from graphpipe.store.writer import TypedStoreWriter
 
-ProgressFn = Callable[[str, int, int], None]
 SPLIT_NAMES = ("train", "valid", "test")
 _SMALL_FILE_BYTES = 1 << 20
 
@@ -169,51 +167,25 @@ def edge_chunks(folder: HeteroFolder, path: Path) -> Iterator[EdgeChunk]:
         row += rows.shape[0]
 
 
-def write_relation(writer: TypedStoreWriter, folder: HeteroFolder, etype: ts.EdgeType, *,
-                   memory_limit: int | None, progress: ProgressFn | None,
-                   reverse: bool = False) -> int:
-    """One relation folder into the store; returns its edge count."""
+def relation(folder: HeteroFolder, etype: ts.EdgeType) -> TypedRelation:
+    """One relation folder: its edges, declared count and edge features."""
     rel = folder.raw / "relations" / ts.etype_key(etype)
-    declared = _single_count(folder, rel / "num-edge-list.csv.gz")
-    num_edges = build_relation(writer, etype, edge_chunks(folder, rel / "edge.csv.gz"),
-                               memory_limit=memory_limit, expected_edges=declared,
-                               expected_from=folder.rel(rel / "num-edge-list.csv.gz"),
-                               progress=progress)
+    count_file = rel / "num-edge-list.csv.gz"
+    out = TypedRelation(etype, partial(edge_chunks, folder, rel / "edge.csv.gz"),
+                        num_edges=_single_count(folder, count_file), num_edges_from=folder.rel(count_file))
     feat_path = rel / "edge-feat.csv.gz"
     if feat_path.is_file():
-        feat = read_csv_table(feat_path, np.float32, display=folder.rel(feat_path))
-        if feat.shape[0] != num_edges:
-            raise IngestError(f"{folder.rel(feat_path)}: {feat.shape[0]} rows, but the relation has "
-                              f"{num_edges} edges")
-        writer.write_edge_arrays(etype, edge_feat=feat)
-    if reverse:
-        rev = build_reverse(writer, etype, edge_chunks(folder, rel / "edge.csv.gz"),
-                            memory_limit=memory_limit)
-        if feat_path.is_file():
-            writer.write_edge_arrays(rev, edge_feat=feat)
-    return num_edges
+        out.edge_features = partial(read_csv_table, feat_path, np.float32, display=folder.rel(feat_path))
+        out.edge_features_from = folder.rel(feat_path)
+    return out
 
 
-def write_features(writer: TypedStoreWriter, folder: HeteroFolder, ntype: str, path: Path, *,
-                   dtype: np.dtype, allow_nonfinite: bool) -> None:
-    """Stream ``node-feat.csv.gz`` of ``ntype`` into its feature array (rows must be ``N_t``)."""
-    where, n = folder.rel(path), writer.num_nodes_dict[ntype]
-    rows_writer, done = None, 0
+def feature_blocks(folder: HeteroFolder, path: Path) -> Iterator[RowBlock]:
+    """``node-feat.csv.gz`` of a type as row blocks."""
+    where, done = folder.rel(path), 0
     for first_line, rows in iter_csv_rows(path, np.float32, display=where):
-        if rows_writer is None:
-            rows_writer = writer.feature_rows(ntype, rows.shape[1], dtype)
-        if done + rows.shape[0] > n:
-            raise IngestError(f"{where}: line {first_line + n - done}: more rows than the {n} "
-                              f"{ntype!r} nodes of num-node-dict.csv.gz")
-        if not allow_nonfinite and not np.isfinite(rows).all():
-            r, c = np.argwhere(~np.isfinite(rows))[0]
-            raise IngestError(f"{where}: line {first_line + r}, column {c + 1}: non-finite value "
-                              f"{rows[r, c]} (pass --allow-nonfinite to keep it)")
-        rows_writer.write(rows.astype(dtype, copy=False))
+        yield RowBlock(done, rows, where, first_line)
         done += rows.shape[0]
-    if done != n or rows_writer is None:
-        raise IngestError(f"{where}: {done} rows, but num-node-dict.csv.gz has {n} {ntype!r} nodes")
-    rows_writer.close()
 
 
 def _node_column(folder: HeteroFolder, path: Path, n: int, ntype: str) -> np.ndarray:
@@ -225,30 +197,37 @@ def _node_column(folder: HeteroFolder, path: Path, n: int, ntype: str) -> np.nda
     return values
 
 
-def write_node_years(writer: TypedStoreWriter, folder: HeteroFolder, ntype: str) -> str | None:
-    """``node_year.csv.gz`` of ``ntype`` (OGB's place first) as its node times."""
+def read_years(folder: HeteroFolder, path: Path, n: int, ntype: str) -> np.ndarray:
+    """``node_year.csv.gz`` of ``ntype`` as int64 node times."""
+    years = _node_column(folder, path, n, ntype)
+    if not (np.isfinite(years).all() and (years == np.round(years)).all()):
+        raise IngestError(f"{folder.rel(path)}: years must be integers")
+    return years[:, 0].astype(np.int64)
+
+
+def read_labels(folder: HeteroFolder, path: Path, n: int, ntype: str) -> np.ndarray:
+    """``node-label.csv.gz`` of ``ntype`` (NaN: unlabelled, -1)."""
+    labels = _labels_from_float(_node_column(folder, path, n, ntype))
+    if labels.dtype.kind != "i" or (labels.size and labels.min() < -1):
+        raise IngestError(f"{folder.rel(path)}: labels must be integer classes >= 0 (NaN or -1: unlabelled)")
+    return labels
+
+
+def node_type(folder: HeteroFolder, ntype: str, n: int) -> TypedNodes:
+    """Features, years (OGB's place first) and labels of ``ntype`` where the folder has them."""
+    node = TypedNodes(n, where=folder.rel(folder.raw / "num-node-dict.csv.gz"))
+    feat = folder.raw / "node-feat" / ntype / "node-feat.csv.gz"
+    if feat.is_file():
+        node.features = partial(feature_blocks, folder, feat)
     for path in (folder.raw / "node-feat" / ntype / "node_year.csv.gz",
                  folder.raw / "node_year" / ntype / "node_year.csv.gz"):
         if path.is_file():
-            years = _node_column(folder, path, writer.num_nodes_dict[ntype], ntype)
-            if not (np.isfinite(years).all() and (years == np.round(years)).all()):
-                raise IngestError(f"{folder.rel(path)}: years must be integers")
-            writer.write_node_array(ntype, "time", years[:, 0].astype(np.int64))
-            return folder.rel(path)
-    return None
-
-
-def write_labels(writer: TypedStoreWriter, folder: HeteroFolder, ntype: str) -> bool:
-    """``node-label.csv.gz`` of ``ntype`` (NaN: unlabelled, -1); False when there is none."""
-    path = folder.raw / "node-label" / ntype / "node-label.csv.gz"
-    if not path.is_file():
-        return False
-    where = folder.rel(path)
-    labels = _labels_from_float(_node_column(folder, path, writer.num_nodes_dict[ntype], ntype))
-    if labels.dtype.kind != "i" or (labels.size and labels.min() < -1):
-        raise IngestError(f"{where}: labels must be integer classes >= 0 (NaN or -1: unlabelled)")
-    writer.write_node_array(ntype, "label", labels)
-    return True
+            node.time = partial(read_years, folder, path, n, ntype)
+            break
+    label = folder.raw / "node-label" / ntype / "node-label.csv.gz"
+    if label.is_file():
+        node.labels = partial(read_labels, folder, label, n, ntype)
+    return node
 
 
 def split_dir(folder: HeteroFolder, split: str | None) -> Path | None:
@@ -268,68 +247,44 @@ def split_dir(folder: HeteroFolder, split: str | None) -> Path | None:
     return base / split
 
 
-def write_splits(writer: TypedStoreWriter, folder: HeteroFolder, split: str | None) -> list[str]:
-    """``split/<name>/<type>/{train,valid,test}.csv.gz`` of every type that has them."""
-    base = split_dir(folder, split)
-    if base is None:
-        return []
-    typed = []
-    for ntype in writer.num_nodes_dict:
-        if not (base / ntype).is_dir():
-            continue
-        for name in SPLIT_NAMES:
-            path = folder.need(base / ntype / f"{name}.csv.gz")
-            ids = read_csv_table(path, np.int64, display=folder.rel(path))
-            if ids.shape[1] != 1:
-                raise IngestError(f"{folder.rel(path)}: expected 1 column, found {ids.shape[1]}")
-            try:
-                writer.write_split(ntype, name, ids[:, 0])
-            except StoreError as exc:
-                raise IngestError(f"{folder.rel(path)}: {exc}") from None
-        typed.append(ntype)
-    return typed
+def read_splits(folder: HeteroFolder, base: Path) -> Iterator[tuple[str, np.ndarray, str]]:
+    """``{train,valid,test}.csv.gz`` of one type's split folder ``base``."""
+    for name in SPLIT_NAMES:
+        path = folder.need(base / f"{name}.csv.gz")
+        ids = read_csv_table(path, np.int64, display=folder.rel(path))
+        if ids.shape[1] != 1:
+            raise IngestError(f"{folder.rel(path)}: expected 1 column, found {ids.shape[1]}")
+        yield name, ids[:, 0], folder.rel(path)
 
 
-def ingest_ogb_hetero(folder: str | os.PathLike, dest: str | os.PathLike, *, name: str | None = None,
-                      overwrite: bool = False, split: str | None = None,
-                      target_type: str | None = None, memory_limit: int | None = None,
-                      feature_dtype: str = "float32", allow_nonfinite: bool = False,
-                      add_reverse_edges: bool = False, progress: ProgressFn | None = None) -> Path:
-    """Write the OGB heterogeneous folder ``folder`` as a typed store at ``dest`` (module
-    docstring); returns ``dest``. ``target_type`` defaults to the type with labels;
-    ``add_reverse_edges`` adds ``(dst, rev_<rel>, src)`` for every relation."""
+def read_ogb_hetero(folder: str | os.PathLike, *, split: str | None = None,
+                    target_type: str | None = None) -> TypedSource:
+    """The OGB heterogeneous folder ``folder`` (module docstring) as a typed source;
+    ``target_type`` defaults to the type with labels (else the one with splits).
+
+    >>> import os, tempfile
+    >>> from graphpipe.synthetic.mag import mag_dataset, write_ogb_mag
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> folder = write_ogb_mag(os.path.join(tmp.name, "mag"), mag_dataset(
+    ...     papers=50, authors=30, institutions=3, fields=8, num_classes=3, feature_dim=4))
+    >>> source = read_ogb_hetero(folder)
+    >>> source.target_type, len(source.relations), source.node_types["paper"].count
+    ('paper', 4, 50)
+    >>> tmp.cleanup()
+    """
     ogb = HeteroFolder(folder)
     counts = read_num_nodes(ogb)
-    etypes = read_relations(ogb, counts)
-    if add_reverse_edges:
-        check_reverse(etypes, ogb.rel(ogb.raw))
-    if target_type is not None and target_type not in counts:
-        raise IngestError(f"--target-type {target_type!r} is not a node type of "
-                          f"{ogb.rel(ogb.raw / 'num-node-dict.csv.gz')} ({sorted(counts)})")
-    report = progress or (lambda stage, done, total: None)
-    with TypedStoreWriter(dest, counts, name=name or ogb.folder.name, overwrite=overwrite) as writer:
-        for i, etype in enumerate(etypes):
-            report("relations", i, len(etypes))
-            write_relation(writer, ogb, etype, memory_limit=memory_limit, progress=None,
-                           reverse=add_reverse_edges)
-        report("relations", len(etypes), len(etypes))
-        labelled, years = [], {}
-        for ntype in counts:
-            feat = ogb.raw / "node-feat" / ntype / "node-feat.csv.gz"
-            if feat.is_file():
-                report(f"{ntype} features", 0, 1)
-                write_features(writer, ogb, ntype, feat, dtype=np.dtype(feature_dtype),
-                               allow_nonfinite=allow_nonfinite)
-            years[ntype] = write_node_years(writer, ogb, ntype)
-            if write_labels(writer, ogb, ntype):
-                labelled.append(ntype)
-        with_splits = write_splits(writer, ogb, split)
-        writer.target_type = target_type or _target(labelled, with_splits, ogb)
-        writer.manifest["provenance"] = {
-            "source_format": "ogb-hetero-raw", "source_path": str(ogb.folder),
-            "ignored_files": "raw/relations/*/edge_reltype.csv.gz (the relation's index, one per edge)",
-        }
-        return writer.commit()
+    relations = [relation(ogb, etype) for etype in read_relations(ogb, counts)]
+    nodes = {ntype: node_type(ogb, ntype, n) for ntype, n in counts.items()}
+    base = split_dir(ogb, split)
+    with_splits = [t for t in counts if base is not None and (base / t).is_dir()]
+    for ntype in with_splits:
+        nodes[ntype].splits = partial(read_splits, ogb, base / ntype)
+    labelled = [t for t, node in nodes.items() if node.labels is not None]
+    return TypedSource(ogb.folder.name, "ogb-hetero-raw", str(ogb.folder), nodes, relations,
+                       target_type or _target(labelled, with_splits, ogb), extra={
+                           "ignored_files": "raw/relations/*/edge_reltype.csv.gz (the relation's "
+                                            "index, one per edge)"})
 
 
 def _target(labelled: list[str], with_splits: list[str], ogb: HeteroFolder) -> str | None:

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from graphpipe.ingest.errors import IngestError
+
 _SIZE_UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "KIB": 1 << 10, "M": 1 << 20,
                "MB": 1 << 20, "MIB": 1 << 20, "G": 1 << 30, "GB": 1 << 30, "GIB": 1 << 30,
                "T": 1 << 40, "TB": 1 << 40, "TIB": 1 << 40}
@@ -104,3 +106,38 @@ class IngestOptions:
         if self.feature_dtype not in FEATURE_DTYPES:
             raise ValueError(f"'feature_dtype' must be float32 or float16 (got {self.feature_dtype!r})")
         return np.dtype(self.feature_dtype)
+
+
+TYPED_REFUSED = ("remove_self_loops", "deduplicate", "build_csr", "compression", "sort_neighbors",
+                 "random_split")
+"""IngestOptions a typed store refuses (they rewrite a topology in ways typed stores do not record)."""
+FLAGS = {"feature_columns": "--features", "deduplicate": "--dedup", "build_csr": "--csr",
+         "sort_neighbors": "--no-sort", "split": "--split"}
+"""``graphpipe ingest`` flags whose name is not the option's with dashes."""
+
+
+def flag(option: str) -> str:
+    """The ``graphpipe ingest`` flag of an option, for messages.
+
+    >>> flag("split_dir"), flag("deduplicate")
+    ('--split-dir', '--dedup')
+    """
+    return FLAGS.get(option, "--" + option.replace("_", "-"))
+
+
+def refuse_for_typed(options: IngestOptions, what: str) -> None:
+    """An IngestError naming the first option of :data:`TYPED_REFUSED` that ``options``
+    sets, for the typed dataset ``what`` (its format).
+
+    >>> refuse_for_typed(IngestOptions(), "mag240m")
+    >>> refuse_for_typed(IngestOptions(deduplicate=True), "mag240m")
+    Traceback (most recent call last):
+    ...
+    graphpipe.ingest.errors.IngestError: --dedup is not supported for typed (heterogeneous) datasets (mag240m)
+    """
+    default = IngestOptions()
+    for name in TYPED_REFUSED:
+        if getattr(options, name) != getattr(default, name):
+            after = ("; split the store after the ingest: graphpipe split STORE --random "
+                     "0.8,0.1,0.1 --node-type TYPE" if name == "random_split" else "")
+            raise IngestError(f"{flag(name)} is not supported for typed (heterogeneous) datasets ({what}){after}")

@@ -1,6 +1,9 @@
-"""``build_store(source, dest)``: stream a homogeneous dataset into a new store, atomically.
+"""``build_store(source, dest)``: the one store builder, which streams any source into a new store, atomically.
 
-Stages, each with its own progress bar: topology (edge list → CSC through
+A :class:`~graphpipe.ingest.source.TypedSource` is written by its typed stages
+(:func:`graphpipe.ingest.typed_build.write_typed`) inside the same checks
+(destination, full disk, memory); a homogeneous :class:`DatasetSource` goes through the
+stages below. Stages, each with its own progress bar: topology (edge list → CSC through
 :func:`graphpipe.ingest.csc_builder.build_csc`), node features (row blocks →
 ``node/feat``), edge features, labels, splits, ID map; then checksums and the
 atomic rename. Any error leaves ``dest`` exactly as it was.
@@ -43,10 +46,11 @@ from graphpipe.ingest.random_split import (
     random_split,
     record_random_split,
 )
-from graphpipe.ingest.source import DatasetSource, RowBlock
+from graphpipe.ingest.rows import write_rows
+from graphpipe.ingest.source import DatasetSource, RowBlock, TypedSource
 from graphpipe.ingest.timestamps import write_times
+from graphpipe.ingest.typed_build import write_typed
 from graphpipe.store import GraphStore, StoreWriter
-from graphpipe.store.arrays import RowWriter
 from graphpipe.store.atomic import check_destination
 from graphpipe.store.errors import StoreError
 
@@ -57,7 +61,6 @@ ISOLATED_NODES_FLOOR = 1 << 20
 """Declared node counts up to this are accepted whatever the number of edges."""
 ISOLATED_NODES_FACTOR = 8
 """Above the floor, a declared N may be at most this many times the 2E nodes edges can touch."""
-FLOAT16_MAX = float(np.finfo(np.float16).max)
 _DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 EDGE_ID_CHOICES = ("auto", "always", "never")
 FEATURE_STAGE_BYTES = 4 * (64 << 20)
@@ -132,7 +135,7 @@ def attach_npy_features(source: DatasetSource, path: str | os.PathLike) -> Datas
     return source
 
 
-def input_paths(source: DatasetSource) -> list[str]:
+def input_paths(source: DatasetSource | TypedSource) -> list[str]:
     """Every file or folder ``source`` reads (an overwrite must never replace one of them)."""
     paths = [source.source_path]
     for key in ("edge_files", "node_table", "node_features_file"):
@@ -142,10 +145,11 @@ def input_paths(source: DatasetSource) -> list[str]:
     return paths
 
 
-def build_store(source: DatasetSource, dest: str | os.PathLike, options: IngestOptions | None = None,
-                *, progress: ProgressFn | None = None) -> GraphStore:
-    """Stream ``source`` into a new local store at ``dest``; the front door, which opens
-    paths and also writes typed and ``s3://`` stores, is :func:`graphpipe.ingest.ingest`.
+def build_store(source: DatasetSource | TypedSource, dest: str | os.PathLike,
+                options: IngestOptions | None = None, *, progress: ProgressFn | None = None) -> GraphStore:
+    """Stream ``source`` (homogeneous or typed) into a new local store at ``dest``; the
+    front door, which opens paths and also writes ``s3://`` stores, is
+    :func:`graphpipe.ingest.ingest`.
 
     Returns the opened store. Raises :class:`IngestError` (bad input, naming the
     file and line/field) or :class:`graphpipe.store.StoreError` (destination, full
@@ -163,6 +167,29 @@ def build_store(source: DatasetSource, dest: str | os.PathLike, options: IngestO
     """
     options = options or IngestOptions()
     check_destination(dest, overwrite=options.overwrite, sources=input_paths(source))
+    report = progress or (lambda stage, done, total: None)
+    if isinstance(source, TypedSource):
+        build, size = (lambda: write_typed(source, dest, options, report)), sum(
+            nodes.count for nodes in source.node_types.values())
+    else:
+        build, size = _homogeneous_build(source, dest, options, report), source.num_nodes
+    try:
+        build()
+    except OSError as exc:
+        if exc.errno not in _DISK_FULL:
+            raise
+        raise StoreError(f"{dest}: cannot write the store: {exc.strerror.lower()} "
+                         f"(errno {errno.errorcode.get(exc.errno, exc.errno)}); nothing was written, "
+                         f"{dest} is as it was") from None
+    except MemoryError:
+        raise StoreError(f"{dest}: not enough memory to build the store of {size:,} nodes "
+                         f"(try --memory-limit); nothing was written, {dest} is as it was") from None
+    return GraphStore.open(dest)
+
+
+def _homogeneous_build(source: DatasetSource, dest: str | os.PathLike, options: IngestOptions,
+                       report: ProgressFn) -> Callable[[], None]:
+    """The checks made before any work, then the build to run."""
     memory_limit = options.memory_bytes()
     feature_dtype = options.feature_numpy_dtype()
     wants_edge_ids(options.edge_ids, source)
@@ -171,19 +198,7 @@ def build_store(source: DatasetSource, dest: str | os.PathLike, options: IngestO
     if options.random_split is not None:
         _random_splits(source, options, labels)
     _check_splits(source)
-    try:
-        _build_store(source, dest, options, memory_limit, feature_dtype, labels,
-                     progress or (lambda stage, done, total: None))
-    except OSError as exc:
-        if exc.errno not in _DISK_FULL:
-            raise
-        raise StoreError(f"{dest}: cannot write the store: {exc.strerror.lower()} "
-                         f"(errno {errno.errorcode.get(exc.errno, exc.errno)}); nothing was written, "
-                         f"{dest} is as it was") from None
-    except MemoryError:
-        raise StoreError(f"{dest}: not enough memory to build the store of {source.num_nodes:,} nodes "
-                         f"(try --memory-limit); nothing was written, {dest} is as it was") from None
-    return GraphStore.open(dest)
+    return lambda: _build_store(source, dest, options, memory_limit, feature_dtype, labels, report)
 
 
 def _build_store(source: DatasetSource, dest: str | os.PathLike, options: IngestOptions,
@@ -206,9 +221,9 @@ def _build_store(source: DatasetSource, dest: str | os.PathLike, options: Ingest
             m["node_features"] = {"dim": dim, "dtype": str(feature_dtype)}
         if source.edge_features is not None:
             edge_dtype = _edge_feature_dtype(source, feature_dtype)
-            dim = _write_rows(writer, "edge/feat", source.edge_features(), stats.num_input_edges,
-                              source.edge_feature_dim, edge_dtype, options, report, "edge features",
-                              what="edges", expected_from=source.extra.get("edge_file"))
+            dim = write_rows(writer, "edge/feat", source.edge_features(), stats.num_input_edges,
+                             source.edge_feature_dim, edge_dtype, options, report, "edge features",
+                             what="edges", expected_from=source.extra.get("edge_file"))
             m["edge_features"] = {"dim": dim, "dtype": str(edge_dtype),
                                   "rows": "edge-list order; csc/edge_id >= num_input_edges is the "
                                           "reverse of edge (edge_id - num_input_edges)"}
@@ -261,9 +276,9 @@ def _write_topology_and_features(source: DatasetSource, writer: StoreWriter, opt
     dim = None
 
     def write_node_features() -> int:
-        return _write_rows(writer, "node/feat", source.node_features(), source.num_nodes,
-                           source.feature_dim, feature_dtype, options, report, "node features",
-                           what="nodes", expected_from=source.extra.get("num_nodes_file"), stop=stop)
+        return write_rows(writer, "node/feat", source.node_features(), source.num_nodes,
+                          source.feature_dim, feature_dtype, options, report, "node features",
+                          what="nodes", expected_from=source.extra.get("num_nodes_file"), stop=stop)
 
     try:
         if pool is not None:
@@ -378,21 +393,6 @@ def _check_unique_split(ids: np.ndarray, name: str, where: str) -> None:
                           f"and {later + 1})")
 
 
-def _to_float16(values: np.ndarray, block: RowBlock, clamp: bool) -> np.ndarray:
-    """``values`` as float16; a finite value beyond ±65504 is refused (or clamped with ``clamp``)."""
-    with np.errstate(over="ignore"):            # overflow is detected below, by value
-        out = values.astype(np.float16)
-    overflow = np.isinf(out) & np.isfinite(values) if values.dtype.kind == "f" else np.isinf(out)
-    if not overflow.any():
-        return out
-    if clamp:
-        return np.clip(values, -FLOAT16_MAX, FLOAT16_MAX).astype(np.float16)
-    row, col = np.argwhere(overflow)[0]
-    raise IngestError(f"{block.source}: line {block.first_line + row}, column {col + 1}: value "
-                      f"{values[row, col]} does not fit in float16 (|x| <= {FLOAT16_MAX:g}); "
-                      f"use --feature-dtype float32, or --clamp-float16 to clamp it")
-
-
 def _edge_feature_dtype(source: DatasetSource, feature_dtype: np.dtype) -> np.dtype:
     """Edge features keep the source's dtype (int64 weights stay exact); ``float16`` asked
     for applies to float columns only."""
@@ -400,48 +400,3 @@ def _edge_feature_dtype(source: DatasetSource, feature_dtype: np.dtype) -> np.dt
     if dtype.kind == "f" and np.dtype(feature_dtype) == np.float16:
         return np.dtype(np.float16)
     return dtype
-
-
-def _write_rows(writer: StoreWriter, key: str, blocks: Iterator[RowBlock], num_rows: int,
-                dim_hint: int | None, dtype: np.dtype, options: IngestOptions, report: ProgressFn,
-                stage: str, *, what: str, expected_from: str | None,
-                stop: threading.Event | None = None) -> int:
-    """Stream row blocks into array ``key``; returns the row width."""
-    rows_writer: RowWriter | None = None
-    done = 0
-    source = key
-    for block in blocks:
-        if stop is not None and stop.is_set():
-            raise IngestError(f"{block.source}: stopped because another stage failed")
-        values = block.values.reshape(block.values.shape[0], -1)
-        source = block.source
-        if rows_writer is None:
-            dim = values.shape[1] if dim_hint is None else int(dim_hint)
-            rows_writer = RowWriter(writer.path, key, (num_rows, dim), dtype, compression=options.compression)
-        if values.shape[1] != rows_writer.shape[1]:
-            raise IngestError(f"{block.source}: line {block.first_line}: {values.shape[1]} values, "
-                              f"expected {rows_writer.shape[1]}")
-        if done + values.shape[0] > num_rows:
-            extra_line = block.first_line + (num_rows - done)
-            raise IngestError(f"{block.source}: line {extra_line}: more rows than the {num_rows} {what}"
-                              + (f" given by {expected_from}" if expected_from else ""))
-        if not options.allow_nonfinite and values.dtype.kind == "f":
-            finite = np.isfinite(values)
-            if not finite.all():
-                row, col = np.argwhere(~finite)[0]
-                raise IngestError(f"{block.source}: line {block.first_line + row}, column {col + 1}: "
-                                  f"non-finite value {values[row, col]} (pass --allow-nonfinite to keep it)")
-        if dtype == np.float16:
-            rows_writer.write(_to_float16(values, block, options.clamp_float16))
-        else:
-            rows_writer.write(values.astype(dtype, copy=False))
-        done += values.shape[0]
-        report(stage, done, num_rows)
-    if rows_writer is None:
-        raise IngestError(f"{source}: no rows, expected {num_rows}")
-    if done != num_rows:
-        rows_writer.abort()
-        raise IngestError(f"{source}: {done} rows, but there are {num_rows} {what}"
-                          + (f" ({expected_from})" if expected_from else ""))
-    rows_writer.close()
-    return int(rows_writer.shape[1])

@@ -1,4 +1,4 @@
-"""Typed edge lists (CSV / TSV / Parquet) and per-type node tables -> a typed store.
+"""Typed edge lists (CSV / TSV / Parquet) and per-type node tables: a :class:`~graphpipe.ingest.source.TypedSource`.
 
 A folder with an ``edges/`` folder, in one of two forms:
 
@@ -16,15 +16,16 @@ optional ``label`` (integer classes, empty or -1: unlabelled), ``time`` (integer
 external ID; an ID missing from its type's table is an error naming file and line. A
 type without a node table has IDs ``0 .. max ID`` (non-negative integers, kept as they
 are). Node tables are read whole (one row per node); per-relation edge files stream in
-batches into the out-of-core CSC builder.
+batches to the out-of-core CSC builder (edge times in a second pass over the file).
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -38,12 +39,10 @@ from graphpipe.ingest.chunks import EdgeChunk
 from graphpipe.ingest.edgelist import _iter_batches, _null_check, _open_file, _TableFile
 from graphpipe.ingest.errors import IngestError
 from graphpipe.ingest.idmap_build import DuplicateIdError, IntIdIndex, StringIdIndex
-from graphpipe.ingest.typed_csc import build_relation, build_reverse, check_reverse
+from graphpipe.ingest.source import RowBlock, TypedNodes, TypedRelation, TypedSource
 from graphpipe.store import schema as ts
 from graphpipe.store.errors import StoreError
-from graphpipe.store.writer import TypedStoreWriter
 
-ProgressFn = Callable[[str, int, int], None]
 SUFFIXES = (".csv", ".tsv", ".parquet", ".csv.gz", ".tsv.gz")
 TYPE_COLUMNS = ("src_type", "rel", "dst_type")
 BLOCK_ROWS = 1 << 20
@@ -79,6 +78,7 @@ class NodeTable:
     index: Any
     string_ids: bool
     external: pa.Array
+    first_line: int = 1
     label: np.ndarray | None = None
     time: np.ndarray | None = None
     feat: np.ndarray | None = None
@@ -157,7 +157,7 @@ def read_node_table(path: Path, ntype: str) -> NodeTable:
     except DuplicateIdError as exc:
         raise IngestError(f"{spec.where(spec.first_data_line + exc.duplicate_row)}: ID {exc.value!r} "
                           f"already on {spec.unit} {spec.first_data_line + exc.first_row}") from None
-    node = NodeTable(ntype, str(path), len(ids), index, string_ids, ids)
+    node = NodeTable(ntype, str(path), len(ids), index, string_ids, ids, spec.first_data_line)
     if "label" in table.column_names:
         node.label = _int_column(table, "label", spec, missing=-1)
     if "time" in table.column_names:
@@ -284,8 +284,7 @@ def _as_ids(values: pa.Array, table: NodeTable | None) -> pa.Array:
         return None
 
 
-def _chunks(source: EdgeSource, tables: dict[str, NodeTable],
-            times: list[np.ndarray] | None) -> Iterator[EdgeChunk]:
+def _chunks(source: EdgeSource, tables: dict[str, NodeTable]) -> Iterator[EdgeChunk]:
     etype, row = source.etype, 0
     for src, dst, time, spec, first_line in _batches(source, tables):
         ends = []
@@ -297,8 +296,6 @@ def _chunks(source: EdgeSource, tables: dict[str, NodeTable],
                                       f"integers (no node table with string IDs)")
                 values = cast
             ends.append(_local(values, tables.get(ntype), spec, first_line, which, ntype))
-        if times is not None:
-            times.append(np.zeros(ends[0].shape[0], np.int64) if time is None else time.astype(np.int64))
         yield EdgeChunk(ends[0], ends[1], row, spec.path, first_line)
         row += ends[0].shape[0]
 
@@ -311,7 +308,7 @@ def _counts(sources: list[EdgeSource], tables: dict[str, NodeTable]) -> dict[str
         ends = [(i, t) for i, t in ((0, source.etype[0]), (1, source.etype[2])) if t not in tables]
         if not ends:
             continue
-        for chunk in _chunks(source, tables, None):
+        for chunk in _chunks(source, tables):
             for i, ntype in ends:
                 ids = chunk.src if i == 0 else chunk.dst
                 counts[ntype] = max(counts.get(ntype, 0), int(ids.max(initial=-1)) + 1)
@@ -320,25 +317,27 @@ def _counts(sources: list[EdgeSource], tables: dict[str, NodeTable]) -> dict[str
     return counts
 
 
-def _write_node_table(writer: TypedStoreWriter, table: NodeTable, *, feature_dtype: str,
-                      allow_nonfinite: bool) -> None:
-    ntype = table.ntype
+def _times(source: EdgeSource, tables: dict[str, NodeTable]) -> np.ndarray:
+    """The relation's ``time`` column in edge-list order (0 where a run has none)."""
+    return np.concatenate([np.zeros(len(src), np.int64) if time is None else time.astype(np.int64)
+                           for src, _, time, _, _ in _batches(source, tables)] or [np.zeros(0, np.int64)])
+
+
+def _nodes(table: NodeTable | None, count: int) -> TypedNodes:
+    """A node table (or a type without one) as the builder's :class:`TypedNodes`."""
+    if table is None:
+        return TypedNodes(count)
+    node = TypedNodes(count, where=table.path, id_map=table.external)
     if table.feat is not None:
-        if not allow_nonfinite and not np.isfinite(table.feat).all():
-            row, col = np.argwhere(~np.isfinite(table.feat))[0]
-            raise IngestError(f"{table.path}: row {row + 1}, feature {col}: non-finite value "
-                              f"(pass --allow-nonfinite to keep it)")
-        writer.write_node_array(ntype, "feat", table.feat.astype(feature_dtype))
-    try:
-        if table.label is not None:
-            writer.write_node_array(ntype, "label", table.label)
-        if table.time is not None:
-            writer.write_node_array(ntype, "time", table.time)
-        for name, ids in table.splits.items():
-            writer.write_split(ntype, name, ids)
-    except StoreError as exc:
-        raise IngestError(f"{table.path}: {exc}") from None
-    writer.write_typed_id_map(ntype, table.external)
+        node.features = partial(iter, [RowBlock(0, table.feat, table.path, table.first_line)])
+        node.feature_dim = table.feat.shape[1]
+    if table.label is not None:
+        node.labels = partial(np.asarray, table.label)
+    if table.time is not None:
+        node.time = partial(np.asarray, table.time)
+    if table.splits:
+        node.splits = partial(iter, [(name, ids, table.path) for name, ids in table.splits.items()])
+    return node
 
 
 def read_node_tables(folder: Path) -> dict[str, NodeTable]:
@@ -355,37 +354,24 @@ def read_node_tables(folder: Path) -> dict[str, NodeTable]:
     return tables
 
 
-def ingest_typed_edgelist(folder: str | os.PathLike, dest: str | os.PathLike, *,
-                          name: str | None = None, overwrite: bool = False,
-                          target_type: str | None = None, memory_limit: int | None = None,
-                          feature_dtype: str = "float32", allow_nonfinite: bool = False,
-                          add_reverse_edges: bool = False, progress: ProgressFn | None = None) -> Path:
-    """Write the typed edge-list folder ``folder`` (module docstring) as a typed store."""
+def read_typed_edgelist(folder: str | os.PathLike, *, target_type: str | None = None) -> TypedSource:
+    """The typed edge-list folder ``folder`` (module docstring) as a typed source.
+
+    >>> import os, tempfile
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> os.makedirs(os.path.join(tmp.name, "edges"))
+    >>> _ = open(os.path.join(tmp.name, "edges", "user___rates___item.csv"), "w").write("src,dst\\n0,1\\n2,1\\n")
+    >>> source = read_typed_edgelist(tmp.name)
+    >>> {t: n.count for t, n in source.node_types.items()}, source.relations[0].etype
+    ({'user': 3, 'item': 2}, ('user', 'rates', 'item'))
+    >>> tmp.cleanup()
+    """
     folder = Path(folder)
     tables = read_node_tables(folder)
     sources = relation_sources(folder)
     counts = _counts(sources, tables)
-    if add_reverse_edges:
-        check_reverse([s.etype for s in sources], str(folder / "edges"))
-    if target_type is not None and target_type not in counts:
-        raise IngestError(f"--target-type {target_type!r} is not a node type of {folder} ({sorted(counts)})")
-    report = progress or (lambda stage, done, total: None)
-    with TypedStoreWriter(dest, counts, name=name or folder.name, overwrite=overwrite,
-                          target_type=target_type) as writer:
-        for i, source in enumerate(sources):
-            report("relations", i, len(sources))
-            times = [] if source.has_time else None
-            build_relation(writer, source.etype, _chunks(source, tables, times),
-                           memory_limit=memory_limit)
-            time = np.concatenate(times) if times else None
-            if time is not None:
-                writer.write_edge_arrays(source.etype, time=time)
-            if add_reverse_edges:
-                reverse = build_reverse(writer, source.etype, _chunks(source, tables, None),
-                                        memory_limit=memory_limit)
-                writer.write_edge_arrays(reverse, time=time)
-        for table in tables.values():
-            _write_node_table(writer, table, feature_dtype=feature_dtype,
-                              allow_nonfinite=allow_nonfinite)
-        writer.manifest["provenance"] = {"source_format": "typed-edge-list", "source_path": str(folder)}
-        return writer.commit()
+    relations = [TypedRelation(s.etype, partial(_chunks, s, tables),
+                               edge_time=partial(_times, s, tables) if s.has_time else None)
+                 for s in sources]
+    nodes = {ntype: _nodes(tables.get(ntype), count) for ntype, count in counts.items()}
+    return TypedSource(folder.name, "typed-edge-list", str(folder), nodes, relations, target_type)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from graphpipe.ingest.errors import IngestError
-from graphpipe.ingest.formats.base import Format, TypedSource, flag
+from graphpipe.ingest.formats.base import Format, flag
 
 _NPY = frozenset({"node_features", "name"})
 _EDGELIST = _NPY | {"src", "dst", "weight", "time_column", "nodes", "node_id", "feature_columns",
@@ -23,14 +23,14 @@ _EDGELIST = _NPY | {"src", "dst", "weight", "time_column", "nodes", "node_id", "
 _OGB = _NPY | {"split", "from_raw"}
 FORMATS: list[Format] = [
     Format("mag240m", "OGB-LSC MAG240M (meta.pt, processed/): typed",
-           "graphpipe.ingest.mag240m:is_mag240m_folder", "graphpipe.ingest.mag240m:ingest_mag240m",
+           "graphpipe.ingest.mag240m:is_mag240m_folder", "graphpipe.ingest.mag240m:read_mag240m",
            frozenset({"target_type"}), typed=True),
     Format("typed-edgelist", "edges/<src>__<rel>__<dst>.csv|parquet, nodes/<type>.*: typed",
            "graphpipe.ingest.typed_edgelist:is_typed_edgelist_folder",
-           "graphpipe.ingest.typed_edgelist:ingest_typed_edgelist", frozenset({"target_type"}),
+           "graphpipe.ingest.typed_edgelist:read_typed_edgelist", frozenset({"target_type"}),
            typed=True),
     Format("ogb-hetero", "OGB's heterogeneous raw folder (ogbn-mag): typed",
-           "graphpipe.ingest.ogb_hetero:is_ogb_hetero_folder", "graphpipe.ingest.ogb_hetero:ingest_ogb_hetero",
+           "graphpipe.ingest.ogb_hetero:is_ogb_hetero_folder", "graphpipe.ingest.ogb_hetero:read_ogb_hetero",
            frozenset({"split", "target_type"}), typed=True),
     Format("generated", "a folder written by `graphpipe generate` (generate.json)",
            "graphpipe.ingest.generated:is_generated_folder", "graphpipe.ingest.generated:read_generated", _NPY),
@@ -101,7 +101,7 @@ def detect(path: str | os.PathLike) -> Format:
 
 def open_source(path: str | os.PathLike, *, format: str | None = None, **reader_options: Any) -> Any:
     """Open the dataset at ``path`` with its reader (``format``: skip detection); a typed
-    dataset opens to a :class:`TypedSource`, any other to a
+    dataset opens to a :class:`~graphpipe.ingest.source.TypedSource`, any other to a
     :class:`~graphpipe.ingest.source.DatasetSource`.
 
     >>> import os, tempfile
@@ -118,4 +118,4 @@ def open_source(path: str | os.PathLike, *, format: str | None = None, **reader_
     return fmt.open(path, **reader_options)
 
 
-__all__ = ["FORMATS", "Format", "TypedSource", "detect", "flag", "get", "names", "open_source"]
+__all__ = ["FORMATS", "Format", "detect", "flag", "get", "names", "open_source"]

@@ -3,8 +3,8 @@
 A format names its sniffer and its reader as ``"module:function"`` so that listing the
 formats (``graphpipe ingest --help``) imports no reader. Homogeneous readers return a
 :class:`~graphpipe.ingest.source.DatasetSource` that the store builder streams; typed
-(heterogeneous) readers still write their store themselves, so their format opens to a
-:class:`TypedSource` that holds the reader and its options until a destination is known.
+(heterogeneous) readers a :class:`~graphpipe.ingest.source.TypedSource`; the one store
+builder (:func:`graphpipe.ingest.pipeline.build_store`) writes both.
 """
 
 from __future__ import annotations
@@ -17,24 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from graphpipe.ingest.errors import IngestError
-from graphpipe.ingest.options import IngestOptions
+from graphpipe.ingest.options import IngestOptions, flag, refuse_for_typed
 
-ProgressFn = Callable[[str, int, int], None]
-TYPED_REFUSED = ("remove_self_loops", "deduplicate", "build_csr", "compression", "sort_neighbors",
-                 "random_split")
-"""IngestOptions a typed format refuses (they rewrite a topology in ways typed stores do not record)."""
-FLAGS = {"feature_columns": "--features", "deduplicate": "--dedup", "build_csr": "--csr",
-         "sort_neighbors": "--no-sort", "split": "--split"}
-"""``graphpipe ingest`` flags whose name is not the option's with dashes."""
-
-
-def flag(option: str) -> str:
-    """The ``graphpipe ingest`` flag of an option, for messages.
-
-    >>> flag("split_dir"), flag("deduplicate")
-    ('--split-dir', '--dedup')
-    """
-    return FLAGS.get(option, "--" + option.replace("_", "-"))
+__all__ = ["Format", "flag"]
 
 
 def _resolve(target: str) -> Callable[..., Any]:
@@ -50,8 +35,8 @@ class Format:
         name: what ``--format`` takes.
         summary: one line for ``graphpipe ingest --help``.
         sniffer: ``"module:function"``, ``function(path) -> bool``.
-        reader: ``"module:function"``: ``function(path, **options) -> DatasetSource`` or,
-            for a typed format, the function that writes its store.
+        reader: ``"module:function"``: ``function(path, **options) -> DatasetSource`` (a
+            ``TypedSource`` for a typed format).
         options: the reader options it takes (``node_features``: a ``.npy`` matrix).
         typed: whether it holds several node types (a typed store).
 
@@ -79,21 +64,13 @@ class Format:
                 raise IngestError(f"{flag(name)} does not apply to {self.name} datasets "
                                   f"(the options it takes: {takes})")
         if self.typed and options is not None:
-            default = IngestOptions()
-            for name in TYPED_REFUSED:
-                if getattr(options, name) != getattr(default, name):
-                    after = ("; split the store after the ingest: graphpipe split STORE --random "
-                             "0.8,0.1,0.1 --node-type TYPE" if name == "random_split" else "")
-                    raise IngestError(f"{flag(name)} is not supported for typed (heterogeneous) "
-                                      f"datasets ({self.name}){after}")
+            refuse_for_typed(options, self.name)
 
     def open(self, path: str | os.PathLike, **reader_options: Any) -> Any:
         """The dataset at ``path`` as a source (options that are None are left out)."""
         given = {k: v for k, v in reader_options.items() if v is not None}
         self.check(given)
         npy = given.pop("node_features", None)
-        if self.typed:
-            return TypedSource(Path(path), self, given)
         if "split_dir" in given:
             from graphpipe.ingest.splitfiles import find_split_files
 
@@ -104,26 +81,3 @@ class Format:
 
             attach_npy_features(source, npy)
         return source
-
-
-@dataclass
-class TypedSource:
-    """A typed dataset, opened: its folder, format and reader options, written by :meth:`write`."""
-
-    path: Path
-    format: Format
-    reader_options: dict[str, Any]
-
-    def write(self, dest: str | os.PathLike, options: IngestOptions | None = None,
-              progress: ProgressFn | None = None) -> None:
-        """Write the typed store at ``dest`` (atomically; ``dest`` is checked first)."""
-        from graphpipe.store.atomic import check_destination
-
-        options = options or IngestOptions()
-        self.format.check(self.reader_options, options)
-        check_destination(dest, overwrite=options.overwrite, sources=[self.path])
-        _resolve(self.format.reader)(
-            self.path, dest, name=options.name, overwrite=options.overwrite,
-            memory_limit=options.memory_bytes(), feature_dtype=options.feature_numpy_dtype().name,
-            allow_nonfinite=options.allow_nonfinite, add_reverse_edges=options.add_reverse_edges,
-            progress=progress, **self.reader_options)
