@@ -28,7 +28,7 @@ from graphpipe.loaders.graph_data import (
 from graphpipe.loaders.minibatch import MiniBatch
 from graphpipe.loaders.prefetch import END, Prefetcher, data_loader_kwargs, draw_seed
 from graphpipe.loaders.prepared import PreparedBatch
-from graphpipe.loaders.rows import ChunkedRows, DegreeCachedRows, QuantizedRowSource, RowSource
+from graphpipe.loaders.rows import DegreeCachedRows, QuantizedRowSource, RowSource
 from graphpipe.loaders.sampler import BaseSampler, LocalSampler, SamplerInput
 from graphpipe.loaders.shard import BaseShard
 from graphpipe.loaders.stages import GatherStage, ReorderStage, SampleStage, TransferStage
@@ -41,6 +41,7 @@ from graphpipe.loaders.temporal import (
     resolve_input_time,
 )
 from graphpipe.loaders.typed_batch import HeteroMiniBatch, typed_batch_from_sample
+from graphpipe.loaders.typed_tier import typed_feature_sources
 from graphpipe.ops._core.checks import check_fanouts as _check_fanouts
 from graphpipe.ops.features.degree import degree_order
 from graphpipe.ops.sampling import sample_neighbors_batches
@@ -249,11 +250,15 @@ class NeighborLoader:
     type's nodes the hop before reached first; rows are gathered per type (``x[t]`` equals
     ``X_t[n_id[t]]``), Match per type, Greedy Reorder on byte-weighted typed overlaps
     (``match_reorder="auto"`` is False), a degree cache per type (in-degree summed over
-    relations); ``sampler`` may be a :class:`graphpipe.service.RemoteHeteroSampler`;
+    relations); a feature tier per type (``features``: ``"memory"``, ``"disk"``, ``"auto"``
+    planned across types, or ``{ntype: tier}``; :mod:`graphpipe.loaders.typed_tier`;
+    :attr:`feature_tier` holds each type's) and ``feature_bits`` per type (codes moved to
+    ``device``, dequantized there); types without features are untouched; ``sampler`` may
+    be a :class:`graphpipe.service.RemoteHeteroSampler`;
     :attr:`stats` counts rows per type. It yields :class:`graphpipe.loaders.HeteroMiniBatch`
     es (HeteroData's face). Options without a typed implementation (``time_attr``,
-    ``disjoint``, ``feature_bits``, ``sampler_backend="cuda"``, ``output="dgl"``,
-    ``shard``, ``reorder_by``, ``features="disk"``) are refused with one line. Two papers
+    ``disjoint``, ``sampler_backend="cuda"``, ``output="dgl"``,
+    ``shard``, ``reorder_by``) are refused with one line. Two papers
     cite each other, two authors write them; seeds are papers:
 
     >>> from graphpipe.loaders import HeteroGraphData
@@ -292,8 +297,8 @@ class NeighborLoader:
         self.typed = is_typed_data(data)
         if self.typed:  # options that have no typed implementation: one line each, never ignored
             _refuse_on_typed(time_attr=time_attr, input_time=input_time, disjoint=disjoint,
-                             feature_bits=feature_bits, sampler_backend=sampler_backend, output=output,
-                             shard=shard, reorder_by=reorder_by, features=features)
+                             sampler_backend=sampler_backend, output=output,
+                             shard=shard, reorder_by=reorder_by)
         self.temporal = time_attr is not None
         check_temporal_options(time_attr, input_time, temporal_strategy, sampler=sampler, shard=shard,
                                frontier=frontier, replace=replace, backend=sampler_backend, output=output)
@@ -349,7 +354,7 @@ class NeighborLoader:
         options = {"replace": replace, "frontier": frontier, "num_threads": num_threads,
                    "cache": cache, "cache_rows": cache_rows, "match_reorder": match_reorder, "sampler": sampler}
         if self.typed:
-            self._build_typed(spec, fanout_order, input_nodes, **options)
+            self._build_typed(spec, fanout_order, input_nodes, features=features, **options)
         else:
             self._build_homogeneous(seed_first_fanouts(spec, fanout_order), input_nodes, features=features,
                                     disjoint=disjoint, reorder_by=reorder_by, sampler_backend=sampler_backend,
@@ -411,12 +416,14 @@ class NeighborLoader:
                                   attrs=self.graph.attrs)
         self.transfer = TransferStage(self.device, self.rows, self._stats)
 
-    def _build_typed(self, spec: Any, fanout_order: str, input_nodes: Any, *, replace: bool, frontier: str,
-                     num_threads: int | None, cache: str | None, cache_rows: float,
+    def _build_typed(self, spec: Any, fanout_order: str, input_nodes: Any, *, features: Any, replace: bool,
+                     frontier: str, num_threads: int | None, cache: str | None, cache_rows: float,
                      match_reorder: bool | str, sampler: Any) -> None:
         """The typed path (:class:`HeteroGraphData`): one fanout list per relation, seeds of
-        one node type, rows gathered per type (:class:`TypedGather`, Match per type), Greedy
-        Reorder on byte-weighted typed overlaps; ``match_reorder="auto"`` is False here."""
+        one node type, rows gathered per type from each type's tier (memory or disk,
+        :mod:`graphpipe.loaders.typed_tier`; :class:`TypedGather`, Match per type,
+        ``feature_bits`` per type), Greedy Reorder on byte-weighted typed overlaps;
+        ``match_reorder="auto"`` is False here."""
         self.graph: HeteroGraphData = resolve_hetero_data(self.data)
         fanouts = resolve_fanouts(spec, self.graph.edge_types)
         self.fanouts = {et: seed_first_fanouts(f, fanout_order) for et, f in fanouts.items()}
@@ -424,22 +431,25 @@ class NeighborLoader:
         self.disjoint, self.cache, self.input_time, self.sampler = False, None, None, sampler
         self.match_reorder = False if match_reorder == "auto" else match_reorder
         self.target_type, self.input_nodes, self._input_by_node = resolve_typed_input(self.graph, input_nodes)
-        self.rows: Any = ({t: self._typed_rows(t, cache, cache_rows) for t in self.graph.features}
-                          if self.features else {})
-        self.gather = TypedGather(self.rows, match=self.match_reorder in (True, "match"))
+        sources = typed_feature_sources(self.graph, features) if self.features else {}
+        self.feature_tier = {t: row_tier(r) for t, r in sources.items()}
+        self.rows: Any = {t: self._typed_rows(t, r, cache, cache_rows) for t, r in sources.items()}
+        self.gather = TypedGather(self.rows, match=self.match_reorder in (True, "match"), seed=self.seed,
+                                  device=self.device)
         if sampler is not None:  # e.g. RemoteHeteroSampler: samples elsewhere, same results
             if not callable(getattr(sampler, "check_graph", None)):
                 raise ValueError("'sampler' on a typed graph must sample typed batches (e.g. "
                                  f"graphpipe.service.RemoteHeteroSampler; got {type(sampler).__name__})")
             sampler.check_graph(self.graph.num_nodes_dict, self.graph.edge_types)
 
-    def _typed_rows(self, ntype: str, cache: str | None, cache_rows: float) -> RowSource:
-        """``ntype``'s feature rows, wrapped in its degree cache (in-degree over relations)."""
-        feat = self.graph.features[ntype]
-        rows: RowSource = ChunkedRows([feat], max(1, feat.shape[0]))
+    def _typed_rows(self, ntype: str, rows: RowSource, cache: str | None, cache_rows: float) -> RowSource:
+        """``ntype``'s feature rows (its tier), wrapped in its degree cache (in-degree over
+        relations) and in quantization (``feature_bits``)."""
         if cache == "degree":
-            budget = _cache_budget(cache_rows, feat.shape[0])
+            budget = _cache_budget(cache_rows, rows.num_rows)
             rows = DegreeCachedRows(rows, degree_order(self.graph.in_degrees(ntype))[:budget])
+        if self.feature_bits is not None:
+            rows = QuantizedRowSource(rows, self.feature_bits, seed=self.seed)
         return rows
 
     def input_id(self, seeds: np.ndarray) -> np.ndarray:
@@ -597,8 +607,8 @@ class NeighborLoader:
                 t0 = time.perf_counter()
                 pos = window[i]
                 ids = self.input_nodes[pos] if self._input_by_node else pos
-                batch = typed_batch_from_sample(outs[i], self.gather(outs[i].n_id), self.graph,
-                                                self.target_type, ids)
+                batch = typed_batch_from_sample(outs[i], self.gather(outs[i].n_id, window_keys[i]),
+                                                self.graph, self.target_type, ids)
                 stats.gather_s += time.perf_counter() - t0
                 yield batch if self.device.type == "cpu" else batch.to(self.device)
 
@@ -786,9 +796,9 @@ def _resolve_fanouts(num_neighbors: Any, fanouts: Any, typed: bool = False) -> A
     return _check_fanouts(chosen)
 
 
-_TYPED_DEFAULTS = {"time_attr": None, "input_time": None, "disjoint": False, "feature_bits": None,
+_TYPED_DEFAULTS = {"time_attr": None, "input_time": None, "disjoint": False,
                    "sampler_backend": ("auto", "cpu"), "output": "minibatch", "shard": None,
-                   "reorder_by": "match", "features": (True, False, "auto", "memory")}
+                   "reorder_by": "match"}
 
 
 def _refuse_on_typed(**given: Any) -> None:

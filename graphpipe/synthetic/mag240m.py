@@ -16,7 +16,10 @@ test are the labelled papers before 2018, of 2018 and of 2019. Layout written by
 
 ``test-dev`` / ``test-challenge`` are the test papers at positions ``i % 5 < 3`` / the
 rest, OGB's own cut (``ogb.lsc.utils.split_test``). The feature file is written a row
-block at a time (:func:`write_feature_npy`), so a file larger than memory can be made.
+block at a time (:func:`write_feature_npy`), so a file larger than memory can be made:
+``write_mag240m(root, data, feature_dim=768)`` generates the paper rows block by block
+(unit noise plus the class prototype, as :func:`graphpipe.synthetic.mag.mag_dataset`
+makes them) instead of writing ``data.x``, so only the topology is held in memory.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import numpy as np
 
 from graphpipe.synthetic.mag import HAS_TOPIC, LAST_YEAR, HeteroDataset, mag_dataset
 
-__all__ = ["DIR_NAME", "mag240m_dataset", "write_feature_npy", "write_mag240m"]
+__all__ = ["DIR_NAME", "block_features", "mag240m_dataset", "write_feature_npy", "write_mag240m"]
 
 DIR_NAME = "mag240m_kddcup2021"
 
@@ -79,8 +82,33 @@ def write_feature_npy(path: str | os.PathLike, rows: int, dim: int, block_rows: 
     return path
 
 
-def write_mag240m(root: str | os.PathLike, data: HeteroDataset) -> Path:
-    """Write ``data`` under ``root/mag240m_kddcup2021/`` (module docstring); returns that folder."""
+def block_features(y: np.ndarray, num_classes: int, dim: int, *, signal: float = 0.12,
+                   seed: int = 0):
+    """``make_block(start, count)`` for :func:`write_feature_npy`: float16 rows of unit
+    Gaussian noise plus ``signal`` times the class prototype of ``y[start:start+count]``
+    (classes below 0, unlabelled papers, get prototype 0); deterministic per block.
+
+    >>> make = block_features(np.array([0, 1, -1]), 2, 4)
+    >>> make(0, 3).shape, make(1, 2).dtype, bool((make(0, 3) == make(0, 3)).all())
+    ((3, 4), dtype('float16'), True)
+    """
+    prototypes = np.random.default_rng([seed, 1]).standard_normal((num_classes, dim), dtype=np.float32)
+
+    def make_block(start: int, count: int) -> np.ndarray:
+        rng = np.random.default_rng([seed, 2, start])
+        x = rng.standard_normal((count, dim), dtype=np.float32)
+        cls = np.asarray(y[start:start + count])
+        labelled = cls >= 0
+        x[labelled] += signal * prototypes[cls[labelled]]
+        return x.astype(np.float16)
+
+    return make_block
+
+
+def write_mag240m(root: str | os.PathLike, data: HeteroDataset, *, feature_dim: int | None = None) -> Path:
+    """Write ``data`` under ``root/mag240m_kddcup2021/`` (module docstring); returns that folder.
+    ``feature_dim``: generate ``(N_paper, feature_dim)`` float16 rows a block at a time
+    (:func:`block_features` over ``data.y``) instead of writing ``data.x``."""
     import torch
 
     base = Path(root) / DIR_NAME
@@ -90,8 +118,12 @@ def write_mag240m(root: str | os.PathLike, data: HeteroDataset) -> Path:
         np.save(processed / "___".join(etype) / "edge_index.npy", np.stack([src, dst]).astype(np.int64))
     paper = processed / data.target_type
     paper.mkdir(parents=True, exist_ok=True)
-    write_feature_npy(paper / "node_feat.npy", data.x.shape[0], data.x.shape[1], 1 << 16,
-                      lambda start, count: data.x[start:start + count], dtype=data.x.dtype)
+    if feature_dim is None:
+        write_feature_npy(paper / "node_feat.npy", data.x.shape[0], data.x.shape[1], 1 << 16,
+                          lambda start, count: data.x[start:start + count], dtype=data.x.dtype)
+    else:
+        write_feature_npy(paper / "node_feat.npy", data.y.shape[0], int(feature_dim), 1 << 14,
+                          block_features(data.y, int(data.num_classes), int(feature_dim)))
     np.save(paper / "node_label.npy", np.where(data.y >= 0, data.y, np.nan).astype(np.float32))
     np.save(paper / "node_year.npy", data.year.astype(np.int64))
     torch.save({**data.num_nodes_dict, "num_classes": int(data.num_classes)}, base / "meta.pt")

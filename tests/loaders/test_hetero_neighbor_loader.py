@@ -557,8 +557,8 @@ def test_edge_features_follow_their_edges(tmp_path):
 
 
 @pytest.mark.parametrize(("option", "value"), [
-    ("time_attr", "time"), ("disjoint", True), ("feature_bits", 8), ("sampler_backend", "cuda"),
-    ("output", "dgl"), ("reorder_by", "overlap"), ("features", "disk")])
+    ("time_attr", "time"), ("disjoint", True), ("sampler_backend", "cuda"),
+    ("output", "dgl"), ("reorder_by", "overlap")])
 def test_options_without_a_typed_path_are_refused_in_one_line(option, value):
     data, _ = make_data()
     with pytest.raises(ValueError, match=rf"^{option}=.* is not supported on typed graphs[^\n]*$"):

@@ -122,14 +122,16 @@ class DiskRows(RowSource):
         self._scratch: mmap.mmap | None = None
 
     @classmethod
-    def from_store(cls, store: Any, *, threads: int = 32, direct: bool = True) -> DiskRows:
-        """The node features of ``store`` (a :class:`graphpipe.store.GraphStore`); raises
-        ValueError when they are compressed (no fixed row offsets)."""
+    def from_store(cls, store: Any, *, threads: int = 32, direct: bool = True,
+                   key: str = "node/feat") -> DiskRows:
+        """The node features of ``store`` (a :class:`graphpipe.store.GraphStore`; ``key``:
+        the array, e.g. a typed store's ``typed/<ntype>/feat``); raises ValueError when
+        they are compressed (no fixed row offsets)."""
         from graphpipe.store.arrays import raw_chunk_files
 
-        raw = raw_chunk_files(store.path, "node/feat")
+        raw = raw_chunk_files(store.path, key)
         if raw is None:
-            raise ValueError(f"{store.path}: node features are compressed; the disk tier needs "
+            raise ValueError(f"{store.path}: features {key!r} are compressed; the disk tier needs "
                              f"an uncompressed store (ingest with compression=None)")
         paths, chunk_rows, shape, dtype = raw
         return cls(paths, chunk_rows, shape[0], shape[1] if len(shape) > 1 else 1, dtype,

@@ -49,7 +49,8 @@ from graphpipe.ops.features.gather import (
     ResidentIndex,
     positions_in,
 )
-from graphpipe.ops.features.quantize import QuantizedRows
+from graphpipe.ops.features.quantize import QuantizedRows, dequantize
+from graphpipe.ops.features.quantize.torch import dequantize_on
 from graphpipe.ops.sampling import SampleOutput
 
 __all__ = ["GatherStage", "RowCounts", "TypedGather"]
@@ -256,21 +257,39 @@ class RowCounts:
 
 class TypedGather:
     """``{ntype: rows}`` of a sampled batch from ``rows[ntype]`` (``match``: reuse rows
-    of the batch before, per type)."""
+    of the batch before, per type).
 
-    def __init__(self, rows: dict[str, RowSource], match: bool):
+    A type whose source is a :class:`graphpipe.loaders.rows.QuantizedRowSource`
+    (``feature_bits``) is gathered as low-bit codes (rows read from its source quantized
+    with :meth:`rounding_seed`, Match reusing the previous batch's codes), moved to
+    ``device`` as codes + min + scale and dequantized there to float32."""
+
+    def __init__(self, rows: dict[str, RowSource], match: bool, *, seed: int = 0,
+                 device: torch.device | str = "cpu"):
         self.rows, self.match = rows, bool(match)
+        self.seed, self.device = int(seed), torch.device(device)
         self.counts = RowCounts()
         self._prev: dict[str, tuple[np.ndarray, np.ndarray, torch.Tensor, int]] = {}
+        self._prev_packed: dict[str, tuple[np.ndarray, PackedRows]] = {}
+        self._order = {t: i for i, t in enumerate(rows)}
 
     def reset(self) -> None:
         """New epoch: zero the counters (the batch before stays resident, as in
         :class:`graphpipe.loaders.NeighborLoader`)."""
         self.counts = RowCounts()
 
-    def __call__(self, n_id: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
+    def rounding_seed(self, key: int, ntype: str) -> int:
+        """The rounding seed of ``ntype``'s rows read for the batch of sampler key ``key``
+        (a hash of the loader seed, the key and the type's position)."""
+        state = np.random.SeedSequence([self.seed, int(key), 4, self._order[ntype]]).generate_state(1, np.uint64)
+        return int(state[0])
+
+    def __call__(self, n_id: dict[str, np.ndarray], key: int = 0) -> dict[str, torch.Tensor]:
         out = {}
         for t, rows in self.rows.items():
+            if isinstance(rows, QuantizedRowSource):
+                out[t] = self._packed(t, rows, n_id[t], key)
+                continue
             ids = n_id[t]
             prev = self._prev.get(t) if self.match else None
             if prev is not None and prev[2]._version != prev[3]:
@@ -285,3 +304,18 @@ class TypedGather:
             if self.match:
                 self._prev[t] = (ids, x, out[t], out[t]._version)
         return out
+
+    def _packed(self, ntype: str, rows: QuantizedRowSource, ids: np.ndarray, key: int) -> torch.Tensor:
+        """``ntype``'s rows as codes (Match on the previous batch's codes), dequantized on
+        the device."""
+        prev = self._prev_packed.get(ntype) if self.match else None
+        prev_pos = positions_in(prev[0], ids) if prev is not None else None
+        q, split = rows.gather_packed(ids, self.rounding_seed(key, ntype), prev_pos,
+                                      None if prev is None else prev[1])
+        self.counts.add(ntype, *(split.counts()[i] for i in (2, 1, 0)))
+        if self.match:
+            self._prev_packed[ntype] = (ids, (q.packed.numpy(), q.mins.numpy(), q.scales.numpy()))
+        if self.device.type == "cpu":
+            return dequantize(q)
+        dev = self.device
+        return dequantize_on(q.packed.to(dev), q.mins.to(dev), q.scales.to(dev), q.bits, q.num_cols)
