@@ -16,6 +16,7 @@ from typing import Any
 import click
 from graphpipe.cli import train_options as opts
 from graphpipe.cli._common import fail, friendly_errors
+from graphpipe.cli.train_flow import flow_options
 from graphpipe.cli.train_text import text_train_options
 
 TYPED_MODELS = ("rgcn", "hetero-sage", "rgat", "mlp")
@@ -25,7 +26,8 @@ TYPED_MODELS = ("rgcn", "hetero-sage", "rgat", "mlp")
 @click.argument("store", type=click.Path(file_okay=False))
 @click.option("--model", "model_name", default=None,
               help="sage, gcn, gin, gat or mlp (GNNs); graphormer or gt (graph transformers); "
-                   "lm, unitg, tape or glem (language models on node text); rgcn, hetero-sage, "
+                   "lm, unitg, tape or glem (language models on node text); revgcn (deep "
+                   "reversible GCN, --pipeline); rgcn, hetero-sage, "
                    "rgat or mlp on a typed store. [default: sage; rgcn for typed stores]")
 @click.option("--target-type", default=None,
               help="Typed store: the node type to classify [the store's target type].")
@@ -116,6 +118,7 @@ TYPED_MODELS = ("rgcn", "hetero-sage", "rgat", "mlp")
               help="--task link: edge decoder on the encoder's embeddings [mlp].")
 @click.option("--staleness", type=click.IntRange(0), default=0, show_default=True,
               help="--partition-parallel: epochs a halo may be reused (0 = exchange every epoch).")
+@flow_options
 @text_train_options
 @friendly_errors
 def command(**params: Any) -> None:

@@ -3,8 +3,8 @@ it accepts), the choice of mode from the options, the defaults per model family,
 parsing of option values (one-line errors, exit 2).
 
 A mode is one way to train: node classification, typed node classification, graph
-transformer, link prediction, text models, and the three parallel strategies (data parallel, sequence
-parallel, partition parallel). :func:`choose` picks it from the options; an option the
+transformer, link prediction, text models, and the four parallel strategies (data parallel, sequence
+parallel, partition parallel, flow parallel). :func:`choose` picks it from the options; an option the
 mode does not accept, given on the command line, is refused in one line that names the
 option and the mode (:func:`refuse_unaccepted`).
 """
@@ -19,6 +19,9 @@ import click
 from click.core import ParameterSource
 from graphpipe.cli._common import fail
 from graphpipe.cli.train_text import TEXT_MODEL_NAMES, TEXT_OPTIONS
+
+FLOW_MODELS = ("revgcn",)
+"""The models ``--pipeline`` cuts into stages (``cli/train_flow.py``; unitg's GNN too)."""
 
 DEFAULT_FANOUTS = {1: [10], 2: [15, 10], 3: [15, 10, 5]}
 """Fanouts of node classification per layer count (others: 10 per layer)."""
@@ -77,10 +80,13 @@ SEQUENCE_PARALLEL = Mode("sequence parallel", TRANSFORMER.accepts | {"seq_parall
 LINK = Mode("link prediction", _RUN | _SAMPLED | {"decoder"}, "graphpipe.cli.train_link:run")
 TEXT = Mode("text models", frozenset(TEXT_OPTIONS) | (_RUN - {"weight_decay", "evaluation"}),
             "graphpipe.cli.train_text:run")
+FLOW = Mode("flow parallel", (_RUN - {"checkpoint", "resume", "patience", "evaluation"})
+            | {"pipeline", "microbatches"}, "graphpipe.cli.train_flow:run")
 PARTITION_PARALLEL = Mode("partition parallel",
                           _RUN | {"partition_parallel", "halo_bits", "staleness"},
                           "graphpipe.cli.train_sylvie:run")
-MODES = (NODE, DATA_PARALLEL, TYPED, TRANSFORMER, SEQUENCE_PARALLEL, LINK, TEXT, PARTITION_PARALLEL)
+MODES = (NODE, DATA_PARALLEL, TYPED, TRANSFORMER, SEQUENCE_PARALLEL, LINK, TEXT, PARTITION_PARALLEL,
+         FLOW)
 
 
 def choose(params: dict[str, Any], typed: bool) -> Mode:
@@ -95,6 +101,8 @@ def choose(params: dict[str, Any], typed: bool) -> Mode:
         return PARTITION_PARALLEL
     if params["model_name"] in TEXT_MODEL_NAMES:
         return TEXT
+    if params["pipeline"] is not None or params["model_name"] in FLOW_MODELS:
+        return FLOW
     if typed:
         return TYPED
     transformer = params["model_name"] in SEQUENCE_MODELS
