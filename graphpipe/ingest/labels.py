@@ -80,6 +80,24 @@ def _classification(values: np.ndarray, where: str) -> np.ndarray:
     return values.astype(np.int64, copy=False)
 
 
+def class_labels(values: np.ndarray, where: str) -> np.ndarray:
+    """One type's class labels as int64 (NaN: -1, unlabelled); what is not a class index, or
+    a class below -1, is refused naming ``where`` and the row.
+
+    >>> class_labels(np.array([2.0, np.nan, 0.0]), "y.npy").tolist()
+    [2, -1, 0]
+    >>> class_labels(np.array([1, -3]), "y.csv")
+    Traceback (most recent call last):
+    ...
+    graphpipe.ingest.errors.IngestError: y.csv: row 2: label -3 is not a class (classes are >= 0; -1 or NaN: unlabelled)
+    """
+    labels = _classification(np.asarray(values).reshape(-1), where)
+    bad = np.flatnonzero(labels < UNLABELED)
+    if bad.size:
+        _refuse(where, labels, bad[0], "is not a class (classes are >= 0; -1 or NaN: unlabelled)")
+    return labels
+
+
 def normalize_labels(source: DatasetSource) -> NormalizedLabels | None:
     """Check ``source.labels`` (``(N,)`` or ``(N, T)``) against ``source.num_nodes`` and the
     rules of the module docstring; returns what to store, or None without labels."""

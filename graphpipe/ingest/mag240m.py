@@ -26,7 +26,7 @@ are disjoint, so they are not stored again).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
 
@@ -34,9 +34,10 @@ import numpy as np
 
 from graphpipe.ingest.chunks import EdgeChunk
 from graphpipe.ingest.errors import IngestError
-from graphpipe.ingest.ogb import _labels_from_float
+from graphpipe.ingest.labels import class_labels
 from graphpipe.ingest.safe_load import load_torch_file
 from graphpipe.ingest.source import RowBlock, TypedNodes, TypedRelation, TypedSource
+from graphpipe.ingest.timestamps import as_time_values
 from graphpipe.store import schema as ts
 from graphpipe.store.errors import StoreError
 
@@ -169,20 +170,10 @@ def node_vector(path: Path, where: str, n: int) -> np.ndarray:
     return np.array(array).reshape(n)
 
 
-def read_years(path: Path, where: str, n: int) -> np.ndarray:
-    """``node_year.npy`` as int64 (integer-valued floats allowed)."""
-    years = node_vector(path, where, n)
-    if years.dtype.kind == "f" and not (np.isfinite(years) & (years == np.round(years))).all():
-        raise IngestError(f"{where}: years must be integers")
-    return years.astype(np.int64)
-
-
-def read_labels(path: Path, where: str, n: int) -> np.ndarray:
-    """``node_label.npy`` as int64 classes (NaN: -1)."""
-    labels = _labels_from_float(node_vector(path, where, n).astype(np.float64))
-    if labels.dtype.kind != "i" or (labels.size and labels.min() < -1):
-        raise IngestError(f"{where}: labels must be integer classes >= 0 (NaN: unlabelled)")
-    return labels
+def read_vector(check: Callable[[np.ndarray, str], np.ndarray], path: Path, where: str,
+                n: int) -> np.ndarray:
+    """A per-node ``.npy`` (``(N_t,)`` or ``(N_t, 1)``) read whole, through ``check``."""
+    return check(node_vector(path, where, n), where)
 
 
 def node_types(base: Path, counts: dict[str, int]) -> dict[str, TypedNodes]:
@@ -198,9 +189,9 @@ def node_types(base: Path, counts: dict[str, int]) -> dict[str, TypedNodes]:
             node.features = partial(feature_blocks, *here["node_feat"], n, ntype)
             node.float16 = open_npy(*here["node_feat"]).dtype == np.float16
         if "node_year" in here:
-            node.time = partial(read_years, *here["node_year"], n)
+            node.time = partial(read_vector, as_time_values, *here["node_year"], n)
         if "node_label" in here:
-            node.labels = partial(read_labels, *here["node_label"], n)
+            node.labels = partial(read_vector, class_labels, *here["node_label"], n)
     return nodes
 
 

@@ -24,7 +24,7 @@ split IDs in range, each once, splits disjoint); a failure is one
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
 
@@ -32,9 +32,11 @@ import numpy as np
 
 from graphpipe.ingest.chunks import EdgeChunk
 from graphpipe.ingest.errors import IngestError
-from graphpipe.ingest.ogb import _labels_from_float, iter_csv_rows, read_csv_table
+from graphpipe.ingest.labels import class_labels
+from graphpipe.ingest.ogb import iter_csv_rows, read_csv_table
 from graphpipe.ingest.source import RowBlock, TypedNodes, TypedRelation, TypedSource
 from graphpipe.ingest.textio import iter_line_blocks
+from graphpipe.ingest.timestamps import as_time_values
 from graphpipe.store import schema as ts
 from graphpipe.store.errors import StoreError
 
@@ -197,20 +199,10 @@ def _node_column(folder: HeteroFolder, path: Path, n: int, ntype: str) -> np.nda
     return values
 
 
-def read_years(folder: HeteroFolder, path: Path, n: int, ntype: str) -> np.ndarray:
-    """``node_year.csv.gz`` of ``ntype`` as int64 node times."""
-    years = _node_column(folder, path, n, ntype)
-    if not (np.isfinite(years).all() and (years == np.round(years)).all()):
-        raise IngestError(f"{folder.rel(path)}: years must be integers")
-    return years[:, 0].astype(np.int64)
-
-
-def read_labels(folder: HeteroFolder, path: Path, n: int, ntype: str) -> np.ndarray:
-    """``node-label.csv.gz`` of ``ntype`` (NaN: unlabelled, -1)."""
-    labels = _labels_from_float(_node_column(folder, path, n, ntype))
-    if labels.dtype.kind != "i" or (labels.size and labels.min() < -1):
-        raise IngestError(f"{folder.rel(path)}: labels must be integer classes >= 0 (NaN or -1: unlabelled)")
-    return labels
+def read_column(check: Callable[[np.ndarray, str], np.ndarray], folder: HeteroFolder, path: Path,
+                n: int, ntype: str) -> np.ndarray:
+    """A per-node one-column file of ``ntype`` (years, labels) read whole, through ``check``."""
+    return check(_node_column(folder, path, n, ntype), folder.rel(path))
 
 
 def node_type(folder: HeteroFolder, ntype: str, n: int) -> TypedNodes:
@@ -222,11 +214,11 @@ def node_type(folder: HeteroFolder, ntype: str, n: int) -> TypedNodes:
     for path in (folder.raw / "node-feat" / ntype / "node_year.csv.gz",
                  folder.raw / "node_year" / ntype / "node_year.csv.gz"):
         if path.is_file():
-            node.time = partial(read_years, folder, path, n, ntype)
+            node.time = partial(read_column, as_time_values, folder, path, n, ntype)
             break
     label = folder.raw / "node-label" / ntype / "node-label.csv.gz"
     if label.is_file():
-        node.labels = partial(read_labels, folder, label, n, ntype)
+        node.labels = partial(read_column, class_labels, folder, label, n, ntype)
     return node
 
 

@@ -24,12 +24,8 @@ ProgressFn = Callable[[str, int, int], None]
 FLOAT16_MAX = float(np.finfo(np.float16).max)
 
 
-def to_float16(values: np.ndarray, block: RowBlock, clamp: bool) -> np.ndarray:
-    """``values`` as float16; a finite value beyond ±65504 is refused (or clamped with ``clamp``).
-
-    >>> to_float16(np.array([[1.5, 70000.0]]), RowBlock(0, None, "x.csv", 1), clamp=True).tolist()
-    [[1.5, 65504.0]]
-    """
+def _to_float16(values: np.ndarray, block: RowBlock, clamp: bool) -> np.ndarray:
+    """``values`` as float16; a finite value beyond ±65504 is refused (or clamped with ``clamp``)."""
     if values.dtype == np.float16:
         return values
     with np.errstate(over="ignore"):            # overflow is detected below, by value
@@ -90,7 +86,7 @@ def write_rows(writer: StoreWriter, key: str, blocks: Iterator[RowBlock], num_ro
                 raise IngestError(f"{block.source}: line {block.first_line + row}, column {col + 1}: "
                                   f"non-finite value {values[row, col]} (pass --allow-nonfinite to keep it)")
         if dtype == np.float16:
-            rows_writer.write(to_float16(values, block, options.clamp_float16))
+            rows_writer.write(_to_float16(values, block, options.clamp_float16))
         else:
             rows_writer.write(values.astype(dtype, copy=False))
         done += values.shape[0]

@@ -70,19 +70,12 @@ def is_typed_edgelist_folder(path: str | os.PathLike) -> bool:
 # -- node tables ------------------------------------------------------------------------------
 @dataclass
 class NodeTable:
-    """One type's node table: IDs and per-node columns (local ID = row)."""
+    """One type's node table: its ID index (local ID = row) and what it gives the builder."""
 
-    ntype: str
     path: str
-    count: int
     index: Any
     string_ids: bool
-    external: pa.Array
-    first_line: int = 1
-    label: np.ndarray | None = None
-    time: np.ndarray | None = None
-    feat: np.ndarray | None = None
-    splits: dict[str, np.ndarray] = field(default_factory=dict)
+    nodes: TypedNodes
 
 
 def _read_table(spec: _TableFile) -> pa.Table:
@@ -141,7 +134,7 @@ def _splits(table: pa.Table, spec: _TableFile) -> dict[str, np.ndarray]:
             if (values == name).any()}
 
 
-def read_node_table(path: Path, ntype: str) -> NodeTable:
+def read_node_table(path: Path) -> NodeTable:
     """``nodes/<ntype>.<ext>`` (module docstring)."""
     spec = _open_file(str(path), "auto", None, True)
     spec.require(["id"])
@@ -157,14 +150,18 @@ def read_node_table(path: Path, ntype: str) -> NodeTable:
     except DuplicateIdError as exc:
         raise IngestError(f"{spec.where(spec.first_data_line + exc.duplicate_row)}: ID {exc.value!r} "
                           f"already on {spec.unit} {spec.first_data_line + exc.first_row}") from None
-    node = NodeTable(ntype, str(path), len(ids), index, string_ids, ids, spec.first_data_line)
+    node = TypedNodes(len(ids), where=str(path), id_map=ids)
     if "label" in table.column_names:
-        node.label = _int_column(table, "label", spec, missing=-1)
+        node.labels = partial(np.asarray, _int_column(table, "label", spec, missing=-1))
     if "time" in table.column_names:
-        node.time = _int_column(table, "time", spec, missing=None)
-    node.feat = _features(table, spec)
-    node.splits = _splits(table, spec)
-    return node
+        node.time = partial(np.asarray, _int_column(table, "time", spec, missing=None))
+    feat = _features(table, spec)
+    if feat is not None:
+        node.features = partial(iter, [RowBlock(0, feat, str(path), spec.first_data_line)])
+        node.feature_dim = feat.shape[1]
+    splits = [(name, ids, str(path)) for name, ids in _splits(table, spec).items()]
+    node.splits = partial(iter, splits) if splits else None
+    return NodeTable(str(path), index, string_ids, node)
 
 
 # -- edges ------------------------------------------------------------------------------------
@@ -303,7 +300,7 @@ def _chunks(source: EdgeSource, tables: dict[str, NodeTable]) -> Iterator[EdgeCh
 def _counts(sources: list[EdgeSource], tables: dict[str, NodeTable]) -> dict[str, int]:
     """Node counts: table rows, else the largest ID + 1 over every relation (one first pass
     over the relations that touch a type without a table)."""
-    counts = {t: table.count for t, table in tables.items()}
+    counts = {t: table.nodes.count for t, table in tables.items()}
     for source in sources:
         ends = [(i, t) for i, t in ((0, source.etype[0]), (1, source.etype[2])) if t not in tables]
         if not ends:
@@ -323,23 +320,6 @@ def _times(source: EdgeSource, tables: dict[str, NodeTable]) -> np.ndarray:
                            for src, _, time, _, _ in _batches(source, tables)] or [np.zeros(0, np.int64)])
 
 
-def _nodes(table: NodeTable | None, count: int) -> TypedNodes:
-    """A node table (or a type without one) as the builder's :class:`TypedNodes`."""
-    if table is None:
-        return TypedNodes(count)
-    node = TypedNodes(count, where=table.path, id_map=table.external)
-    if table.feat is not None:
-        node.features = partial(iter, [RowBlock(0, table.feat, table.path, table.first_line)])
-        node.feature_dim = table.feat.shape[1]
-    if table.label is not None:
-        node.labels = partial(np.asarray, table.label)
-    if table.time is not None:
-        node.time = partial(np.asarray, table.time)
-    if table.splits:
-        node.splits = partial(iter, [(name, ids, table.path) for name, ids in table.splits.items()])
-    return node
-
-
 def read_node_tables(folder: Path) -> dict[str, NodeTable]:
     """``nodes/<type>.<ext>`` of every type that has one."""
     tables = {}
@@ -350,7 +330,7 @@ def read_node_tables(folder: Path) -> dict[str, NodeTable]:
             raise IngestError(f"{path}: {exc}") from None
         if ntype in tables:
             raise IngestError(f"{path}: a second node table of {ntype!r}")
-        tables[ntype] = read_node_table(path, ntype)
+        tables[ntype] = read_node_table(path)
     return tables
 
 
@@ -373,5 +353,5 @@ def read_typed_edgelist(folder: str | os.PathLike, *, target_type: str | None = 
     relations = [TypedRelation(s.etype, partial(_chunks, s, tables),
                                edge_time=partial(_times, s, tables) if s.has_time else None)
                  for s in sources]
-    nodes = {ntype: _nodes(tables.get(ntype), count) for ntype, count in counts.items()}
+    nodes = {t: tables[t].nodes if t in tables else TypedNodes(count) for t, count in counts.items()}
     return TypedSource(folder.name, "typed-edge-list", str(folder), nodes, relations, target_type)
