@@ -38,6 +38,7 @@ from graphpipe.service.lookup import features, lookup, reverse_lookup
 from graphpipe.service.requests import action_params, owner
 from graphpipe.service.sample import TypedSampling, sample, sample_typed, served_graph
 from graphpipe.store import GraphStore, open_store
+from graphpipe.store.generation import StoreReplacedError
 
 __all__ = ["BearerTokenMiddlewareFactory", "SamplingServer", "hide_reply_tracebacks",
            "serve_until_signalled"]
@@ -334,9 +335,13 @@ class SamplingServer(fl.FlightServerBase):
 def _flight_error(exc: BaseException, request_id: str) -> BaseException:
     """The Flight status of a handler error: INVALID_ARGUMENT (ValueError, TypeError,
     IndexError), NOT_FOUND (KeyError), Flight's own errors as raised; anything else is
-    INTERNAL with only ``request_id`` in the reply (the traceback goes to the log)."""
+    INTERNAL with only ``request_id`` in the reply (the traceback goes to the log); a store
+    replaced under the server is UNAVAILABLE (no path in the reply)."""
     if isinstance(exc, fl.FlightError):
         return exc
+    if isinstance(exc, StoreReplacedError):  # what was mapped before still serves; this is new
+        return fl.FlightUnavailableError("the store was replaced (graphpipe ingest --overwrite) "
+                                         "after this server opened it; restart the server")
     if isinstance(exc, (ValueError, TypeError, IndexError)):  # pyarrow's own included
         return pa.ArrowInvalid(_one_line(exc))
     if isinstance(exc, KeyError):

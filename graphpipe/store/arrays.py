@@ -24,6 +24,7 @@ import zarr
 
 from graphpipe.store import _fetch
 from graphpipe.store.errors import CorruptStoreError, StoreError
+from graphpipe.store.generation import confirm
 
 CHUNK_TARGET_BYTES = 64 << 20
 """Target size of one feature chunk (bytes); rows per chunk follow from the row width."""
@@ -145,6 +146,7 @@ def array_metadata(root: str | os.PathLike, key: str) -> dict[str, Any]:
     except (ValueError, OSError) as exc:  # not JSON, not UTF-8, not a file
         detail = str(exc).strip().splitlines()[0][:120] if str(exc).strip() else type(exc).__name__
         raise CorruptStoreError(f"{path}: cannot be read as JSON ({detail})") from None
+    confirm(root)  # read from the store this reader opened, not one that replaced it
     if not isinstance(meta, dict) or meta.get("node_type") != "array":
         raise CorruptStoreError(f"{path}: not a zarr array")
     return meta
@@ -187,15 +189,18 @@ def open_chunk_views(root: str | os.PathLike, key: str) -> tuple[list[np.ndarray
     paths = chunk_paths(root, key, shape, chunks)
     for i, path in enumerate(paths):
         if not path.is_file():
+            confirm(root)  # the store replaced under this reader, or damaged
             raise CorruptStoreError(f"{path}: chunk file missing for array {key!r}")
         expected = math.prod(chunks) * dtype.itemsize
         if path.stat().st_size != expected:
+            confirm(root)
             raise CorruptStoreError(
                 f"{path}: chunk of array {key!r} has {path.stat().st_size} bytes, expected {expected}"
             )
         mm = np.memmap(path, dtype=dtype, mode="r", shape=chunks)
         rows = min(chunks[0], shape[0] - i * chunks[0])
         views.append(mm[:rows].view(np.ndarray))
+    confirm(root)
     return views, int(chunks[0])
 
 
@@ -218,6 +223,7 @@ def raw_chunk_files(root: str | os.PathLike, key: str
     for path in paths:
         size = path.stat().st_size if path.is_file() else -1
         if size != expected:
+            confirm(root)
             raise CorruptStoreError(f"{path}: chunk of array {key!r} has "
                                     f"{'no file' if size < 0 else f'{size} bytes'}, expected {expected}")
     return paths, int(chunks[0]), shape, dtype
@@ -246,10 +252,13 @@ def read_array(root: str | os.PathLike, key: str, *, in_memory: bool = False) ->
             return views[0]
         return np.concatenate(views, axis=0)
     try:  # zarr v3 metadata only: a v2 ``.zarray`` could name numcodecs' pickle codec
-        return zarr.open_array(str(Path(root) / key), mode="r", zarr_format=3)[...]
+        data = zarr.open_array(str(Path(root) / key), mode="r", zarr_format=3)[...]
     except Exception as exc:  # noqa: BLE001 - a chunk zarr cannot decode: name the array
+        confirm(root)
         detail = str(exc).strip().splitlines()[0][:120] if str(exc).strip() else type(exc).__name__
         raise CorruptStoreError(f"{Path(root) / key}: array {key!r} cannot be read ({detail})") from None
+    confirm(root)
+    return data
 
 
 def array_nbytes(root: str | os.PathLike, key: str) -> int:
@@ -287,6 +296,7 @@ def load_array(root: str | os.PathLike, key: str) -> np.ndarray:
             with open(path, "rb", buffering=0) as fh:
                 size = os.fstat(fh.fileno()).st_size
                 if size != expected:
+                    confirm(root)
                     raise CorruptStoreError(f"{path}: chunk of array {key!r} has {size} bytes, "
                                      f"expected {expected}")
                 done = 0
@@ -296,7 +306,9 @@ def load_array(root: str | os.PathLike, key: str) -> np.ndarray:
                         raise CorruptStoreError(f"{path}: chunk of array {key!r} ended after {done} bytes")
                     done += got
         except FileNotFoundError:
+            confirm(root)
             raise CorruptStoreError(f"{path}: chunk file missing for array {key!r}") from None
+    confirm(root)
     out.setflags(write=False)  # like the memory maps: a store's arrays are read-only
     return out
 

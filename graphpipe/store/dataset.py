@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from graphpipe.store import arrays as _arrays
+from graphpipe.store.generation import confirm
 
 __all__ = ["DatasetFace"]
 
@@ -149,4 +150,5 @@ def _copy_on_write_map(root: Any, key: str) -> np.ndarray:
         raise AssertionError(f"{root}: {key!r} is not one uncompressed chunk")  # read_array's cases
     paths, chunk_rows, shape, dtype = raw
     mapped = np.memmap(paths[0], dtype=dtype, mode="c", shape=(chunk_rows,) + tuple(shape[1:]))
+    confirm(root)  # mapped from the store this reader opened (generation.py)
     return mapped[: shape[0]].view(np.ndarray)

@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from graphpipe.store import arrays as _arrays
 from graphpipe.store import checks as _checks
+from graphpipe.store import generation as _generation
 from graphpipe.store import tables as _tables
 from graphpipe.store.dataset import DatasetFace
 from graphpipe.store.errors import CorruptStoreError, StoreError
@@ -52,7 +53,7 @@ class GraphStore(TypedFace, DatasetFace):
 
     def __init__(self, path: str | os.PathLike, manifest: dict[str, Any],
                  in_memory: frozenset[str] = frozenset()):
-        self.path = Path(path)
+        self.path = path if isinstance(path, _generation.PinnedPath) else Path(path)
         self.manifest = manifest
         self._cache: dict[str, np.ndarray] = {}
         self._in_memory = in_memory
@@ -108,9 +109,11 @@ class GraphStore(TypedFace, DatasetFace):
         if is_remote(path):
             raise StoreError(f"{path}: GraphStore.open reads local stores; open a URL with "
                              f"graphpipe.store.open({str(path)!r})")
-        manifest = read_manifest(path)
-        check_opened(manifest, path)
-        return cls(path, manifest, _resolve_in_memory(path, manifest, in_memory))
+        root = _generation.pin(path)  # a later ingest --overwrite: this object never reads the new files
+        manifest = read_manifest(root)
+        _generation.confirm(root)
+        check_opened(manifest, root)
+        return cls(root, manifest, _resolve_in_memory(root, manifest, in_memory))
 
     @property
     def location(self) -> str:

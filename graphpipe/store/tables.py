@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 
 from graphpipe.store import _fetch
 from graphpipe.store.errors import CorruptStoreError
+from graphpipe.store.generation import confirm
 
 ID_MAP_TABLE = "tables/id_map.parquet"
 SPLITS_TABLE = "tables/splits.parquet"
@@ -38,12 +39,16 @@ def read_table(root: str | os.PathLike, key: str) -> pa.Table:
     _fetch.ensure_file(root, key)
     path = Path(root) / key
     if not path.is_file():
+        confirm(root)
         raise CorruptStoreError(f"{path}: table missing")
     try:
-        return pq.read_table(path, memory_map=True)
+        table = pq.read_table(path, memory_map=True)
     except (pa.ArrowException, OSError) as exc:  # a damaged file: name it, one line
+        confirm(root)
         detail = str(exc).strip().splitlines()[0][:120] if str(exc).strip() else type(exc).__name__
         raise CorruptStoreError(f"{path}: table cannot be read ({detail})") from None
+    confirm(root)  # read from the store this reader opened (generation.py)
+    return table
 
 
 def splits_table(splits: dict[str, np.ndarray]) -> pa.Table:
@@ -73,12 +78,16 @@ def read_split_ids(root: str | os.PathLike, key: str, name: str) -> np.ndarray:
     _fetch.ensure_file(root, key)
     path = Path(root) / key
     if not path.is_file():
+        confirm(root)
         raise CorruptStoreError(f"{path}: table missing")
     try:
-        batches = pq.ParquetFile(path, memory_map=True).iter_batches(
-            batch_size=1 << 20, columns=["split", "node_id"], use_threads=False)
+        parquet = pq.ParquetFile(path, memory_map=True)
+        confirm(root)  # the file is open: from the store this reader opened (generation.py)
+        batches = parquet.iter_batches(batch_size=1 << 20, columns=["split", "node_id"],
+                                       use_threads=False)
         return _ids_of(batches, name)
     except (pa.ArrowException, OSError) as exc:  # a damaged file: name it, one line
+        confirm(root)
         detail = str(exc).strip().splitlines()[0][:120] if str(exc).strip() else type(exc).__name__
         raise CorruptStoreError(f"{path}: table cannot be read ({detail})") from None
     finally:

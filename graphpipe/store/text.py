@@ -45,6 +45,7 @@ import pyarrow.parquet as pq
 
 from graphpipe.store import arrays as _arrays
 from graphpipe.store.errors import CorruptStoreError, StoreError
+from graphpipe.store.generation import confirm
 
 __all__ = ["TEXT_TABLE", "TOKENIZER_KEY", "RaggedWriter", "TextTableWriter", "check_field_name",
            "has_text", "read_texts", "read_tokenizer_json", "text_fields", "text_summary", "token_arrays",
@@ -187,6 +188,7 @@ def read_texts(store: Any, field: str | None = None, ids: np.ndarray | None = No
     """Raw strings of ``field`` (default: the first) for node ``ids`` (default: all)."""
     field = _require(store, field)
     column = pq.read_table(Path(store.path) / TEXT_TABLE, columns=[field]).column(field)
+    confirm(store.path)  # read from the store this reader opened (generation.py)
     if column.length() != store.num_nodes:
         raise CorruptStoreError(f"{store.path}: {TEXT_TABLE} has {column.length()} rows, "
                                 f"the store {store.num_nodes} nodes")

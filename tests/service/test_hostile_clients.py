@@ -14,6 +14,7 @@ import os
 import queue
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -487,3 +488,76 @@ def test_non_loopback_bind_without_token_warns(store):
                            "--port", "0"], check=False, capture_output=True, text=True, timeout=120)
     assert "warning: --host 192.0.2.1 is not loopback and there is no --token-file" in proc.stderr
     assert proc.returncode != 0 and "serving" not in proc.stdout
+
+
+# -- many idle and slow connections --------------------------------------------------------------
+IDLE_CONNECTIONS = 300
+SLOW_CALLS = 64
+ANSWER_BOUND_S = 30
+
+
+def test_idle_and_slow_connections_do_not_starve_an_active_client(server, store):
+    """300 TCP connections that never speak, 64 half-sent HTTP/2 prefaces and 64 calls that
+    began a request and never send its batch: an active client's sample still answers
+    within the bound, and the server's memory grows by a bounded amount per connection."""
+    host, port = server.url.split("://", 1)[1].rsplit(":", 1)
+    _assert_serving(server, store)  # warm: the peak of ordinary work
+    before = server.peak_rss()
+    sockets, slow = [], []
+    try:
+        for i in range(IDLE_CONNECTIONS):
+            sock = socket.create_connection((host, int(port)), timeout=10)
+            if i < SLOW_CALLS:
+                sock.sendall(b"PRI * HTTP/2.0\r\n")  # a preface never finished
+            sockets.append(sock)
+        command = fl.FlightDescriptor.for_command(json.dumps(SAMPLE).encode())
+        for _ in range(SLOW_CALLS):
+            flight = fl.FlightClient(server.url)
+            writer, reader = flight.do_exchange(command)
+            writer.begin(_seed_batch([[1]]).schema)  # the request batch never follows
+            slow.append((flight, writer, reader))
+        t0 = time.monotonic()
+        with Client(server.url, shared_memory=False, timeout=ANSWER_BOUND_S) as c:
+            got = c.sample(np.array([4, 9, 2]), [3, 2], seed=11).output
+        assert time.monotonic() - t0 < ANSWER_BOUND_S
+        want = sample_neighbors(store.indptr, store.indices, np.array([4, 9, 2]), [3, 2], seed=11)
+        np.testing.assert_array_equal(got.n_id, want.n_id)
+        per_connection = (server.peak_rss() - before) / (IDLE_CONNECTIONS + SLOW_CALLS)
+        assert per_connection < 256 << 10, per_connection
+    finally:
+        for flight, writer, _reader in slow:
+            with contextlib.suppress(pa.ArrowException):
+                writer.close()
+            flight.close()
+        for sock in sockets:
+            sock.close()
+    _assert_serving(server, store)
+
+
+# -- the served store replaced ----------------------------------------------------------------------
+def test_a_store_replaced_under_the_server_is_served_whole_or_refused(tmp_path):
+    """``graphpipe ingest --overwrite`` of the served store: the server keeps answering from
+    the store it opened (features ``[i, 0]``, never the new ``[i, 1]``; what it had not
+    mapped yet would answer UNAVAILABLE in one line), the new store validates."""
+    from click.testing import CliRunner
+    from graphpipe.cli.main import cli
+
+    dest, n = tmp_path / "store", 300
+    for generation in (0, 1):
+        x = np.stack([np.arange(n), np.full(n, generation)], axis=1).astype(np.float32)
+        np.savez(tmp_path / f"gen{generation}.npz", src=(np.arange(n) + 1) % n, dst=np.arange(n), x=x)
+    assert CliRunner().invoke(cli, ["ingest", str(tmp_path / "gen0.npz"), str(dest), "-q"]).exit_code == 0
+    srv = start_server(GraphStore.open(dest), tmp_path / "server.log")
+    try:
+        with Client(srv.url, shared_memory=False, timeout=60) as c:
+            ids = np.array([7, 0, 299])
+            assert np.asarray(c.features(ids)).tolist() == [[7, 0], [0, 0], [299, 0]]
+            result = CliRunner().invoke(cli, ["ingest", str(tmp_path / "gen1.npz"), str(dest), "-q",
+                                              "--overwrite"])
+            assert result.exit_code == 0, result.output
+            assert np.asarray(c.features(ids)).tolist() == [[7, 0], [0, 0], [299, 0]]
+            assert c.sample(np.array([3]), [2]).output.n_id.tolist() == [3, 4]
+        assert CliRunner().invoke(cli, ["validate", str(dest)]).exit_code == 0
+    finally:
+        assert srv.stop() == 0
+    assert GraphStore.open(dest).features(np.array([7])).tolist() == [[7, 1]]

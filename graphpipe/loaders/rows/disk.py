@@ -102,12 +102,13 @@ class DiskRows(RowSource):
     """
 
     def __init__(self, paths: list[Path], chunk_rows: int, num_rows: int, dim: int, dtype: Any, *,
-                 threads: int = 32, direct: bool = True, gap: int = GAP_BYTES):
+                 threads: int = 32, direct: bool = True, gap: int = GAP_BYTES, root: Any = None):
         if threads < 1:
             raise ValueError(f"'threads' must be >= 1 (got {threads})")
         if gap < 0:
             raise ValueError(f"'gap' must be >= 0 (got {gap})")
         self.paths = [Path(p) for p in paths]
+        self.root = root  # the store directory as opened: files opened later come from it
         self.chunk_rows, self._num_rows, self._dim = int(chunk_rows), int(num_rows), int(dim)
         self._dtype = np.dtype(dtype)
         self.row_bytes = self._dim * self._dtype.itemsize
@@ -135,7 +136,7 @@ class DiskRows(RowSource):
                              f"an uncompressed store (ingest with compression=None)")
         paths, chunk_rows, shape, dtype = raw
         return cls(paths, chunk_rows, shape[0], shape[1] if len(shape) > 1 else 1, dtype,
-                   threads=threads, direct=direct)
+                   threads=threads, direct=direct, root=store.path)
 
     @property
     def num_rows(self) -> int:
@@ -165,6 +166,10 @@ class DiskRows(RowSource):
                     self._sizes.append(os.fstat(fd).st_size)
                     blocks.append(block)
                 self._blocks = np.asarray(blocks, dtype=np.int64)
+                if self.root is not None:
+                    from graphpipe.store.generation import confirm
+
+                    confirm(self.root)  # the files opened are the opened store's
                 self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="graphpipe-pread")
             return self._fds, self._pool
 
