@@ -6,13 +6,14 @@ negatives, seed-edge exclusion). The neighbour loader is a chain of stages
 (:mod:`graphpipe.loaders.stages`) reading feature rows from row sources
 (:mod:`graphpipe.loaders.rows`); a seed shard
 (:mod:`graphpipe.loaders.shard`) gives each data-parallel rank its part of an epoch.
-Typed graphs: the same :class:`NeighborLoader` over a :class:`HeteroGraphData` (a PyG
+Every loader reads one :class:`GraphData` (a homogeneous graph is its one-type case).
+Typed graphs: the same :class:`NeighborLoader` over a typed :class:`GraphData` (a PyG
 ``HeteroData``, a typed store) yields :class:`HeteroMiniBatch` es, HeteroData's face
-(``HeteroNeighborLoader`` is an alias). Temporal sampling (PyG's ``time_attr``):
+(``HeteroNeighborLoader`` and ``HeteroGraphData`` are aliases). Temporal sampling (PyG's ``time_attr``):
 :class:`TemporalSampler` (:mod:`graphpipe.loaders.temporal`), built by ``NeighborLoader``."""
 
 from graphpipe.loaders.cluster import ClusterLoader, SequenceBatch
-from graphpipe.loaders.graph_data import HeteroGraphData
+from graphpipe.loaders.graph_data import GraphData, HeteroGraphData
 from graphpipe.loaders.link_loader import LinkMiniBatch, LinkNeighborLoader
 from graphpipe.loaders.minibatch import Block, MiniBatch
 from graphpipe.loaders.neighbor_loader import HeteroNeighborLoader, NeighborLoader
@@ -39,6 +40,7 @@ __all__ = [
     "ClusterLoader",
     "DegreeCachedRows",
     "GatherStage",
+    "GraphData",
     "HeteroGraphData",
     "HeteroMiniBatch",
     "HeteroNeighborLoader",

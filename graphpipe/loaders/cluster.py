@@ -526,7 +526,7 @@ class ClusterLoader:
         if isinstance(input_nodes, str) and input_nodes == "all":
             input_nodes = None
         self.input_nodes = node_ids(input_nodes, self.data.num_nodes, self.data.split)
-        self.labels = _node_labels(self.data.labels, self.data.num_nodes)
+        self.labels = _node_labels(self.data.typed_labels(self.data.target_type), self.data.num_nodes)
         self.graph_ptr = None
         self.graph_labels = None
         self._in_degree = np.diff(self._indptr).astype(np.int64)

@@ -17,12 +17,10 @@ from graphpipe.loaders.disjoint import DisjointSampler
 from graphpipe.loaders.feature_tier import auto_match_reorder, feature_source, row_tier
 from graphpipe.loaders.graph_data import (
     GraphData,
-    HeteroGraphData,
     is_mask,
     is_typed_data,
     node_ids,
     resolve_graph_data,
-    resolve_hetero_data,
     resolve_typed_input,
 )
 from graphpipe.loaders.minibatch import MiniBatch
@@ -409,7 +407,7 @@ class NeighborLoader:
         self.sample = SampleStage(self.sampler, self._stats)
         # Reorder permutes batches: only in an order-free (shuffled) epoch.
         self.reorder = ReorderStage(match_reorder is True and self.shuffle, self._stats, reorder_by)
-        self.gather = GatherStage(self.rows, self.graph.num_nodes, self.graph.labels,
+        self.gather = GatherStage(self.rows, self.graph.num_nodes, self.graph.typed_labels(self.graph.target_type),
                                   match_reorder in (True, "match"), self._stats,
                                   on_device=self.device.type != "cpu",
                                   pin_memory=self.device.type == "cuda", seed=self.seed,
@@ -419,12 +417,12 @@ class NeighborLoader:
     def _build_typed(self, spec: Any, fanout_order: str, input_nodes: Any, *, features: Any, replace: bool,
                      frontier: str, num_threads: int | None, cache: str | None, cache_rows: float,
                      match_reorder: bool | str, sampler: Any) -> None:
-        """The typed path (:class:`HeteroGraphData`): one fanout list per relation, seeds of
+        """The typed path (a typed :class:`GraphData`): one fanout list per relation, seeds of
         one node type, rows gathered per type from each type's tier (memory or disk,
         :mod:`graphpipe.loaders.typed_tier`; :class:`TypedGather`, Match per type,
         ``feature_bits`` per type), Greedy Reorder on byte-weighted typed overlaps;
         ``match_reorder="auto"`` is False here."""
-        self.graph: HeteroGraphData = resolve_hetero_data(self.data)
+        self.graph: GraphData = resolve_graph_data(self.data)
         fanouts = resolve_fanouts(spec, self.graph.edge_types)
         self.fanouts = {et: seed_first_fanouts(f, fanout_order) for et, f in fanouts.items()}
         self.replace, self.frontier, self.num_threads = bool(replace), frontier, num_threads
@@ -666,7 +664,7 @@ class NeighborLoader:
         if features != self.gather.features:
             self.gather.reset()
             self.gather.features = features
-        self.gather.labels = self.graph.labels if "y" in self.data else None
+        self.gather.labels = self.graph.typed_labels(self.graph.target_type) if "y" in self.data else None
 
     def __repr__(self) -> str:
         if self.typed:

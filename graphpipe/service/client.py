@@ -729,17 +729,13 @@ class RemoteHeteroSampler:
         self.reverse = bool(typed["reverse"])
 
     def graph_data(self, store: Any) -> Any:
-        """The :class:`graphpipe.loaders.HeteroGraphData` of ``store`` (a typed store or
+        """The :class:`graphpipe.loaders.GraphData` of ``store`` (a typed store or
         its path) over the relations the server samples (its reverses added when the
         server adds them)."""
-        from graphpipe.loaders.graph_data import (
-            HeteroGraphData,
-            add_reverse_relations,
-            resolve_hetero_data,
-        )
+        from graphpipe.loaders.graph_data import add_reverse_relations, resolve_graph_data
 
-        data = resolve_hetero_data(store)
-        if self.reverse and isinstance(data, HeteroGraphData) and data.store is not None:
+        data = resolve_graph_data(store)
+        if self.reverse and data.store is not None:
             data = add_reverse_relations(data)
         self.check_graph(data.num_nodes_dict, data.edge_types)
         return data

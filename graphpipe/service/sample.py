@@ -218,9 +218,9 @@ def served_graph(store: Any, topology: tuple[np.ndarray, np.ndarray] | None, rev
                           edge_types=[DEFAULT_ETYPE], csc={DEFAULT_ETYPE: (indptr, indices)},
                           checked=True)  # the store's topology, checked when it was opened
         return graph, False
-    from graphpipe.loaders.graph_data import HeteroGraphData, add_reverse_relations
+    from graphpipe.loaders.graph_data import GraphData, add_reverse_relations
 
-    data = HeteroGraphData.from_store(store)
+    data = GraphData.from_store(store)
     return (add_reverse_relations(data) if reverse else data).graph, bool(reverse)
 
 

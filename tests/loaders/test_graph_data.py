@@ -38,7 +38,7 @@ def test_from_pyg_is_the_builders_csc_and_views_the_tensors() -> None:
     assert np.shares_memory(gd.feature_chunks[0], data.x.numpy())   # no copy of x
     assert set(gd.attrs.node_attrs) == {"train_mask", "val_mask", "node_year"}
     assert set(gd.attrs.edge_attrs) == {"edge_time"}
-    assert gd.splits["train"].tolist() == list(range(20))
+    assert gd.splits["_N"]["train"].tolist() == gd.split("train").tolist() == list(range(20))
     assert gd.store is None
 
 
@@ -48,7 +48,7 @@ def test_from_pyg_equals_the_store_written_from_it(tmp_path) -> None:
     gd = resolve_graph_data(data)                 # what NeighborLoader(data, ...) reads
     assert np.array_equal(gd.indptr, stored.indptr) and np.array_equal(gd.indices, stored.indices)
     assert np.array_equal(gd.attrs.edge_order, np.asarray(stored.attrs.edge_order))
-    assert np.array_equal(gd.labels, np.asarray(stored.labels))
+    assert np.array_equal(gd.typed_labels("_N"), np.asarray(stored.typed_labels("_N")))
     assert gd.split("valid").tolist() == stored.split("valid").tolist()
 
 
@@ -71,13 +71,14 @@ def test_from_pyg_reads_a_heterodata_and_a_data_answers_the_typed_face() -> None
     hetero["author"].num_nodes = 2
     hetero["author", "writes", "paper"].edge_index = torch.tensor([[0, 1, 1], [2, 0, 2]])
     typed = GraphData.from_pyg(hetero)
-    assert isinstance(typed, HeteroGraphData)
+    assert HeteroGraphData is GraphData and typed.is_typed
     assert [a.tolist() for a in typed.typed_csc(("author", "writes", "paper"))] == [[0, 1, 1, 3], [1, 0, 1]]
     data = sample_data()
     graph = GraphData.from_pyg(data)
     (etype,) = graph.edge_types
     assert graph.node_types == ["_N"] and graph.num_nodes_dict == {"_N": 50}
-    assert graph.typed_csc(etype)[0] is graph.indptr and graph.typed_labels("_N") is graph.labels
+    assert graph.typed_csc(etype)[0] is graph.indptr and graph.typed_labels("_N") is graph.labels["_N"]
+    assert not graph.is_typed and graph.num_nodes == 50
     assert np.shares_memory(graph.typed_features("_N"), data.x.numpy())
     assert graph.typed_split("_N", "train").tolist() == list(range(20))
     with pytest.raises(ValueError, match="no type 'paper'"):

@@ -367,8 +367,8 @@ def test_typed_store_path_equals_in_memory(tmp_path):
 
 def test_homogeneous_store_is_served_as_one_relation(tmp_path):
     """HeteroNeighborLoader is NeighborLoader: a homogeneous store is not refused but served
-    as NeighborLoader serves it (MiniBatch), and a typed-only option is refused in one line
-    on a typed graph (HeteroGraphData.from_store still refuses a homogeneous store)."""
+    as NeighborLoader serves it (MiniBatch); GraphData.from_store reads it as the one-type
+    graph (type _N, relation (_N, _E, _N)), not a typed one."""
     from torch_geometric.data import Data
 
     from graphpipe import from_pyg
@@ -379,8 +379,8 @@ def test_homogeneous_store_is_served_as_one_relation(tmp_path):
     alias = next(iter(HeteroNeighborLoader(store, [2], batch_size=3, seed=0, features=False)))
     plain = next(iter(NeighborLoader(store, [2], batch_size=3, seed=0, features=False)))
     assert isinstance(alias, MiniBatch) and torch.equal(alias.n_id, plain.n_id)
-    with pytest.raises(ValueError, match="not a typed store"):
-        HeteroGraphData.from_store(store)
+    graph = HeteroGraphData.from_store(store)
+    assert not graph.is_typed and graph.edge_types == [("_N", "_E", "_N")] and graph.num_nodes == 3
 
 
 def test_match_reorder_changes_no_batch_and_counts_rows():
