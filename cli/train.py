@@ -216,6 +216,7 @@ def run_typed(params: dict[str, Any]) -> None:
     import torch
 
     from graphpipe.store import open_store
+    from graphpipe.train.memory_plan import plan_typed_training
     from graphpipe.train.trainer import TypedTrainer, typed_training_data
 
     name, path = params["model_name"] or "rgcn", params["store"]
@@ -241,19 +242,23 @@ def run_typed(params: dict[str, Any]) -> None:
     num_classes = int(np.asarray(labels).max()) + 1
     torch.manual_seed(params["seed"])
     model = _typed_model(name, store, target, o, num_classes)
+    plan = plan_typed_training(store, batch_size=o["batch_size"], eval_batch_size=params["eval_batch_size"])
+    plan.apply(store)
     trainer = TypedTrainer(model, store, fanouts=fanouts, target_type=target,
                            batch_size=o["batch_size"], epochs=params["epochs"],
                            optimizer=o["optimizer"], lr=o["lr"], weight_decay=o["weight_decay"],
                            patience=params["patience"], evaluation=o["evaluation"],
-                           eval_batch_size=params["eval_batch_size"], seed=params["seed"],
+                           eval_batch_size=plan.eval_batch_size, seed=params["seed"],
                            max_steps=params["max_steps"], checkpoint=params["checkpoint"],
-                           metrics_log=params["metrics_log"], quiet=params["quiet"])
+                           metrics_log=params["metrics_log"], quiet=params["quiet"],
+                           loader_options={**plan.loader_options(), "feature_bits": params["feature_bits"]})
     _check_resume(trainer, params["resume"])
     if not params["quiet"]:
         counts = ", ".join(f"{n} {t}" for t, n in store.num_nodes_dict.items())
         click.echo(f"{path}: {counts}; {len(store.edge_types)} relations; target {target} "
                    f"({num_classes} classes); model {name} ({_parameters(model)} parameters), "
                    f"fanouts {fanouts}, {len(trainer.loader)} batches/epoch")
+        click.echo(plan.describe())
     result = trainer.fit(resume=params["resume"])
     opts.report(result, quiet=params["quiet"], checkpoint=params["checkpoint"])
 

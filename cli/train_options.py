@@ -72,7 +72,7 @@ NODE = Mode("node classification", _RUN | _SAMPLED | {"heads", "feature_bits"},
 DATA_PARALLEL = Mode("data parallel", NODE.accepts | {"nproc", "shard_parts"},
                      "graphpipe.cli.train_ddp:run")
 TYPED = Mode("typed node classification",
-             (_RUN - {"device"}) | _SAMPLED | {"target_type", "heads"},
+             (_RUN - {"device"}) | _SAMPLED | {"target_type", "heads", "feature_bits"},
              "graphpipe.cli.train:run_typed")
 TRANSFORMER = Mode("graph transformer", _RUN | _SEQUENCES, "graphpipe.cli.train:run_transformer")
 SEQUENCE_PARALLEL = Mode("sequence parallel", TRANSFORMER.accepts | {"seq_parallel"},

@@ -27,6 +27,15 @@ left for the run. From it:
 
 None of these change a training step's result (the tier and the cache deliver the same
 rows, prefetch only overlaps); ``evaluation="auto"`` is ``"full"`` whenever that fits.
+
+A typed store (:func:`plan_typed_training`, a :class:`TypedTrainingPlan`) is planned per
+node type across types from the same budget: what is left after :data:`STEP_RESERVE`
+and the relations' memory-mapped CSC arrays holds the feature tables of the smallest
+types (:func:`graphpipe.loaders.typed_tier.plan_typed_tiers`, at most
+:data:`graphpipe.store.reader.AUTO_MEMORY_FRACTION` of it); the other types with
+features read from their disk tier, whose row caches share :data:`CACHE_SHARE` of what
+is left then, in proportion to the types' bytes; featureless types cost nothing here
+(their embeddings are the model's). Evaluation stays sampled (the typed trainer's).
 """
 
 from __future__ import annotations
@@ -34,7 +43,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["CACHE_SHARE", "FULL_INFERENCE_SHARE", "STEP_RESERVE", "TrainingPlan", "plan_training"]
+__all__ = ["CACHE_SHARE", "FULL_INFERENCE_SHARE", "STEP_RESERVE", "TrainingPlan", "TypedTrainingPlan",
+           "plan_training", "plan_typed_training"]
 
 STEP_RESERVE = 448 << 20
 """Bytes set aside for the training steps beyond the process's baseline: measured on
@@ -154,6 +164,125 @@ def plan_training(store: Any, model: Any, *, evaluation: str = "auto", batch_siz
                         evaluation=evaluation, full_inference_bytes=full_bytes,
                         eval_batch_size=min(eval_batch_size, batch_size) if tier == "disk"
                         else eval_batch_size)
+
+
+@dataclass(frozen=True)
+class TypedTrainingPlan:
+    """The memory choices of a typed training run (module docstring).
+
+    Attributes:
+        usable: bytes this process could still use when the plan was made.
+        limit: the cgroup memory limit in bytes, or None without one.
+        tiers: ``{ntype: "memory" | "disk"}`` of every type with features.
+        cache_rows: ``{ntype: rows}`` of each disk type's row cache (hot set + CLOCK).
+        cache_bytes: ``{ntype: bytes}`` of those caches.
+        feature_bytes: ``{ntype: bytes}`` of each type's feature table.
+        prefetch: batches the training loader prepares ahead (1 with a disk type).
+        eval_batch_size: seeds per evaluation batch.
+    """
+
+    usable: int
+    limit: int | None
+    tiers: dict[str, str]
+    cache_rows: dict[str, int]
+    cache_bytes: dict[str, int]
+    feature_bytes: dict[str, int]
+    prefetch: int
+    eval_batch_size: int
+
+    @property
+    def disk_types(self) -> list[str]:
+        return [t for t, tier in self.tiers.items() if tier == "disk"]
+
+    def loader_options(self) -> dict[str, Any]:
+        """The typed loaders' keyword arguments this plan sets (a tier per type)."""
+        return {"prefetch": self.prefetch, "features": dict(self.tiers)}
+
+    def apply(self, data: Any) -> None:
+        """Build the disk tier of every disk type of ``data``'s store with its planned
+        cache, so the loaders the trainer builds over that store use them."""
+        if self.disk_types:
+            from graphpipe.loaders.typed_tier import share_typed_disk_tier
+
+            share_typed_disk_tier(data, {t: self.cache_rows[t] for t in self.disk_types})
+
+    def describe(self) -> str:
+        """One line, e.g. ``features: paper disk tier (6.0 GB, cache 310 MB), author in
+        memory (12 MB); prefetch 1; usable 1.6 GB (cgroup limit 2.0 GB)``."""
+        types = [f"{t} disk tier ({_size(self.feature_bytes[t])}, cache {_size(self.cache_bytes[t])})"
+                 if tier == "disk" else f"{t} in memory ({_size(self.feature_bytes[t])})"
+                 for t, tier in self.tiers.items()]
+        room = f"usable {_size(self.usable)}"
+        if self.limit is not None:
+            room += f" (cgroup limit {_size(self.limit)})"
+        return (f"features: {', '.join(types) or 'none'}; prefetch {self.prefetch}; "
+                f"evaluation batch {self.eval_batch_size}; {room}")
+
+
+def plan_typed_training(data: Any, *, batch_size: int = 1024, eval_batch_size: int = 4096,
+                        usable: int | None = None, limit: int | None = None,
+                        disk_capable: set[str] | None = None) -> TypedTrainingPlan:
+    """The memory choices of training on ``data`` (a
+    :class:`graphpipe.loaders.HeteroGraphData` read from a typed store), per node type.
+
+    Args:
+        data: the typed graph the trainer reads (``data.store`` its store, or None).
+        batch_size, eval_batch_size: the training and the requested evaluation batch sizes.
+        usable: bytes this process may still use (default :func:`graphpipe.memory.usable_memory`).
+        limit: the cgroup limit (default :func:`graphpipe.memory.cgroup_limit`).
+        disk_capable: the types whose rows the disk tier may read (default: those stored
+            uncompressed and memory-mapped in ``data.store``; the others stay in memory).
+
+    Two typed tables in 300 MB: the small one stays in memory, the large one goes to
+    disk with a cache (arrays given, as if memory-mapped from a store):
+
+    >>> import numpy as np
+    >>> from types import SimpleNamespace
+    >>> data = SimpleNamespace(store=None, features={"paper": np.zeros((400_000, 768), np.float16),
+    ...                                              "author": np.zeros((1000, 16), np.float32)})
+    >>> plan = plan_typed_training(data, usable=STEP_RESERVE + (300 << 20), limit=None,
+    ...                            disk_capable={"paper", "author"})
+    >>> plan.tiers, plan.prefetch, plan.cache_rows["paper"], plan.eval_batch_size
+    ({'paper': 'disk', 'author': 'memory'}, 1, 99269, 1024)
+    >>> plan.describe()
+    'features: paper disk tier (586 MB, cache 150 MB), author in memory (62 KB); prefetch 1; evaluation batch 1024; usable 748 MB'
+    """
+    from graphpipe.loaders.feature_tier import ROW_OVERHEAD
+    from graphpipe.loaders.typed_tier import (
+        feature_bytes,
+        plan_typed_tiers,
+        split_cache,
+        typed_mapped_topology_bytes,
+        typed_tiers,
+    )
+    from graphpipe.memory import cgroup_limit, usable_memory
+    from graphpipe.store.reader import AUTO_MEMORY_FRACTION
+
+    if usable is None:
+        usable, limit = usable_memory(), cgroup_limit() if limit is None else limit
+    left = max(0, usable - STEP_RESERVE)
+    if data.store is not None:
+        left = max(0, left - typed_mapped_topology_bytes(data.store))
+    sizes = {t: feature_bytes(data, t) for t in data.features}
+    if disk_capable is None:
+        tiers = typed_tiers(data, "auto", usable=left)
+    else:
+        fixed = {t: "memory" for t in sizes if t not in disk_capable}
+        kept = sum(sizes[t] for t in fixed)
+        tiers = {**fixed, **plan_typed_tiers({t: sizes[t] for t in disk_capable},
+                                             AUTO_MEMORY_FRACTION * left - kept)}
+        tiers = {t: tiers[t] for t in sizes}
+    left = max(0, left - sum(sizes[t] for t, tier in tiers.items() if tier == "memory"))
+    disk = [t for t, tier in tiers.items() if tier == "disk"]
+    rows = split_cache(data, disk, CACHE_SHARE * left)
+    nbytes = {}
+    for t in disk:
+        x = data.features[t]
+        row_bytes = sizes[t] // max(1, int(x.shape[0]))
+        nbytes[t] = rows[t] * (row_bytes + ROW_OVERHEAD) + (4 * int(x.shape[0]) if rows[t] else 0)
+    return TypedTrainingPlan(usable=usable, limit=limit, tiers=tiers, cache_rows=rows, cache_bytes=nbytes,
+                             feature_bytes=sizes, prefetch=1 if disk else 2,
+                             eval_batch_size=min(eval_batch_size, batch_size) if disk else eval_batch_size)
 
 
 def _tier(store: Any, left: int) -> tuple[str, frozenset[str]]:

@@ -460,6 +460,10 @@ class TypedTrainer(Trainable):
         eval_every, seed, max_steps, checkpoint, metrics_log, quiet, on_epoch: as for
             :class:`Trainer`.
         evaluation: ``"none"``, or anything else for sampled evaluation.
+        loader_options: extra :class:`NeighborLoader` keyword arguments of the training
+            and evaluation loaders (a memory plan's
+            :meth:`graphpipe.train.memory_plan.TypedTrainingPlan.loader_options`: the
+            feature tier per type, prefetch).
 
     Two epochs of R-GCN on a small generated ogbn-mag-like graph:
 
@@ -490,7 +494,9 @@ class TypedTrainer(Trainable):
                  seed: int = 0, max_steps: int | None = None,
                  checkpoint: str | os.PathLike | None = None,
                  metrics_log: str | os.PathLike | None = None, quiet: bool = False,
-                 on_epoch: Callable[[dict[str, Any]], None] | None = None):
+                 on_epoch: Callable[[dict[str, Any]], None] | None = None,
+                 loader_options: dict[str, Any] | None = None):
+        self.loader_options = dict(loader_options or {})
         self.store = typed_training_data(store)
         self.target = target_type or self.store.target_type
         if self.target not in self.store.node_types:
@@ -523,7 +529,7 @@ class TypedTrainer(Trainable):
 
     def _loader(self, ids: np.ndarray, batch_size: int, shuffle: bool, seed: int) -> Any:
         return NeighborLoader(self.store, self.fanouts, input_nodes=(self.target, ids),
-                              batch_size=batch_size, shuffle=shuffle, seed=seed)
+                              batch_size=batch_size, shuffle=shuffle, seed=seed, **self.loader_options)
 
     def _logits(self, batch: Any) -> torch.Tensor:
         if getattr(self.model, "uses_graph", True):

@@ -86,7 +86,40 @@ def test_cli_trains_rgcn_and_names_the_metric(mag_store):
     assert result.exit_code == 0, result.output
     lines = result.output.strip().splitlines()
     assert "7 relations" in lines[0] and "target paper" in lines[0]
+    assert lines[1].startswith("features: paper in memory (") and "prefetch 2" in lines[1]
     assert lines[-1].startswith("test acc ")
+
+
+def test_disk_tier_plan_trains_as_the_memory_tier(mag_store):
+    """A memory plan that leaves no room for the paper features puts them on the disk tier
+    (planned per type, built once for the store); training reads them there and every
+    epoch's loss and the final weights equal a run with the rows in memory."""
+    from graphpipe.loaders.rows.tiers import tier_counters
+    from graphpipe.train.memory_plan import STEP_RESERVE, plan_typed_training
+
+    data = typed_training_data(mag_store)
+    plan = plan_typed_training(data, batch_size=128, usable=STEP_RESERVE + (64 << 10), limit=None)
+    assert plan.tiers == {"paper": "disk"} and plan.prefetch == 1 and plan.eval_batch_size == 128
+    assert plan.describe().startswith("features: paper disk tier (")
+    plan.apply(data)
+    runs = []
+    for options in (plan.loader_options(), {"features": "memory"}):
+        trainer = TypedTrainer(_rgcn(data), data, fanouts=[4, 4], batch_size=128, epochs=2, lr=0.02,
+                               quiet=True, loader_options=options)
+        result = trainer.fit()
+        runs.append(([r["loss"] for r in result.history], trainer.model.state_dict()))
+        if "prefetch" in options:   # the planned run
+            assert trainer.loader.feature_tier == {"paper": "disk"}
+            assert tier_counters(trainer.loader.rows["paper"]).disk_rows > 0
+    assert runs[0][0] == runs[1][0]
+    assert all(torch.equal(runs[0][1][k], runs[1][1][k]) for k in runs[0][1])
+
+
+def test_cli_typed_feature_bits(mag_store):
+    result = CliRunner().invoke(cli, ["train", str(mag_store), "--epochs", "1", "--fanouts", "3,3",
+                                      "--hidden", "8", "--batch-size", "256", "--feature-bits", "8",
+                                      "--eval", "none"])
+    assert result.exit_code == 0, result.output
 
 
 def test_cli_rgat_beats_the_mlp(mag_store):
