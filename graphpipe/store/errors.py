@@ -14,5 +14,11 @@ class CorruptStoreError(StoreError):
     exit_code = 2
 
 
+class ObjectStorageError(StoreError):
+    """A request to object storage failed after its bounded retries (refused, unreachable,
+    throttled, 5xx, timed out): the store could not be read, which says nothing about its
+    contents. The message names the object, the retries made and why."""
+
+
 class ManifestVersionError(StoreError):
     """The manifest was written by a format version this reader does not understand."""

@@ -11,10 +11,14 @@ come from the environment only, never from a store:
 * ``AWS_DEFAULT_REGION``: the region (``us-east-1`` when unset);
 * ``AWS_ENDPOINT_URL``: an S3-compatible server (MinIO, Ceph, moto, ...); plain
   ``http://`` is allowed only for such an explicit endpoint;
-* ``GRAPHPIPE_S3_TIMEOUT``: seconds one request may take (30; not a credential).
+* ``GRAPHPIPE_S3_TIMEOUT``: seconds one request may take (30; not a credential);
+* ``GRAPHPIPE_S3_RETRY_TIMEOUT``: seconds after the first attempt in which retries may start
+  (20; not a credential).
 
-Retries are bounded (:data:`RETRY`): a refused or unreachable endpoint, or one that never
-answers, ends in one error line within seconds, not after minutes of silent retries.
+Retries are bounded (:func:`retry_config`): a refused or unreachable endpoint, a server
+that died, throttling (``503 SlowDown``) or other 5xx answers that do not stop, or an
+endpoint that never answers, end in one error line that says how many retries were made
+within how long, not after minutes of silent retries.
 
 :class:`RemotePrefix` adds what the store needs on top of zarr's ``Store`` API:
 synchronous calls, many gets at once, object-storage errors as one-line
@@ -33,25 +37,27 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from graphpipe.store.errors import StoreError
+from graphpipe.store.errors import ObjectStorageError, StoreError
 
 SCHEME = "s3://"
 ENV_VARS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL")
 """The only places credentials, region and endpoint are read from."""
 MAX_CONCURRENCY = 16
 """Requests in flight at once in :meth:`RemotePrefix.get_many` / :meth:`RemotePrefix.put_many`."""
-RETRY = {"max_retries": 8, "retry_timeout": timedelta(seconds=20),
-         "backoff": {"init_backoff": timedelta(milliseconds=100), "max_backoff": timedelta(seconds=4),
-                     "base": 2}}
-"""obstore's retry policy: up to 8 retries, none started later than 20 s after the first
-attempt, backoff 0.1 s doubling to 4 s: a server restarting within seconds is waited for, an
-endpoint that refuses connections fails in a few seconds (obstore's error says how many
-retries it made)."""
+MAX_RETRIES = 8
+"""Retries of one request at most (obstore's policy: backoff 0.1 s doubling to 4 s, with
+jitter), none started later than :func:`retry_timeout` after the first attempt: a server
+restarting within seconds is waited for, an endpoint that refuses connections fails in about
+a second, an unreachable one (each connection attempt waits 3 s) after about the window."""
 TIMEOUT_ENV = "GRAPHPIPE_S3_TIMEOUT"
 """Seconds one request attempt may take, connection and transfer (default
 :data:`DEFAULT_TIMEOUT`): an endpoint that accepts connections and never answers fails after
 at most this plus the retry window, not after minutes."""
 DEFAULT_TIMEOUT = 30.0
+RETRY_TIMEOUT_ENV = "GRAPHPIPE_S3_RETRY_TIMEOUT"
+"""Seconds after a request's first attempt in which a retry may still start (default
+:data:`DEFAULT_RETRY_TIMEOUT`)."""
+DEFAULT_RETRY_TIMEOUT = 20.0
 _KEY = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
 
@@ -102,15 +108,41 @@ def request_timeout() -> float:
     >>> request_timeout()
     30.0
     """
-    raw = os.environ.get(TIMEOUT_ENV)
+    return _seconds(TIMEOUT_ENV, DEFAULT_TIMEOUT)
+
+
+def retry_timeout() -> float:
+    """Seconds after a request's first attempt in which retries may start:
+    :data:`RETRY_TIMEOUT_ENV`, or :data:`DEFAULT_RETRY_TIMEOUT`.
+
+    >>> retry_timeout()
+    20.0
+    """
+    return _seconds(RETRY_TIMEOUT_ENV, DEFAULT_RETRY_TIMEOUT)
+
+
+def retry_config() -> dict[str, Any]:
+    """obstore's retry policy: at most :data:`MAX_RETRIES` retries within :func:`retry_timeout`.
+
+    >>> retry_config()["max_retries"], retry_config()["retry_timeout"].total_seconds()
+    (8, 20.0)
+    """
+    return {"max_retries": MAX_RETRIES, "retry_timeout": timedelta(seconds=retry_timeout()),
+            "backoff": {"init_backoff": timedelta(milliseconds=100), "max_backoff": timedelta(seconds=4),
+                        "base": 2}}
+
+
+def _seconds(name: str, default: float) -> float:
+    """The environment variable ``name`` as seconds in (0, 3600], or ``default`` when unset."""
+    raw = os.environ.get(name)
     if raw is None:
-        return DEFAULT_TIMEOUT
+        return default
     try:
         value = float(raw)
     except ValueError:
         value = -1.0
     if not 0 < value <= 3600:
-        raise StoreError(f"{TIMEOUT_ENV}={raw!r}: expected seconds in (0, 3600]")
+        raise StoreError(f"{name}={raw!r}: expected seconds in (0, 3600]")
     return value
 
 
@@ -133,6 +165,15 @@ def s3_config_from_env() -> tuple[dict[str, Any], dict[str, Any]]:
         config.update(endpoint=endpoint.rstrip("/"), virtual_hosted_style_request=False)
         options["allow_http"] = endpoint.startswith("http://")
     return config, options
+
+
+class LocalWriteError(StoreError):
+    """Downloaded bytes could not be written to a local file (:attr:`cause`: the ``OSError``,
+    a full disk for one), as opposed to a failed request."""
+
+    def __init__(self, cause: OSError):
+        super().__init__(str(cause))
+        self.cause = cause
 
 
 @dataclass
@@ -165,7 +206,8 @@ class RemotePrefix:
         bucket, prefix = parse_url(self.url)
         config, options = s3_config_from_env()
         self.endpoint = config.get("endpoint", "")
-        s3 = S3Store(bucket, prefix=prefix, config=config, client_options=options, retry_config=RETRY)
+        s3 = S3Store(bucket, prefix=prefix, config=config, client_options=options,
+                     retry_config=retry_config())
         self.store = ObjectStore(s3, read_only=read_only)
         self.stats = RequestStats()
         self._lock = threading.Lock()
@@ -246,7 +288,10 @@ class RemotePrefix:
             got = "no object" if data is None else f"{data.nbytes} bytes"
             raise StoreError(f"{self.url}/{key}: bytes [{start}, {end}) of the object: {got}, "
                              f"expected {end - start} (the object is missing or shorter than its metadata says)")
-        os.pwrite(fd, data, start)
+        try:
+            os.pwrite(fd, data, start)
+        except OSError as exc:
+            raise LocalWriteError(exc) from None
         with self._lock:
             self.stats.gets += 1
             self.stats.get_bytes += data.nbytes
@@ -267,7 +312,27 @@ class RemotePrefix:
         except StoreError:
             raise
         except Exception as exc:  # noqa: BLE001 - obstore's errors: one line naming the objects
-            detail = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
             where = keys[0] if len(keys) == 1 else f"{keys[0]} (+{len(keys) - 1} more)"
-            raise StoreError(f"{self.url}/{where}: object storage request failed "
-                             f"({type(exc).__name__}: {detail})") from None
+            raise ObjectStorageError(f"{self.url}/{where}: {describe_failure(exc)}") from None
+
+
+_RETRIED = re.compile(r" in (?P<secs>[0-9.]+)s(?:, after (?P<n>[0-9]+) retries)?.*?(?: - (?P<why>.*))?$")
+_S3_ERROR = re.compile(r":? *<\?xml.*?<Code>(?P<code>[A-Za-z]+)</Code>.*$")
+
+
+def describe_failure(exc: BaseException) -> str:
+    """One line for a failed request: how many retries in how long (bounded by what), and why.
+
+    >>> describe_failure(RuntimeError("Error performing GET http://h/b/k in 1.25s, after 8 "
+    ...     "retries, max_retries: 8, retry_timeout: 20s  - HTTP error: error sending request"))
+    'object storage request failed after 8 retries in 1.2 s (retries are bounded: at most 8 within 20 s, GRAPHPIPE_S3_RETRY_TIMEOUT): HTTP error: error sending request'
+    """
+    lines = str(exc).strip().splitlines()
+    text = " ".join(lines[0].split()) if lines else ""
+    found = _RETRIED.search(text)
+    if found is None:
+        return f"object storage request failed ({type(exc).__name__}: {text[:200] or '-'})"
+    why = _S3_ERROR.sub(r" (\g<code>)", (found["why"] or type(exc).__name__).strip())[:200]
+    return (f"object storage request failed after {found['n'] or 0} retries in {float(found['secs']):.1f} s "
+            f"(retries are bounded: at most {MAX_RETRIES} within {retry_timeout():g} s, "
+            f"{RETRY_TIMEOUT_ENV}): {why}")

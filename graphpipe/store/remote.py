@@ -12,6 +12,16 @@ a time (its ``zarr.json`` on first use, all its chunks when it is first read:
   (``flock``) around the download, so the second rank waits and finds the chunks.
 * **No half-written files.** Each object is written to a temporary name and
   renamed into place; a crashed download leaves no file under its real name.
+* **Every object checked.** A store uploaded by graphpipe records each object's size
+  and checksum in its manifest (:mod:`graphpipe.store.object_digests`): a downloaded
+  object that differs (truncated, replaced) is a one-line :class:`CorruptStoreError`
+  naming its key, before its file takes its name. A verified file is stamped (its
+  mtime), so the first use of a cached file in a process proves it unchanged with one
+  ``stat``; a file changed since (torn, truncated, edited) is hashed and, when it differs,
+  fetched again.
+* **A full cache disk is one line.** A write that fails for lack of space (``ENOSPC``,
+  ``EDQUOT``, ``EFBIG``) raises :class:`StoreError` naming the cache directory and
+  ``GRAPHPIPE_CACHE_DIR``; no partial file is left.
 * **No half-written store.** :func:`open_remote` refuses a prefix without
   ``manifest.json``; an upload (:mod:`graphpipe.store.upload`) writes it last.
 * **The cache follows the manifest.** The cache directory is
@@ -26,6 +36,7 @@ Default ``cache_dir``: ``$GRAPHPIPE_CACHE_DIR``, else ``$XDG_CACHE_HOME/graphpip
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import json
@@ -45,7 +56,14 @@ from graphpipe.store import checks as _checks
 from graphpipe.store.arrays import chunk_grid
 from graphpipe.store.errors import CorruptStoreError, StoreError
 from graphpipe.store.manifest import MANIFEST_FILE, read_manifest
-from graphpipe.store.object_store import RemotePrefix, check_key
+from graphpipe.store.object_digests import (
+    check_object,
+    check_object_file,
+    check_objects_field,
+    is_stamped,
+    set_stamp,
+)
+from graphpipe.store.object_store import LocalWriteError, RemotePrefix, check_key
 from graphpipe.store.reader import GraphStore, _resolve_in_memory, check_opened
 
 MAX_CHUNKS = 1 << 20
@@ -60,6 +78,7 @@ PART_BYTES = 32 << 20
 """Bytes per ranged GET."""
 PARTS_IN_FLIGHT = 4
 """Ranged GETs in flight at once (memory held: ``PARTS_IN_FLIGHT * PART_BYTES``)."""
+_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 
 def default_cache_dir() -> Path:
@@ -80,6 +99,7 @@ class ChunkCache:
 
     def __init__(self, remote: RemotePrefix, root: Path, manifest: dict[str, Any]):
         self.remote, self.root, self.manifest = remote, root, manifest
+        self.objects = check_objects_field(manifest, f"{remote.url}/{MANIFEST_FILE}")
         self.fetched_files = 0
         self._done: set[str] = set()
         self._mutex = threading.Lock()
@@ -87,11 +107,11 @@ class ChunkCache:
     def ensure_file(self, key: str) -> None:
         """``root/key`` present (downloaded once, under the lock of ``key``)."""
         check_key(key, self.remote.url)
-        if key in self._done or (self.root / key).is_file():
+        if key in self._done or self._cached(key):
             return
         with self._locked(key):
-            if not (self.root / key).is_file():
-                self._download([key])
+            if not self._cached(key):
+                self._download([key], self._sizes([key]))
         self._done.add(key)
 
     def ensure_array(self, key: str) -> None:
@@ -100,11 +120,34 @@ class ChunkCache:
             return
         self.ensure_file(f"{key}/zarr.json")
         keys, chunk_bytes = self._chunk_keys(key)
-        if any(not (self.root / k).is_file() for k in keys):
+        if not all(self._cached(k) for k in keys):
             with self._locked(key):
-                missing = [k for k in keys if not (self.root / k).is_file()]
-                self._download(missing, dict.fromkeys(missing, chunk_bytes))
+                missing = [k for k in keys if not self._cached(k)]
+                self._download(missing, self._sizes(missing, chunk_bytes))
         self._done.add(key)
+
+    def _cached(self, key: str) -> bool:
+        """Whether ``root/key`` holds the object: present, and when the manifest records the
+        object, stamped as verified (one ``stat``) or, failing that, of its size and checksum
+        (then stamped again). A file that differs is replaced by the caller's download."""
+        path = self.root / key
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            return False
+        entry = self.objects.get(key)
+        if entry is None or is_stamped(st, entry):
+            return entry is not None or os.path.isfile(path)
+        try:
+            check_object_file(str(path), path, entry)
+        except (CorruptStoreError, OSError):
+            return False
+        set_stamp(path, entry)
+        return True
+
+    def _sizes(self, keys: list[str], chunk_bytes: int = 0) -> dict[str, int]:
+        """Expected bytes of each of ``keys``: the manifest's, else ``chunk_bytes`` (0: unknown)."""
+        return {k: self.objects[k]["bytes"] if k in self.objects else chunk_bytes for k in keys}
 
     def _chunk_keys(self, key: str) -> tuple[list[str], int]:
         """Object keys of the chunks of ``key`` (zarr v3 default encoding), after its
@@ -151,15 +194,19 @@ class ChunkCache:
     def _download_ranged(self, key: str, size: int) -> None:
         """``root/key`` from ranged GETs written at their offsets of a temporary file, renamed."""
         path = self.root / key
-        path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.part-{os.getpid()}-{uuid.uuid4().hex[:8]}")
         try:
+            path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             try:
                 self.remote.download_ranges(key, size, fd, PART_BYTES, PARTS_IN_FLIGHT)
             finally:
                 os.close(fd)
-            os.replace(tmp, path)
+            self._verify_and_place(key, tmp, path)
+        except LocalWriteError as exc:
+            raise self._write_error(key, size, exc.cause) from None
+        except OSError as exc:
+            raise self._write_error(key, size, exc) from None
         finally:
             tmp.unlink(missing_ok=True)
         with self._mutex:
@@ -167,17 +214,40 @@ class ChunkCache:
 
     def _write(self, key: str, data: Any) -> None:
         """``root/key`` := ``data``, through a temporary file and a rename."""
+        entry = self.objects.get(key)
+        if entry is not None:
+            check_object(f"{self.remote.url}/{key}", data, entry)
         path = self.root / key
-        path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.part-{os.getpid()}-{uuid.uuid4().hex[:8]}")
         try:
+            path.parent.mkdir(parents=True, exist_ok=True)
             with open(tmp, "wb") as fh:
                 fh.write(data)
+            if entry is not None:
+                set_stamp(tmp, entry)
             os.replace(tmp, path)
+        except OSError as exc:
+            raise self._write_error(key, memoryview(data).nbytes, exc) from None
         finally:
             tmp.unlink(missing_ok=True)
         with self._mutex:
             self.fetched_files += 1
+
+    def _verify_and_place(self, key: str, tmp: Path, path: Path) -> None:
+        """Check the downloaded file ``tmp`` against the manifest, stamp it, rename it to ``path``."""
+        entry = self.objects.get(key)
+        if entry is not None:
+            check_object_file(f"{self.remote.url}/{key}", tmp, entry)
+            set_stamp(tmp, entry)
+        os.replace(tmp, path)
+
+    def _write_error(self, key: str, size: int, exc: OSError) -> StoreError:
+        """One line for a failed cache write; a full disk names ``GRAPHPIPE_CACHE_DIR``."""
+        if exc.errno in _FULL:
+            return StoreError(f"{self.root}: the chunk cache's disk is full ({exc.strerror}) while "
+                              f"writing {key} ({size} bytes); free space or set GRAPHPIPE_CACHE_DIR "
+                              f"to a directory on a larger disk")
+        return StoreError(f"{self.root / key}: cannot write the chunk cache ({exc.strerror or exc})")
 
     @contextmanager
     def _locked(self, key: str) -> Iterator[None]:
@@ -289,13 +359,14 @@ def open_remote(url: str, *, cache_dir: str | os.PathLike | None = None,
     root = base / digest.hexdigest()[:32]
     root.mkdir(parents=True, exist_ok=True)
     cache = ChunkCache(remote, root, {"arrays": {}})
-    if not (root / MANIFEST_FILE).is_file():
+    cached = root / MANIFEST_FILE
+    if not cached.is_file() or cached.read_bytes() != data:
         cache._write(MANIFEST_FILE, data)
     manifest = read_manifest(root)
     check_opened(manifest, remote.url)
     for key in list(manifest["arrays"]) + list(manifest.get("tables", {})):
         check_key(key, f"{remote.url}/{MANIFEST_FILE}")
-    cache.manifest = manifest
+    cache = ChunkCache(remote, root, manifest)
     _fetch.register(root, cache)
     in_mem = _resolve_in_memory(root, manifest, in_memory)
     return RemoteGraphStore(root, manifest, in_mem, url=remote.url, cache=cache)

@@ -11,9 +11,10 @@ from graphpipe.store import _fetch
 from graphpipe.store import arrays as _arrays
 from graphpipe.store import checks as _checks
 from graphpipe.store import schema as ts
-from graphpipe.store.errors import StoreError
+from graphpipe.store.errors import CorruptStoreError, ObjectStorageError, StoreError
 from graphpipe.store.open import open_store
 from graphpipe.store.reader import GraphStore
+from graphpipe.store.remote import RemoteGraphStore
 
 _SCAN_BLOCK = 1 << 24
 
@@ -30,12 +31,17 @@ def validate(path: str | os.PathLike, *, checksums: bool = True) -> list[str]:
     IDs in range and pairwise disjoint; for a typed store the same for every node type and
     relation (:func:`_typed_problems`). Arrays are scanned a block at a time (memory maps),
     never read whole into memory. A missing, truncated or unreadable file
-    is a finding like any other.
+    is a finding like any other. A store on object storage is downloaded into its cache
+    first; a request that fails after its bounded retries raises :class:`ObjectStorageError`
+    (the store could not be read: not a finding about it).
     """
     try:
         store = open_store(path)
+    except ObjectStorageError:
+        raise
     except StoreError as exc:
         return [str(exc)]
+    _download(store)
     problems = _metadata_problems(store)
     if checksums:
         problems += _checksum_problems(store)
@@ -49,6 +55,21 @@ def validate(path: str | os.PathLike, *, checksums: bool = True) -> list[str]:
     for ntype in store.node_types:
         problems += _guard(_split_problems, store, ntype)
     return list(dict.fromkeys(problems))  # one finding once, in the order found
+
+
+def _download(store: GraphStore) -> None:
+    """Every array and table of a store on object storage into its cache; an object that
+    differs from the manifest is left for the checks below to report."""
+    if not isinstance(store, RemoteGraphStore):
+        return
+    for key in [*store.manifest["arrays"], *store.manifest["tables"]]:
+        try:
+            if key in store.manifest["arrays"]:
+                store.prefetch([key])
+            else:
+                store.cache.ensure_file(key)
+        except CorruptStoreError:
+            continue
 
 
 def _metadata_problems(store: GraphStore) -> list[str]:

@@ -13,8 +13,13 @@ import logging
 import os
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+
+from graphpipe.store import GraphStore
+from graphpipe.store.manifest import MANIFEST_FILE
+from graphpipe.store.object_digests import OBJECTS, check_object_file, is_stamped
 
 
 class S3Server:
@@ -63,3 +68,16 @@ def s3_server(tmp_path_factory) -> Iterator[S3Server]:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+def assert_cache_whole(cache: Path) -> None:
+    """Every file of every store under ``cache`` is the verified object the manifest names
+    (size and checksum), and no temporary file is left."""
+    for root in {p.parent for p in cache.rglob(MANIFEST_FILE)}:
+        objects = GraphStore.open(root).manifest[OBJECTS]
+        for path in root.rglob("*"):
+            if path.is_file() and ".locks" not in path.parts and path.name != MANIFEST_FILE:
+                assert not path.name.startswith("."), path          # no .part file left
+                entry = objects[path.relative_to(root).as_posix()]
+                check_object_file(str(path), path, entry)
+                assert is_stamped(path.stat(), entry)

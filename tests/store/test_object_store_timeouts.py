@@ -1,7 +1,7 @@
-"""Object storage that is not there (issue 27): an endpoint that refuses connections, or one
-that accepts them and never answers, ends in one ``StoreError`` within seconds — retries are
-bounded and the error says so — instead of minutes of silent retries (it was 120 s for an
-endpoint that never answers)."""
+"""Object storage that is not there (issue 27): an endpoint that refuses connections, one that
+is unreachable (connections never complete) or one that accepts them and never answers, ends
+in one ``ObjectStorageError`` within seconds — retries are bounded and the error says so —
+instead of minutes of silent retries (it was 120 s for an endpoint that never answers)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,17 @@ import time
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
+from graphpipe.cli.main import cli
 
 from graphpipe.store import StoreError, open_store
-from graphpipe.store.object_store import TIMEOUT_ENV, request_timeout
+from graphpipe.store.errors import ObjectStorageError
+from graphpipe.store.object_store import (
+    RETRY_TIMEOUT_ENV,
+    TIMEOUT_ENV,
+    request_timeout,
+    retry_timeout,
+)
 
 
 def _env(monkeypatch: pytest.MonkeyPatch, port: int) -> None:
@@ -32,16 +40,54 @@ def _closed_port() -> int:
 def test_refused_endpoint_fails_within_seconds(monkeypatch, tmp_path: Path) -> None:
     _env(monkeypatch, _closed_port())
     started = time.perf_counter()
-    with pytest.raises(StoreError, match=r"s3://bucket/g/manifest.json: .*retries") as err:
+    with pytest.raises(ObjectStorageError, match=r"s3://bucket/g/manifest.json: .*after \d+ retries "
+                       r"in [0-9.]+ s \(retries are bounded: at most 8 within 20 s") as err:
         open_store("s3://bucket/g", cache_dir=tmp_path / "cache")
     assert time.perf_counter() - started < 25
     assert "\n" not in str(err.value)
 
 
+def test_refused_endpoint_in_the_cli_is_one_line(monkeypatch) -> None:
+    _env(monkeypatch, _closed_port())
+    started = time.perf_counter()
+    result = CliRunner().invoke(cli, ["info", "s3://bucket/g"])
+    assert time.perf_counter() - started < 25
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: s3://bucket/g/manifest.json: ") \
+        and "retries are bounded" in lines[0], result.output
+
+
+def test_unreachable_endpoint_fails_within_the_retry_window(monkeypatch, tmp_path: Path) -> None:
+    """An endpoint whose connections never complete (its accept queue is full, so the kernel
+    drops new SYNs: what an unreachable host looks like, on loopback): each attempt gives up
+    after the 3 s connect timeout and no retry starts after the retry window (3 s here)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    filling = []
+    for _ in range(8):                        # fill the accept queue; never accepted
+        s = socket.socket()
+        s.setblocking(False)
+        s.connect_ex(listener.getsockname())
+        filling.append(s)
+    _env(monkeypatch, listener.getsockname()[1])
+    monkeypatch.setenv(RETRY_TIMEOUT_ENV, "3")
+    started = time.perf_counter()
+    try:
+        with pytest.raises(ObjectStorageError, match="retries are bounded: at most 8 within 3 s"):
+            open_store("s3://bucket/g", cache_dir=tmp_path / "cache")
+        assert time.perf_counter() - started < 3 + 3 + 8     # + 8 s of slack on a loaded machine
+    finally:
+        for s in [*filling, listener]:
+            s.close()
+
+
 def test_silent_endpoint_fails_after_the_request_timeout(monkeypatch, tmp_path: Path) -> None:
     """A server that accepts connections and never answers (a hung proxy, a stopped process
     whose socket is still open): each attempt gives up after ``GRAPHPIPE_S3_TIMEOUT``, and no
-    retry starts later than ``RETRY["retry_timeout"]`` (20 s) after the first attempt."""
+    retry starts later than the retry window (``GRAPHPIPE_S3_RETRY_TIMEOUT``, 3 s here)
+    after the first attempt."""
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(64)
@@ -60,11 +106,12 @@ def test_silent_endpoint_fails_after_the_request_timeout(monkeypatch, tmp_path: 
     thread.start()
     _env(monkeypatch, listener.getsockname()[1])
     monkeypatch.setenv(TIMEOUT_ENV, "2")
+    monkeypatch.setenv(RETRY_TIMEOUT_ENV, "3")
     started = time.perf_counter()
     try:
-        with pytest.raises(StoreError, match="s3://bucket/g/manifest.json"):
+        with pytest.raises(ObjectStorageError, match="s3://bucket/g/manifest.json"):
             open_store("s3://bucket/g", cache_dir=tmp_path / "cache")
-        assert time.perf_counter() - started < 20 + 2 + 8   # + 8 s of slack on a loaded machine
+        assert time.perf_counter() - started < 3 + 2 + 8    # + 8 s of slack on a loaded machine
     finally:
         stop.set()
         thread.join(5)
@@ -75,5 +122,8 @@ def test_silent_endpoint_fails_after_the_request_timeout(monkeypatch, tmp_path: 
 @pytest.mark.parametrize("raw", ["0", "-3", "soon", "99999"])
 def test_bad_timeout_setting_is_one_line(monkeypatch, raw: str) -> None:
     monkeypatch.setenv(TIMEOUT_ENV, raw)
+    monkeypatch.setenv(RETRY_TIMEOUT_ENV, raw)
     with pytest.raises(StoreError, match=TIMEOUT_ENV):
         request_timeout()
+    with pytest.raises(StoreError, match=RETRY_TIMEOUT_ENV):
+        retry_timeout()

@@ -25,6 +25,7 @@ from graphpipe.store import remote as remote_mod
 from graphpipe.store.object_store import RemotePrefix
 from graphpipe.store.upload import upload_store
 from graphpipe.store.validate import validate
+from tests.store.conftest import assert_cache_whole
 
 
 @pytest.fixture(scope="module")
@@ -267,6 +268,7 @@ def test_two_processes_fetch_each_object_once(s3_server, local_store, tmp_path) 
     fetched = sum(int(o[1]) for o in outs) - 2 * listing["manifest.json"]
     assert (gets, fetched) == (len(feat), sum(feat.values()))  # zarr.json + chunks, once
     assert {o[2] for o in outs} == {str(float(local_store.feat.sum()))}
+    assert_cache_whole(cache)                                  # no torn file, every one verified
 
 
 def test_a_typed_store_on_s3(s3_server, tmp_path) -> None:

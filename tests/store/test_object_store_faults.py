@@ -1,0 +1,254 @@
+"""Object storage under faults (issue 27), against the real S3 server of conftest.py behind a
+real fault-injecting HTTP proxy (fault_proxy.py): throttling and 5xx answers, the server
+dying in the middle of an ingest, an open and an epoch, an upload killed half way, objects
+changed after upload, a damaged chunk cache and a cache on a full disk. Each ends in one
+line and a non-zero exit within a bounded time, never in a hang, a traceback or a
+half-written store."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from graphpipe.cli.main import cli
+
+from graphpipe.ingest import ingest
+from graphpipe.store import CorruptStoreError, GraphStore, StoreError, open_store
+from graphpipe.store.manifest import MANIFEST_FILE
+from graphpipe.store.object_store import RemotePrefix
+from graphpipe.store.upload import upload_store
+from tests.store.conftest import assert_cache_whole
+from tests.store.fault_proxy import FaultProxy
+from tests.store.test_remote import _rechunked
+
+BOUND_S = 20
+"""Seconds any failure below may take: the retry window (2 s here) plus slack for a loaded machine."""
+
+
+@pytest.fixture(scope="module")
+def local_store(ogb_raw_folder, tmp_path_factory) -> GraphStore:
+    """The small community graph, its features in 10 chunks (so reads make several GETs)."""
+    built = ingest(ogb_raw_folder[0], tmp_path_factory.mktemp("local") / "g")
+    return _rechunked(built, tmp_path_factory.mktemp("chunked") / "g", 200)
+
+
+@pytest.fixture
+def proxy(s3_server, monkeypatch):
+    """The proxy in front of the server; the ``AWS_*`` variables point at it, retries end
+    within 2 s."""
+    px = FaultProxy(s3_server.endpoint, s3_server.bucket)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", px.endpoint)
+    monkeypatch.setenv("GRAPHPIPE_S3_RETRY_TIMEOUT", "2")
+    yield px
+    px.close()
+
+
+def _uploaded(s3_server, local_store: GraphStore, name: str) -> str:
+    """``local_store`` uploaded straight to the server (not through the proxy)."""
+    url = f"s3://{s3_server.bucket}/{name}/g"
+    _direct(s3_server, lambda: upload_store(local_store.path, url))
+    return url
+
+
+def _direct(s3_server, fn):
+    """``fn()`` with the endpoint set to the server itself, not the proxy."""
+    saved = os.environ["AWS_ENDPOINT_URL"]
+    os.environ["AWS_ENDPOINT_URL"] = s3_server.endpoint
+    try:
+        return fn()
+    finally:
+        os.environ["AWS_ENDPOINT_URL"] = saved
+
+
+def _one_line_exit(result, started: float, *words: str) -> str:
+    """The CLI's error: exit 2, one line, no traceback, within :data:`BOUND_S`."""
+    assert time.perf_counter() - started < BOUND_S
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in result.output, \
+        result.output
+    for word in words:
+        assert word in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.mark.parametrize("status", ["503", "500"])
+def test_throttling_and_5xx_are_retried(s3_server, proxy, local_store, tmp_path, status) -> None:
+    """503 SlowDown (S3's throttling) and 500 answers to some requests: retried within the bound,
+    the read completes, the bytes match."""
+    url = _uploaded(s3_server, local_store, f"flaky{status}")
+    proxy.rule = lambda method, key, n: status if method == "GET" and n % 3 != 2 else None
+    store = open_store(url, cache_dir=tmp_path / "cache")
+    assert np.array_equal(store.features(np.arange(store.num_nodes)), local_store.feat)
+    answered = [what for _, _, what in proxy.log]
+    assert answered.count(status) >= 4 and "forwarded" in answered
+    assert_cache_whole(tmp_path / "cache")
+
+
+@pytest.mark.parametrize("status", ["503", "500"])
+def test_throttling_that_does_not_stop_is_one_line(s3_server, proxy, local_store, tmp_path,
+                                                   monkeypatch, status) -> None:
+    """Every chunk GET answered 503 (or 500): `graphpipe validate` ends within the retry bound
+    with one line naming the object, the status and the bound."""
+    url = _uploaded(s3_server, local_store, f"throttled{status}")
+    monkeypatch.setenv("GRAPHPIPE_CACHE_DIR", str(tmp_path / "cache"))
+    proxy.rule = lambda method, key, n: status if "/c/" in key else None
+    started = time.perf_counter()
+    result = CliRunner().invoke(cli, ["validate", url])
+    line = _one_line_exit(result, started, url, status, "retries are bounded")
+    assert "/c/" in line
+    assert_cache_whole(tmp_path / "cache")
+
+
+def test_server_dies_mid_ingest(s3_server, proxy, ogb_raw_folder, tmp_path, monkeypatch) -> None:
+    """The server goes away after two objects of an ingest's upload went up: one line, exit 2,
+    no store at the prefix (no manifest: readers refuse it), no local build left behind; the
+    next `ingest --overwrite` replaces what the first one left."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    url = f"s3://{s3_server.bucket}/dies-ingest/g"
+    proxy.rule = lambda method, key, n: "die" if method == "PUT" and proxy.answered["PUT"] >= 2 else None
+    started = time.perf_counter()
+    result = CliRunner().invoke(cli, ["ingest", str(ogb_raw_folder[0]), url, "--quiet"])
+    _one_line_exit(result, started, url, "retries")
+    listing = _direct(s3_server, lambda: RemotePrefix(url).list())
+    assert listing and MANIFEST_FILE not in listing
+    with pytest.raises(StoreError, match="no manifest.json"):
+        _direct(s3_server, lambda: open_store(url, cache_dir=tmp_path / "cache"))
+    assert not list((tmp_path / "tmp").iterdir())
+    result = _direct(s3_server, lambda: CliRunner().invoke(
+        cli, ["ingest", str(ogb_raw_folder[0]), url, "--quiet", "--overwrite"]))
+    assert result.exit_code == 0, result.output
+
+
+def test_server_dies_mid_open(s3_server, proxy, local_store, tmp_path, monkeypatch) -> None:
+    """The server goes away after the manifest and the first metadata objects: `graphpipe
+    validate` ends in one line; every file the cache holds is whole."""
+    url = _uploaded(s3_server, local_store, "dies-open")
+    monkeypatch.setenv("GRAPHPIPE_CACHE_DIR", str(tmp_path / "cache"))
+    proxy.rule = lambda method, key, n: "die" if method == "GET" and n == 3 else None
+    started = time.perf_counter()
+    result = CliRunner().invoke(cli, ["validate", url])
+    _one_line_exit(result, started, url, "retries")
+    assert_cache_whole(tmp_path / "cache")
+
+
+def test_server_dies_mid_epoch(s3_server, proxy, local_store, tmp_path, monkeypatch) -> None:
+    """`graphpipe train` on the store: the server goes away after three feature chunks, while
+    the loader reads the epoch's features: one line naming the object, exit 2."""
+    url = _uploaded(s3_server, local_store, "dies-epoch")
+    monkeypatch.setenv("GRAPHPIPE_CACHE_DIR", str(tmp_path / "cache"))
+    chunks = []
+
+    def rule(method: str, key: str, n: int) -> str | None:
+        if key.startswith("dies-epoch/g/node/feat/c/"):
+            chunks.append(key)
+            return "die" if len(chunks) == 4 else None
+        return None
+
+    proxy.rule = rule
+    started = time.perf_counter()
+    result = CliRunner().invoke(cli, ["train", url, "--epochs", "1", "--hidden", "8"])
+    _one_line_exit(result, started, url, "node/feat/c/", "retries")
+    assert_cache_whole(tmp_path / "cache")
+
+
+_UPLOAD = """
+import sys
+from graphpipe.store.upload import upload_store
+upload_store(sys.argv[1], sys.argv[2], overwrite=True)
+"""
+
+
+def test_killed_upload_is_never_a_store(s3_server, proxy, local_store, tmp_path) -> None:
+    """An upload replacing a store is killed (SIGKILL) at its fifth object: readers refuse the
+    prefix (neither the old store nor a mix of old and new objects is read), and a new upload
+    replaces the leftovers."""
+    url = _uploaded(s3_server, local_store, "killed")
+    proxy.rule = lambda method, key, n: "hold" if method == "PUT" and n == 4 else None
+    child = subprocess.Popen([sys.executable, "-c", _UPLOAD, str(local_store.path), url],
+                             env={**os.environ, "PYTHONPATH": os.getcwd()}, stderr=subprocess.PIPE)
+    try:
+        assert proxy.held.wait(120), child.stderr.read() if child.poll() is not None else "no PUT"
+    finally:
+        child.kill()
+        child.wait(60)
+        proxy.release()
+    assert child.returncode == -signal.SIGKILL
+    with pytest.raises(StoreError, match="upload has not finished"):
+        _direct(s3_server, lambda: open_store(url, cache_dir=tmp_path / "cache"))
+    _direct(s3_server, lambda: upload_store(local_store.path, url, overwrite=True))
+    store = _direct(s3_server, lambda: open_store(url, cache_dir=tmp_path / "cache"))
+    assert np.array_equal(_direct(s3_server, lambda: store.features(np.arange(store.num_nodes))),
+                          local_store.feat)
+
+
+@pytest.mark.parametrize("damage", ["changed", "truncated"])
+def test_changed_or_truncated_object_names_its_key(s3_server, local_store, tmp_path, damage) -> None:
+    """An object rewritten after the upload (same size, other bytes) or cut short: the read
+    is one CorruptStoreError naming the object; nothing of it enters the cache."""
+    url = _uploaded(s3_server, local_store, f"object-{damage}")
+    key = "node/feat/c/3/0"
+    old = bytes(RemotePrefix(url).get(key))
+    new = old[:len(old) // 2] if damage == "truncated" else bytes(b ^ 1 for b in old)
+    RemotePrefix(url, read_only=False).put_many([(key, new)])
+    store = open_store(url, cache_dir=tmp_path / "cache")
+    with pytest.raises(CorruptStoreError, match=f"{url}/{key}: .*after the store was uploaded"):
+        store.features(np.array([0]))
+    assert not list((tmp_path / "cache").rglob("c/3/0")) and not list((tmp_path / "cache").rglob(".*part*"))
+
+
+def test_damaged_cache_files_are_refetched(s3_server, local_store, tmp_path) -> None:
+    """Cached files edited in place, cut short or replaced by a half-written copy are found
+    at the next open (size and stamp, then checksum) and fetched again; an untouched file
+    that only lost its stamp is hashed, not fetched."""
+    url = _uploaded(s3_server, local_store, "damaged-cache")
+    first = open_store(url, cache_dir=tmp_path / "cache")
+    first.prefetch()
+    root = first.path
+    flipped, cut, torn = (root / f"node/feat/c/{i}/0" for i in (1, 4, 7))
+    with open(flipped, "r+b") as fh:
+        fh.seek(100)
+        byte = fh.read(1)
+        fh.seek(100)
+        fh.write(bytes([byte[0] ^ 0xFF]))
+    os.truncate(cut, cut.stat().st_size // 2)
+    torn.write_bytes(torn.read_bytes()[:1000])
+    os.utime(root / "node/feat/c/9/0")                                 # touched, bytes intact
+    again = open_store(url, cache_dir=tmp_path / "cache")
+    assert np.array_equal(again.features(np.arange(again.num_nodes)), local_store.feat)
+    assert again.requests.gets == 1 + 3                                # the manifest + the 3 damaged
+    assert_cache_whole(tmp_path / "cache")
+
+
+_FULL_DISK = """
+import resource, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)     # writes past the limit fail with EFBIG
+limit = int(sys.argv[1])
+resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+from graphpipe.cli.main import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def test_cache_on_a_full_disk_is_one_line(s3_server, local_store, tmp_path) -> None:
+    """The cache directory's disk fills while features are fetched (a file-size limit:
+    writes beyond it fail as on a full disk, unprivileged): `graphpipe validate` ends in one
+    line naming the cache and GRAPHPIPE_CACHE_DIR, exit 2, no partial file left."""
+    url = _uploaded(s3_server, local_store, "full-disk")
+    objects = RemotePrefix(url).list()
+    limit = max(n for k, n in objects.items() if "/c/" not in k) + 1      # metadata fits, chunks not
+    assert objects["node/feat/c/0/0"] > limit
+    env = {**os.environ, "PYTHONPATH": os.getcwd(), "GRAPHPIPE_CACHE_DIR": str(tmp_path / "cache")}
+    done = subprocess.run([sys.executable, "-c", _FULL_DISK, str(limit), "validate", url], env=env,
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "disk is full" in lines[0] and "GRAPHPIPE_CACHE_DIR" in lines[0], done.stderr
+    assert not [p for p in (tmp_path / "cache").rglob("*") if p.name.startswith(".") and "part" in p.name]
