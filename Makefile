@@ -38,9 +38,13 @@ test: venv
 	$(PY) -m pytest -q tests
 
 # The CSV parser against pyarrow on hypothesis-made bytes: 200 examples in `make test`, 20,000 here.
+# The service's typed and link requests (tests/service/test_request_fuzz.py, `graphpipe serve`
+# subprocesses): only here, 2,000 examples per request kind (about 2 minutes on 2 cores).
 FUZZ_EXAMPLES ?= 20000
+SERVICE_FUZZ_EXAMPLES ?= 2000
 fuzz: venv
 	GRAPHPIPE_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -q tests/ingest/test_csvparse_fuzz.py
+	GRAPHPIPE_FUZZ_EXAMPLES=$(SERVICE_FUZZ_EXAMPLES) $(PY) -m pytest -q tests/service/test_request_fuzz.py
 
 lint: venv
 	$(VENV)/bin/ruff check graphpipe cli tests benchmarks
