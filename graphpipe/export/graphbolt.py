@@ -2,7 +2,13 @@
 layout :mod:`graphpipe.ingest.graphbolt` reads back: ``metadata.yaml``, ``edges.npy``
 ``(2, E)`` in the original edge order (so GraphBolt's edge IDs are the store's
 ``edge_id``), ``node_feat.npy``, ``node_label.npy``, ``edge_feat.npy`` and, per split, a
-node-classification set (``seed_nodes``, ``labels``) under ``set/``."""
+node-classification set (``seed_nodes``, ``labels``) under ``set/``.
+
+A typed store is written through the same typed face every store answers, with a
+``type`` in every entry as GraphBolt's typed datasets have it (node types, relations as
+``"src:rel:dst"``): ``edges/<src>___<rel>___<dst>.npy`` (local IDs) and ``_feat.npy``,
+``nodes/<type>/{feat,label}.npy``, and per split one set item per node type that has it,
+under ``set/<type>/``."""
 
 from __future__ import annotations
 
@@ -15,66 +21,107 @@ from typing import Any
 import numpy as np
 
 from graphpipe.store import GraphStore, open_store
-from graphpipe.store.errors import StoreError
+from graphpipe.store import schema as ts
 
 __all__ = ["write_graphbolt"]
 
 _SETS = {"train": "train_set", "valid": "validation_set", "test": "test_set"}
 
 
-def _edges_in_original_order(store: GraphStore) -> np.ndarray:
-    """int64 ``(2, E)``: edge ``e`` of the original list is column ``e`` (CSC order when the
-    store keeps no ``csc/edge_id``: its edge IDs are then the CSC slots)."""
-    indptr = np.asarray(store.indptr)
-    dst_of_slot = np.repeat(np.arange(store.num_nodes, dtype=np.int64), np.diff(indptr))
-    edges = np.empty((2, store.num_edges), dtype=np.int64)
-    edge_id = np.asarray(store.edge_id) if store.has_edge_ids else slice(None)
-    edges[0, edge_id] = store.indices
-    edges[1, edge_id] = dst_of_slot
-    return edges
+def _relation(store: GraphStore, etype: tuple[str, str, str]) -> tuple[np.ndarray, np.ndarray | None]:
+    """``(edges, edge features)``: int64 ``(2, E)`` with edge ``e`` of the original list in
+    column ``e`` (CSC order when the store keeps no edge IDs: they are then the CSC slots),
+    and the features in that order (or None)."""
+    indptr, indices = (np.asarray(a) for a in store.typed_csc(etype))
+    edge_id = store.typed_edge_ids(etype)
+    order = np.asarray(edge_id) if edge_id is not None else slice(None)
+    edges = np.empty((2, indices.shape[0]), dtype=np.int64)
+    edges[0, order] = indices
+    edges[1, order] = np.repeat(np.arange(indptr.shape[0] - 1, dtype=np.int64), np.diff(indptr))
+    feat = store.typed_edge_features(etype)
+    if feat is None and not store.is_typed and store.has_array("edge/feat"):
+        return edges, np.asarray(store.edge_features)  # input order already
+    if feat is not None:
+        out = np.empty_like(np.asarray(feat))
+        out[order] = feat
+        feat = out
+    return edges, feat
 
 
-def _entry(domain: str, name: str, path: str) -> dict[str, Any]:
-    return {"domain": domain, "name": name, "format": "numpy", "in_memory": True, "path": path}
+def _entry(domain: str, name: str, path: str, kind: str | None) -> dict[str, Any]:
+    entry = {"domain": domain, "name": name, "format": "numpy", "in_memory": True, "path": path}
+    return entry if kind is None else {"domain": domain, "type": kind, **{k: v for k, v in entry.items()
+                                                                          if k != "domain"}}
+
+
+def _typed(entry: dict[str, Any], kind: str | None) -> dict[str, Any]:
+    return entry if kind is None else {"type": kind, **entry}
+
+
+def _save(out: Path, rel: str, values: np.ndarray) -> str:
+    (out / rel).parent.mkdir(parents=True, exist_ok=True)
+    np.save(out / rel, np.asarray(values))
+    return rel
 
 
 def _write_files(store: GraphStore, out: Path) -> dict[str, Any]:
     """Every array file under ``out``; returns the metadata document."""
-    np.save(out / "edges.npy", _edges_in_original_order(store))
-    meta: dict[str, Any] = {
-        "dataset_name": store.name,
-        "graph": {"nodes": [{"num": store.num_nodes}],
-                  "edges": [{"format": "numpy", "path": "edges.npy"}]},
-        "feature_data": [],
-    }
-    if store.has_features:
-        np.save(out / "node_feat.npy", store.features())
-        meta["feature_data"].append(_entry("node", "feat", "node_feat.npy"))
-    if store.has_array("edge/feat"):
-        np.save(out / "edge_feat.npy", np.asarray(store.edge_features))
-        meta["feature_data"].append(_entry("edge", "feat", "edge_feat.npy"))
-    labels = np.asarray(store.labels) if store.has_labels else None
-    if labels is not None:
-        np.save(out / "node_label.npy", labels)
-        meta["feature_data"].append(_entry("node", "label", "node_label.npy"))
+    typed = store.is_typed
+    graph: dict[str, Any] = {"nodes": [], "edges": []}
+    meta: dict[str, Any] = {"dataset_name": store.name, "graph": graph, "feature_data": []}
+    node_files = {t: ("node_feat.npy", "node_label.npy") if not typed else
+                  (f"nodes/{t}/feat.npy", f"nodes/{t}/label.npy") for t in store.node_types}
+    for ntype in store.node_types:
+        graph["nodes"].append(_typed({"num": store.num_nodes_dict[ntype]}, ntype if typed else None))
+        feat = store.typed_features(ntype)
+        if feat is not None:
+            path = _save(out, node_files[ntype][0], feat)
+            meta["feature_data"].append(_entry("node", "feat", path, ntype if typed else None))
+    for etype in store.edge_types:
+        kind, key = (":".join(etype), ts.etype_key(etype)) if typed else (None, "edges")
+        edges, feat = _relation(store, etype)
+        path = _save(out, f"edges/{key}.npy" if typed else "edges.npy", edges)
+        graph["edges"].append(_typed({"format": "numpy", "path": path}, kind))
+        if feat is not None:
+            path = _save(out, f"edges/{key}_feat.npy" if typed else "edge_feat.npy", feat)
+            meta["feature_data"].append(_entry("edge", "feat", path, kind))
+    labels = {t: store.typed_labels(t) for t in store.node_types}
+    for ntype, values in labels.items():
+        if values is not None:
+            path = _save(out, node_files[ntype][1], values)
+            meta["feature_data"].append(_entry("node", "label", path, ntype if typed else None))
+    task = _task(store, out, labels)
+    if any(key in task for key in _SETS.values()) or "num_classes" in task:
+        meta["tasks"] = [task]
+    return meta
+
+
+def _task(store: GraphStore, out: Path, labels: dict[str, np.ndarray | None]) -> dict[str, Any]:
+    """The node-classification task: per split, a set item per node type that has it."""
+    typed = store.is_typed
     task: dict[str, Any] = {"name": "node_classification"}
-    num_classes = (store.manifest.get("labels") or {}).get("num_classes")
+    if typed and store.target_type is not None:
+        task["target_type"] = store.target_type  # GraphBolt keeps it in the task's metadata
+    num_classes = store.typed_num_classes(store.target_type) if typed and store.target_type else (
+        None if typed else (store.manifest.get("labels") or {}).get("num_classes"))
     if num_classes:
         task["num_classes"] = int(num_classes)
     (out / "set").mkdir()
     for split, key in _SETS.items():
-        if split not in store.split_names:
-            continue
-        ids = store.split(split)
-        np.save(out / "set" / f"{split}_seed_nodes.npy", ids)
-        data = [{"name": "seed_nodes", "format": "numpy", "path": f"set/{split}_seed_nodes.npy"}]
-        if labels is not None:
-            np.save(out / "set" / f"{split}_labels.npy", labels[ids])
-            data.append({"name": "labels", "format": "numpy", "path": f"set/{split}_labels.npy"})
-        task[key] = [{"data": data}]
-    if len(task) > 1:
-        meta["tasks"] = [task]
-    return meta
+        items = []
+        for ntype in store.node_types:
+            if split not in store.typed_split_names(ntype):
+                continue
+            ids = np.asarray(store.typed_split(ntype, split))
+            prefix = f"set/{ntype}/{split}" if typed else f"set/{split}"
+            data = [{"name": "seed_nodes", "format": "numpy", "path": _save(out, f"{prefix}_seed_nodes.npy", ids)}]
+            if labels[ntype] is not None:
+                path = _save(out, f"{prefix}_labels.npy", np.asarray(labels[ntype])[ids])
+                data.append({"name": "labels", "format": "numpy", "path": path})
+            items.append(_typed({"data": data}, ntype if typed else None))
+        if items:
+            task[key] = items
+    return task
 
 
 def write_graphbolt(store: GraphStore | str | os.PathLike, dest: str | os.PathLike) -> Path:
@@ -101,9 +148,6 @@ def write_graphbolt(store: GraphStore | str | os.PathLike, dest: str | os.PathLi
 
     if not isinstance(store, GraphStore):
         store = open_store(store)
-    if store.is_typed:
-        raise StoreError(f"{store.path}: a typed store ({len(store.node_types)} node types); export "
-                         f"to graphbolt supports homogeneous stores only")
     dest = Path(dest)
     if dest.exists():
         raise ValueError(f"{dest}: already exists; export writes a new folder")

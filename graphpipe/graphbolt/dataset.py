@@ -87,7 +87,11 @@ class OnDiskDataset:
 
     def load(self, tasks: Any = None) -> OnDiskDataset:
         """Open the store (ingesting a GraphBolt folder the first time); returns self."""
-        self._store = _open_store(self.path)
+        store = _open_store(self.path)
+        if store.is_typed:  # typed stores: graphpipe.loaders.NeighborLoader, typed batches
+            raise ValueError(f"{self.path}: a typed dataset ({len(store.node_types)} node types); "
+                             f"graphpipe's GraphBolt face reads homogeneous ones")
+        self._store = store
         self._graph, self._feature = None, None
         return self
 

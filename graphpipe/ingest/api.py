@@ -36,7 +36,8 @@ def ingest(source: DatasetSource | TypedSource | str | os.PathLike, dest: str | 
     ``format``: one of :func:`graphpipe.ingest.formats.names` instead of detecting it;
     ``reader_options``: what that format's reader takes (``Format.options``; any other is
     refused). A typed (heterogeneous) folder (OGB's heterogeneous raw layout, MAG240M's,
-    typed edge lists) becomes a typed store.
+    typed edge lists, GraphBolt's and DGL's chunked layouts with several types) becomes a
+    typed store.
 
     Returns the opened store. Raises :class:`~graphpipe.ingest.errors.IngestError` (bad
     input, naming the file and line/field) or :class:`graphpipe.store.StoreError`

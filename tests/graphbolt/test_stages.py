@@ -145,3 +145,17 @@ def test_layerwise_inference_idiom(dataset: gb.OnDiskDataset, gb_store: GraphSto
     batch = next(iter(pipe))
     assert torch.equal(batch.node_features["feat"], out[batch.input_nodes])
     assert dataset.feature.size("node", None, "feat") == torch.Size([gb_store.feature_dim])  # its own copy
+
+
+def test_typed_folder_is_refused_by_the_homogeneous_face(tmp_path) -> None:
+    """A typed GraphBolt folder ingests as a typed store; this face says in one line that it
+    reads homogeneous datasets."""
+    from graphpipe.ingest import ingest
+    from graphpipe.synthetic.mag import mag_dataset, write_ogb_mag
+
+    store = ingest(write_ogb_mag(tmp_path / "mag", mag_dataset(papers=30, authors=20, institutions=2,
+                                                               fields=4, num_classes=2, feature_dim=3)),
+                   tmp_path / "store")
+    folder = write_graphbolt(store, tmp_path / "gb")
+    with pytest.raises(ValueError, match="a typed dataset .* reads homogeneous ones"):
+        gb.OnDiskDataset(folder).load()

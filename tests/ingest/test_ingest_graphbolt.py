@@ -126,3 +126,97 @@ def test_npy_header_claiming_more_rows_than_the_file_holds_is_refused(tmp_path: 
         fh.write(b"\0" * 64)
     with pytest.raises(IngestError, match="feat.npy: not a readable .npy array"):
         read_graphbolt(folder)
+
+
+# -- typed (heterogeneous) datasets, as GraphBolt's OnDiskDataset lays them out ----------------
+def _typed_dataset(folder: Path, data) -> Path:
+    """``data`` (:func:`graphpipe.synthetic.mag.mag_dataset`) as a typed GraphBolt folder in the
+    layout of DGL's OnDiskDataset documentation: csv edges for one relation, numpy for the
+    others, ``seeds`` + ``labels`` sets of the target type, float16 paper features."""
+    (folder / "set").mkdir(parents=True)
+    edges = []
+    for i, ((src_t, rel, dst_t), (src, dst)) in enumerate(data.edges.items()):
+        if i == 0:
+            (folder / f"e{i}.csv").write_text("".join(f"{s},{d}\n" for s, d in zip(src, dst)))
+            edges.append({"type": f"{src_t}:{rel}:{dst_t}", "format": "csv", "path": f"e{i}.csv"})
+        else:
+            np.save(folder / f"e{i}.npy", np.stack([src, dst]))
+            edges.append({"type": f"{src_t}:{rel}:{dst_t}", "format": "numpy", "path": f"e{i}.npy"})
+    np.save(folder / "paper_feat.npy", data.x.astype(np.float16))
+    sets = {}
+    for key, split in (("train_set", "train"), ("validation_set", "valid"), ("test_set", "test")):
+        ids = data.splits[split]
+        np.save(folder / f"set/{split}.npy", ids)
+        np.save(folder / f"set/{split}_y.npy", data.y[ids])
+        sets[key] = [{"type": "paper", "data": [
+            {"name": "seeds", "format": "numpy", "path": f"set/{split}.npy"},
+            {"name": "labels", "format": "numpy", "path": f"set/{split}_y.npy"}]}]
+    meta = {"dataset_name": "mag-gb",
+            "graph": {"nodes": [{"type": t, "num": n} for t, n in data.num_nodes_dict.items()],
+                      "edges": edges},
+            "feature_data": [{"domain": "node", "type": "paper", "name": "feat", "format": "numpy",
+                              "in_memory": True, "path": "paper_feat.npy"}],
+            "tasks": [{"name": "node_classification", "num_classes": data.num_classes, **sets}]}
+    (folder / "metadata.yaml").write_text(yaml.safe_dump(meta))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def mag(tmp_path_factory: pytest.TempPathFactory):
+    """A small ogbn-mag-like graph and its store through OGB's heterogeneous layout (the
+    ``ogb-hetero`` reader, checked against OGB's own reader in tests/ingest/test_ogb_hetero.py)."""
+    from graphpipe.synthetic.mag import mag_dataset, write_ogb_mag
+
+    tmp = tmp_path_factory.mktemp("mag")
+    data = mag_dataset(papers=120, authors=80, institutions=6, fields=15, num_classes=4, feature_dim=5)
+    return data, ingest(write_ogb_mag(tmp / "ogb", data), tmp / "ogb-store")
+
+
+def test_typed_folder_is_a_typed_store(mag, tmp_path: Path) -> None:
+    data, oracle = mag
+    store = ingest(_typed_dataset(tmp_path / "gb", data), tmp_path / "store")
+    assert store.is_typed and store.name == "mag-gb" and store.target_type == "paper"
+    assert store.num_nodes_dict == oracle.num_nodes_dict and store.edge_types == oracle.edge_types
+    for etype in oracle.edge_types:
+        for a, b in zip(store.typed_csc(etype), oracle.typed_csc(etype)):
+            assert np.array_equal(a, b), etype
+        assert np.array_equal(store.typed_edge_ids(etype), oracle.typed_edge_ids(etype))
+    feat = store.typed_features("paper")
+    assert feat.dtype == np.float16 and np.array_equal(feat, data.x.astype(np.float16))
+    labelled = np.concatenate(list(data.splits.values()))
+    assert np.array_equal(store.typed_labels("paper")[labelled], data.y[labelled])
+    assert (np.delete(store.typed_labels("paper"), labelled) == -1).all()
+    for split in ("train", "valid", "test"):
+        assert np.array_equal(store.typed_split("paper", split), oracle.typed_split("paper", split))
+    assert store.typed_num_classes("paper") == data.num_classes
+
+
+TYPED_HOSTILE = [
+    (lambda m: m["graph"]["edges"][1].__setitem__("type", "author:writes:venue"), "graph.edges[1].type"),
+    (lambda m: m["graph"]["edges"][1].pop("type"), "graph.edges[1].type"),
+    (lambda m: m["graph"]["nodes"][0].__setitem__("type", "../x"), "graph.nodes[0].type"),
+    (lambda m: m["feature_data"][0].__setitem__("type", "venue"), "feature_data[0].type"),
+    (lambda m: m["tasks"][0]["train_set"][0].__setitem__("type", "venue"), "train_set[0].type"),
+    (lambda m: m["graph"]["edges"].append(dict(m["graph"]["edges"][1])), "listed twice"),
+]
+
+
+@pytest.mark.parametrize(("patch", "message"), TYPED_HOSTILE)
+def test_hostile_typed_metadata_is_refused(mag, tmp_path: Path, patch, message: str) -> None:
+    folder = _typed_dataset(tmp_path / "gb", mag[0])
+    meta = yaml.safe_load((folder / "metadata.yaml").read_text())
+    patch(meta)
+    (folder / "metadata.yaml").write_text(yaml.safe_dump(meta))
+    with pytest.raises(IngestError, match="metadata.yaml") as info:
+        read_graphbolt(folder)
+    assert message in str(info.value) and "\n" not in str(info.value)
+    assert main(["ingest", str(folder), str(tmp_path / "store")]) == 2
+    assert not (tmp_path / "store").exists()
+
+
+def test_typed_edge_out_of_range_is_refused_naming_the_file(mag, tmp_path: Path) -> None:
+    folder = _typed_dataset(tmp_path / "gb", mag[0])
+    (folder / "e0.csv").write_text((folder / "e0.csv").read_text() + "0,99999\n")
+    with pytest.raises(IngestError, match=r"e0.csv: line \d+: destination id 99999 out of range"):
+        ingest(folder, tmp_path / "store")
+    assert not (tmp_path / "store").exists()

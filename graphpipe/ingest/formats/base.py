@@ -18,6 +18,7 @@ from typing import Any
 
 from graphpipe.ingest.errors import IngestError
 from graphpipe.ingest.options import IngestOptions, flag, refuse_for_typed
+from graphpipe.ingest.source import TypedSource
 
 __all__ = ["Format", "flag"]
 
@@ -76,6 +77,9 @@ class Format:
 
             given["split_files"] = find_split_files(given.pop("split_dir"))
         source = _resolve(self.reader)(path if self.name == "edgelist" else Path(path), **given)
+        if npy is not None and isinstance(source, TypedSource):
+            raise IngestError(f"--node-features does not apply to typed datasets ({path}): features "
+                              f"come per node type")
         if npy is not None:
             from graphpipe.ingest.pipeline import attach_npy_features
 
