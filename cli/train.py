@@ -6,8 +6,8 @@ comes from the options and the store (:func:`graphpipe.cli.train_options.choose`
 option the mode does not accept is refused in one line. Prints one line per epoch and,
 last, ``test acc <value>``.
 
-The single-process modes run here; the others are ``train_link.py``, ``train_text.py``,
-``train_ddp.py``, ``train_seqpar.py`` and ``train_sylvie.py``."""
+The single-process modes run here; the others are ``train_typed.py``, ``train_link.py``,
+``train_text.py``, ``train_ddp.py``, ``train_seqpar.py`` and ``train_sylvie.py``."""
 
 from __future__ import annotations
 
@@ -18,9 +18,6 @@ from graphpipe.cli import train_options as opts
 from graphpipe.cli._common import fail, friendly_errors
 from graphpipe.cli.train_flow import flow_options
 from graphpipe.cli.train_text import text_train_options
-
-TYPED_MODELS = ("rgcn", "hetero-sage", "rgat", "mlp")
-
 
 @click.command(name="train")
 @click.argument("store", type=click.Path(file_okay=False))
@@ -206,78 +203,6 @@ def _check_eval_splits(store: Any, evaluation: str) -> None:
         fail(f"store {str(store.path)!r} has no {' or '.join(map(repr, missing))} split: make "
              f"splits with `{opts.split_hint(str(store.path))}`, or train without evaluation "
              "(--eval none)")
-
-
-# ------------------------------------------------------------------------------- typed stores
-def run_typed(params: dict[str, Any]) -> None:
-    """Node classification of a typed store's target type: R-GCN (default), heterogeneous
-    SAGE, R-GAT (``--heads``) or the MLP baseline (:class:`graphpipe.train.TypedTrainer`)."""
-    import numpy as np
-    import torch
-
-    from graphpipe.store import open_store
-    from graphpipe.train.memory_plan import plan_typed_training
-    from graphpipe.train.trainer import TypedTrainer, typed_training_data
-
-    name, path = params["model_name"] or "rgcn", params["store"]
-    if name not in TYPED_MODELS:
-        fail(f"store {path!r} is typed: --model must be one of {', '.join(TYPED_MODELS)} "
-             f"(got {name!r})")
-    if params["heads"] is not None and name != "rgat":
-        fail(f"--heads: not used by typed node classification with --model {name} (R-GAT's: "
-             "--model rgat)")
-    store = typed_training_data(open_store(path))
-    target = params["target_type"] or store.target_type
-    if target not in store.node_types:
-        fail(f"--target-type must be one of {', '.join(store.node_types)} (got {target!r})")
-    labels = store.typed_labels(target)
-    if labels is None:
-        fail(f"store {path!r}: type {target!r} has no labels: nothing to train on")
-    o = opts.pick(params, opts.TYPED_DEFAULTS)
-    o["layers"], fanouts = opts.layers_and_fanouts(params, opts.TYPED_DEFAULTS["layers"],
-                                                   uses_fanouts=name != "mlp")
-    if name == "rgat" and o["hidden"] % o["heads"]:
-        fail(f"--hidden must be a multiple of --heads={o['heads']} for --model rgat "
-             f"(got {o['hidden']})")
-    num_classes = int(np.asarray(labels).max()) + 1
-    torch.manual_seed(params["seed"])
-    model = _typed_model(name, store, target, o, num_classes)
-    plan = plan_typed_training(store, batch_size=o["batch_size"], eval_batch_size=params["eval_batch_size"])
-    plan.apply(store)
-    trainer = TypedTrainer(model, store, fanouts=fanouts, target_type=target,
-                           batch_size=o["batch_size"], epochs=params["epochs"],
-                           optimizer=o["optimizer"], lr=o["lr"], weight_decay=o["weight_decay"],
-                           patience=params["patience"], evaluation=o["evaluation"],
-                           eval_batch_size=plan.eval_batch_size, seed=params["seed"],
-                           max_steps=params["max_steps"], checkpoint=params["checkpoint"],
-                           metrics_log=params["metrics_log"], quiet=params["quiet"],
-                           loader_options={**plan.loader_options(), "feature_bits": params["feature_bits"]})
-    _check_resume(trainer, params["resume"])
-    if not params["quiet"]:
-        counts = ", ".join(f"{n} {t}" for t, n in store.num_nodes_dict.items())
-        click.echo(f"{path}: {counts}; {len(store.edge_types)} relations; target {target} "
-                   f"({num_classes} classes); model {name} ({_parameters(model)} parameters), "
-                   f"fanouts {fanouts}, {len(trainer.loader)} batches/epoch")
-        click.echo(plan.describe())
-    result = trainer.fit(resume=params["resume"])
-    opts.report(result, quiet=params["quiet"], checkpoint=params["checkpoint"])
-
-
-def _typed_model(name: str, store: Any, target: str, o: dict[str, Any], num_classes: int) -> Any:
-    from graphpipe.train import build_model
-    from graphpipe.train.hetero_models import build_hetero_model
-    from graphpipe.train.trainer import typed_model_dims
-
-    dims = typed_model_dims(store)
-    if name == "mlp":
-        if dims[target] is None:
-            fail(f"--model mlp: target type {target!r} has no features")
-        return build_model("mlp", dims[target], o["hidden"], num_classes, o["layers"],
-                           dropout=o["dropout"])
-    layer_options = {"heads": o["heads"]} if name == "rgat" else {}
-    return build_hetero_model(name, dims, store.num_nodes_dict, o["hidden"], num_classes,
-                              o["layers"], store.edge_types, target, dropout=o["dropout"],
-                              **layer_options)
 
 
 # ------------------------------------------------------------------------------- graph transformers

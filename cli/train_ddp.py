@@ -28,22 +28,39 @@ PEER_GONE = ("Connection closed by peer", "Connection reset by peer", "Broken pi
 
 def run(params: dict[str, Any]) -> None:
     """The data-parallel path of ``graphpipe train`` (``params``: the command's parameters)."""
-    from graphpipe.train.distributed import launch, launched_by_torchrun
+    from graphpipe.train.distributed import launched_by_torchrun
 
     if not launched_by_torchrun() and params.get("nproc") is None:
         fail("--shard-parts: data parallel needs --nproc N (or torchrun)")
     spec = _resolve(params)
+    _start(spec, _preflight)
+
+
+def run_typed(params: dict[str, Any]) -> None:
+    """Typed data parallel (:mod:`graphpipe.cli.train_typed`): the same ranks, each a
+    :class:`~graphpipe.train.distributed.DistributedTypedTrainer`."""
+    from graphpipe.cli.train_typed import check_resume, typed_spec
+
+    spec = typed_spec(params)
+    spec["typed"] = True
+    _start(spec, check_resume)
+
+
+def _start(spec: dict[str, Any], preflight: Any) -> None:
+    """Be one rank (torchrun), or check ``spec`` (``preflight``) and start ``--nproc`` ranks."""
+    from graphpipe.train.distributed import launch, launched_by_torchrun
+
     if launched_by_torchrun():
-        if params.get("nproc") is not None:
+        if spec.get("nproc") is not None:
             fail("'--nproc' starts local ranks itself; under torchrun (RANK and WORLD_SIZE are "
                  "set) leave it out and give torchrun --nproc-per-node")
         rank_main(spec)
         return
-    _preflight(spec)
+    preflight(spec)
     import torch.multiprocessing as mp
 
     try:
-        launch(rank_main, int(params["nproc"]), (spec,))
+        launch(rank_main, int(spec["nproc"]), (spec,))
     except mp.ProcessExitedException as exc:
         if exc.signal_name:  # killed (the kernel's OOM killer...): nobody printed why
             fail(f"rank {exc.error_index} was killed by {exc.signal_name}", code=1)
@@ -109,9 +126,14 @@ def rank_main(spec: dict[str, Any]) -> None:
 
     from graphpipe.train.distributed import init_process_group
 
-    init_process_group(spec["device"])
+    init_process_group(spec.get("device", "cpu"))
     try:
-        _train(spec)
+        if spec.get("typed"):
+            from graphpipe.cli.train_typed import train_rank
+
+            train_rank(spec)
+        else:
+            _train(spec)
     except RuntimeError as exc:
         if any(m in str(exc) for m in PEER_GONE):
             sys.exit(1)  # another rank failed first and printed why; this one only lost it

@@ -73,7 +73,9 @@ DATA_PARALLEL = Mode("data parallel", NODE.accepts | {"nproc", "shard_parts"},
                      "graphpipe.cli.train_ddp:run")
 TYPED = Mode("typed node classification",
              (_RUN - {"device"}) | _SAMPLED | {"target_type", "heads", "feature_bits"},
-             "graphpipe.cli.train:run_typed")
+             "graphpipe.cli.train_typed:run")
+TYPED_DATA_PARALLEL = Mode("typed data parallel", TYPED.accepts | {"nproc"},
+                           "graphpipe.cli.train_ddp:run_typed")
 TRANSFORMER = Mode("graph transformer", _RUN | _SEQUENCES, "graphpipe.cli.train:run_transformer")
 SEQUENCE_PARALLEL = Mode("sequence parallel", TRANSFORMER.accepts | {"seq_parallel"},
                          "graphpipe.cli.train_seqpar:run")
@@ -85,8 +87,8 @@ FLOW = Mode("flow parallel", (_RUN - {"checkpoint", "resume", "patience", "evalu
 PARTITION_PARALLEL = Mode("partition parallel",
                           _RUN | {"partition_parallel", "halo_bits", "staleness"},
                           "graphpipe.cli.train_sylvie:run")
-MODES = (NODE, DATA_PARALLEL, TYPED, TRANSFORMER, SEQUENCE_PARALLEL, LINK, TEXT, PARTITION_PARALLEL,
-         FLOW)
+MODES = (NODE, DATA_PARALLEL, TYPED, TYPED_DATA_PARALLEL, TRANSFORMER, SEQUENCE_PARALLEL, LINK, TEXT,
+         PARTITION_PARALLEL, FLOW)
 
 
 def choose(params: dict[str, Any], typed: bool) -> Mode:
@@ -103,12 +105,13 @@ def choose(params: dict[str, Any], typed: bool) -> Mode:
         return TEXT
     if params["pipeline"] is not None or params["model_name"] in FLOW_MODELS:
         return FLOW
+    parallel = params["nproc"] is not None or launched_by_torchrun()
     if typed:
-        return TYPED
+        return TYPED_DATA_PARALLEL if parallel else TYPED
     transformer = params["model_name"] in SEQUENCE_MODELS
     if transformer and params["seq_parallel"] is not None:
         return SEQUENCE_PARALLEL
-    if params["nproc"] is not None or params["shard_parts"] or launched_by_torchrun():
+    if parallel or params["shard_parts"]:
         return DATA_PARALLEL
     return TRANSFORMER if transformer else NODE
 

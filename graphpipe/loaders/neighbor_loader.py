@@ -28,7 +28,7 @@ from graphpipe.loaders.prefetch import END, Prefetcher, data_loader_kwargs, draw
 from graphpipe.loaders.prepared import PreparedBatch
 from graphpipe.loaders.rows import DegreeCachedRows, QuantizedRowSource, RowSource
 from graphpipe.loaders.sampler import BaseSampler, LocalSampler, SamplerInput
-from graphpipe.loaders.shard import BaseShard
+from graphpipe.loaders.shard import BaseShard, SeedShard
 from graphpipe.loaders.stages import GatherStage, ReorderStage, SampleStage, TransferStage
 from graphpipe.loaders.stages.gather import RowCounts, TypedGather
 from graphpipe.loaders.stages.reorder import typed_reorder
@@ -254,9 +254,10 @@ class NeighborLoader:
     ``device``, dequantized there); types without features are untouched; ``sampler`` may
     be a :class:`graphpipe.service.RemoteHeteroSampler`;
     :attr:`stats` counts rows per type. It yields :class:`graphpipe.loaders.HeteroMiniBatch`
-    es (HeteroData's face). Options without a typed implementation (``time_attr``,
-    ``disjoint``, ``sampler_backend="cuda"``, ``output="dgl"``,
-    ``shard``, ``reorder_by``) are refused with one line. Two papers
+    es (HeteroData's face). ``shard`` may be a :class:`~graphpipe.loaders.shard.SeedShard`
+    (data parallel: each rank its share of the target type's seeds). Options without a
+    typed implementation (``time_attr``, ``disjoint``, ``sampler_backend="cuda"``,
+    ``output="dgl"``, a ``PartitionShard``, ``reorder_by``) are refused with one line. Two papers
     cite each other, two authors write them; seeds are papers:
 
     >>> from graphpipe.loaders import HeteroGraphData
@@ -296,7 +297,10 @@ class NeighborLoader:
         if self.typed:  # options that have no typed implementation: one line each, never ignored
             _refuse_on_typed(time_attr=time_attr, input_time=input_time, disjoint=disjoint,
                              sampler_backend=sampler_backend, output=output,
-                             shard=shard, reorder_by=reorder_by)
+                             reorder_by=reorder_by)
+            if shard is not None and not isinstance(shard, SeedShard):
+                raise ValueError(f"shard={shard!r} is not supported on typed graphs (HeteroData, "
+                                 "typed stores): give a SeedShard")
         self.temporal = time_attr is not None
         check_temporal_options(time_attr, input_time, temporal_strategy, sampler=sampler, shard=shard,
                                frontier=frontier, replace=replace, backend=sampler_backend, output=output)
@@ -795,7 +799,7 @@ def _resolve_fanouts(num_neighbors: Any, fanouts: Any, typed: bool = False) -> A
 
 
 _TYPED_DEFAULTS = {"time_attr": None, "input_time": None, "disjoint": False,
-                   "sampler_backend": ("auto", "cpu"), "output": "minibatch", "shard": None,
+                   "sampler_backend": ("auto", "cpu"), "output": "minibatch",
                    "reorder_by": "match"}
 
 

@@ -1,5 +1,7 @@
-"""Data-parallel training on ``torch.distributed``: :class:`DistributedTrainer`, and the
-process-group plumbing of ``graphpipe train --nproc N`` and ``torchrun``.
+"""Data-parallel training on ``torch.distributed``: :class:`DistributedTrainer` (node
+classification), :class:`DistributedTypedTrainer` (a typed store's target type; seed
+shards only), both a :class:`DataParallel` trainer, and the process-group plumbing of
+``graphpipe train --nproc N`` and ``torchrun``.
 
 What a data-parallel run does (the :class:`~graphpipe.train.Trainer` semantics, per rank):
 
@@ -51,10 +53,10 @@ from torch import nn
 from graphpipe.loaders import NeighborLoader
 from graphpipe.loaders.shard import BaseShard, PartitionShard, SeedShard
 from graphpipe.train.loop import EpochSums
-from graphpipe.train.trainer import Trainer
+from graphpipe.train.trainer import Trainer, TypedTrainer
 
-__all__ = ["SHARDS", "DistributedTrainer", "RankCounters", "exit_spawned_rank", "free_port",
-           "init_process_group", "launch", "launched_by_torchrun", "local_rank", "stored_partition"]
+__all__ = ["SHARDS", "DataParallel", "DistributedTrainer", "DistributedTypedTrainer", "RankCounters",
+           "exit_spawned_rank", "free_port", "init_process_group", "launch", "launched_by_torchrun", "local_rank", "stored_partition"]
 
 SHARDS = ("seeds", "parts")
 _SPLITS = ("train", "valid", "test")
@@ -209,8 +211,108 @@ def _counting_allreduce(state: tuple[RankCounters, Any], bucket):
     return default_hooks.allreduce_hook(group, bucket)
 
 
-# ----------------------------------------------------------------------------- the trainer
-class DistributedTrainer(Trainer):
+# ----------------------------------------------------------------------------- the trainers
+class DataParallel:
+    """What makes a trainer one rank of a data-parallel run (see the module docstring),
+    mixed in before the trainer it parallelises (:class:`DistributedTrainer`,
+    :class:`DistributedTypedTrainer`): :meth:`join` before the trainer's ``__init__``,
+    :meth:`wrap` after it; then the epoch's sums are all-reduced, each rank's figures
+    gathered, rank 0 evaluates and writes, the checkpoint records the rank count.
+
+    ``rank_keys``: the per-rank figures of ``record["ranks"]``; those after the first
+    five come from :meth:`loader_figures`."""
+
+    rank_keys: tuple[str, ...] = RANK_KEYS
+    group: Any
+    rank: int
+    world_size: int
+    comm: RankCounters
+
+    def join(self, process_group: Any, kwargs: dict[str, Any]) -> None:
+        """Take this rank's place in ``process_group`` (default: the initialised default
+        group); ``kwargs`` (the trainer's arguments) get ``quiet`` on ranks > 0 and a CUDA
+        ``device`` without index becomes ``cuda:LOCAL_RANK``."""
+        if not dist.is_initialized():
+            raise ValueError("torch.distributed is not initialised: call "
+                             "graphpipe.train.distributed.init_process_group() first")
+        self.group = process_group if process_group is not None else dist.group.WORLD
+        self.rank = dist.get_rank(self.group)
+        self.world_size = dist.get_world_size(self.group)
+        self.is_main = self.rank == 0
+        device = torch.device(kwargs.get("device", "cpu"))
+        if device.type == "cuda" and device.index is None:
+            kwargs["device"] = torch.device("cuda", local_rank())
+        kwargs["quiet"] = bool(kwargs.get("quiet", False)) or not self.is_main
+
+    def wrap(self, device: torch.device, *, find_unused_parameters: bool = False) -> None:
+        """``forward_model``: the model in ``DistributedDataParallel``, its gradient
+        all-reduces counted (:class:`RankCounters`). ``find_unused_parameters``: a model
+        whose steps leave some parameters without a gradient (typed models: relations
+        absent from a batch, non-target outputs of the last layer); a parameter no rank
+        used keeps no gradient, as in one process."""
+        from torch.nn.parallel import DistributedDataParallel
+
+        ids = [device.index] if device.type == "cuda" else None
+        self.forward_model = DistributedDataParallel(
+            self.model, device_ids=ids, process_group=self.group,
+            find_unused_parameters=find_unused_parameters)
+        self.comm = RankCounters()
+        self.forward_model.register_comm_hook((self.comm, self.group), _counting_allreduce)
+
+    def checkpoint_extra(self) -> dict[str, Any]:
+        """The trainer's ``train`` key plus the number of ranks that wrote it (not checked:
+        a run resumes with any number)."""
+        extra = super().checkpoint_extra()  # type: ignore[misc]
+        extra["train"]["world_size"] = self.world_size
+        return extra
+
+    def start_epoch(self, epoch: int, total: int) -> None:
+        """Count this epoch's gradient all-reduces from zero."""
+        self.comm.reset()
+
+    def epoch_record(self, epoch: int, sums: EpochSums) -> dict[str, Any]:
+        """The record of all ranks: sums all-reduced, each rank's figures gathered."""
+        total = torch.tensor([sums.loss_sum, sums.correct, sums.seen], dtype=torch.float64)
+        dist.all_reduce(total, group=self.group)
+        ranks = self._gather_ranks(sums.steps, sums.seen, sums.seconds)
+        record = super().epoch_record(epoch, EpochSums(  # type: ignore[misc]
+            float(total[0]), int(total[1]), int(total[2]), sums.steps,
+            max(r["seconds"] for r in ranks)))
+        record["world_size"] = self.world_size
+        record["ranks"] = ranks
+        return record
+
+    def loader_figures(self) -> dict[str, float]:
+        """This rank's loader counters named in ``rank_keys[5:]``."""
+        stats = self.loader.stats.as_dict()  # type: ignore[attr-defined]
+        return {k: stats[k] for k in self.rank_keys[5:]}
+
+    def _gather_ranks(self, steps: int, seen: int, seconds: float) -> list[dict[str, Any]]:
+        """Every rank's ``rank_keys`` figures (an all-gather of one float64 row each)."""
+        own = {"steps": steps, "seeds": seen, "seconds": seconds, "allreduce_calls": self.comm.calls,
+               "allreduce_bytes": self.comm.bytes, **self.loader_figures()}
+        row = torch.tensor([float(own[k]) for k in self.rank_keys], dtype=torch.float64)
+        rows = [torch.empty_like(row) for _ in range(self.world_size)]
+        dist.all_gather(rows, row, group=self.group)
+        return [{"rank": r, **{k: (float(v) if k.endswith("_s") or k == "seconds" else int(v))
+                               for k, v in zip(self.rank_keys, rows[r].tolist())}}
+                for r in range(self.world_size)]
+
+    def describe_epoch(self, record: dict[str, Any]) -> str:
+        """The one-process line (its loader figures are rank 0's) and every rank's rows."""
+        ranks = record.get("ranks") or []
+        rows = " / ".join(str(r["rows_gathered"]) for r in ranks)
+        return super().describe_epoch(record) + f"  [{len(ranks)} ranks: rows gathered {rows}]"  # type: ignore[misc]
+
+    def evaluate(self) -> dict[str, float]:
+        """Rank 0 evaluates (the trainer's ``evaluate``); every rank gets its accuracies."""
+        accs = super().evaluate() if self.is_main else dict.fromkeys(_SPLITS, 0.0)  # type: ignore[misc]
+        values = torch.tensor([accs[s] for s in _SPLITS], dtype=torch.float64)
+        dist.broadcast(values, src=dist.get_global_rank(self.group, 0), group=self.group)
+        return dict(zip(_SPLITS, values.tolist()))
+
+
+class DistributedTrainer(DataParallel, Trainer):
     """A :class:`~graphpipe.train.Trainer` that is one rank of a data-parallel run (see the
     module docstring for what is shared, reduced and done on rank 0 only).
 
@@ -264,27 +366,11 @@ class DistributedTrainer(Trainer):
                  shard: str = "seeds", drop_last: bool = False, **kwargs: Any):
         if shard not in SHARDS:
             raise ValueError(f"'shard' must be one of {', '.join(SHARDS)} (got {shard!r})")
-        if not dist.is_initialized():
-            raise ValueError("torch.distributed is not initialised: call "
-                             "graphpipe.train.distributed.init_process_group() first")
-        self.group = process_group if process_group is not None else dist.group.WORLD
-        self.rank = dist.get_rank(self.group)
-        self.world_size = dist.get_world_size(self.group)
-        self.is_main = self.rank == 0
+        self.join(process_group, kwargs)
         self.shard_mode, self.drop_last = shard, bool(drop_last)
         self.shard: BaseShard | None = None
-        device = torch.device(kwargs.get("device", "cpu"))
-        if device.type == "cuda" and device.index is None:
-            kwargs["device"] = torch.device("cuda", local_rank())
-        kwargs["quiet"] = bool(kwargs.get("quiet", False)) or not self.is_main
         super().__init__(model, store, **kwargs)
-        from torch.nn.parallel import DistributedDataParallel
-
-        ids = [self.device.index] if self.device.type == "cuda" else None
-        self.forward_model = DistributedDataParallel(self.model, device_ids=ids,
-                                                     process_group=self.group)
-        self.comm = RankCounters()
-        self.forward_model.register_comm_hook((self.comm, self.group), _counting_allreduce)
+        self.wrap(self.device)
 
     def _make_shard(self) -> BaseShard:
         if self.shard_mode == "seeds":
@@ -299,50 +385,66 @@ class DistributedTrainer(Trainer):
         self.loader_options["shard"] = self.shard  # the training loader only (not evaluation's)
         return super()._make_loader(seed)
 
-    def checkpoint_extra(self) -> dict[str, Any]:
-        """The Trainer's ``train`` key plus the number of ranks that wrote it (not checked:
-        a run resumes with any number)."""
-        extra = super().checkpoint_extra()
-        extra["train"]["world_size"] = self.world_size
-        return extra
 
-    def start_epoch(self, epoch: int, total: int) -> None:
-        """Count this epoch's gradient all-reduces from zero."""
-        self.comm.reset()
+TYPED_RANK_KEYS = ("steps", "seeds", "seconds", "allreduce_calls", "allreduce_bytes",
+                   "rows_gathered", "rows_reused", "rows_cached")
+"""The per-rank figures of a typed run's ``record["ranks"]`` (rows summed over node types)."""
 
-    def epoch_record(self, epoch: int, sums: EpochSums) -> dict[str, Any]:
-        """The record of all ranks: sums all-reduced, each rank's figures gathered."""
-        total = torch.tensor([sums.loss_sum, sums.correct, sums.seen], dtype=torch.float64)
-        dist.all_reduce(total, group=self.group)
-        ranks = self._gather_ranks(sums.steps, sums.seen, sums.seconds)
-        record = super().epoch_record(epoch, EpochSums(
-            float(total[0]), int(total[1]), int(total[2]), sums.steps,
-            max(r["seconds"] for r in ranks)))
-        record["world_size"] = self.world_size
-        record["ranks"] = ranks
-        return record
 
-    def _gather_ranks(self, steps: int, seen: int, seconds: float) -> list[dict[str, Any]]:
-        """Every rank's :data:`RANK_KEYS` figures (an all-gather of one float64 row each)."""
-        stats = self.loader.stats.as_dict()
-        own = {"steps": steps, "seeds": seen, "seconds": seconds, "allreduce_calls": self.comm.calls,
-               "allreduce_bytes": self.comm.bytes, **{k: stats[k] for k in RANK_KEYS[5:]}}
-        row = torch.tensor([float(own[k]) for k in RANK_KEYS], dtype=torch.float64)
-        rows = [torch.empty_like(row) for _ in range(self.world_size)]
-        dist.all_gather(rows, row, group=self.group)
-        return [{"rank": r, **{k: (float(v) if k.endswith("_s") or k == "seconds" else int(v))
-                               for k, v in zip(RANK_KEYS, rows[r].tolist())}}
-                for r in range(self.world_size)]
+class DistributedTypedTrainer(DataParallel, TypedTrainer):
+    """A :class:`~graphpipe.train.TypedTrainer` that is one rank of a data-parallel run:
+    the target type's training seeds sharded by a
+    :class:`~graphpipe.loaders.shard.SeedShard` (DistributedSampler's split of the one
+    permutation every rank draws), the model in ``DistributedDataParallel``
+    (``find_unused_parameters``: a batch need not reach every relation), sums
+    all-reduced, rank 0 evaluates, logs and checkpoints (module docstring). A
+    checkpoint resumes with any number of ranks, or in one process with a
+    :class:`TypedTrainer`, and vice versa.
 
-    def describe_epoch(self, record: dict[str, Any]) -> str:
-        """The one-process line (its loader figures are rank 0's) and every rank's rows."""
-        ranks = record.get("ranks") or []
-        rows = " / ".join(str(r["rows_gathered"]) for r in ranks)
-        return super().describe_epoch(record) + f"  [{len(ranks)} ranks: rows gathered {rows}]"
+    Args:
+        model, store: as :class:`TypedTrainer` (build the model the same way on every rank).
+        process_group: as :class:`DistributedTrainer`.
+        drop_last: False (default): ranks short of seeds are padded by wrapping; True:
+            the tail is dropped.
+        **kwargs: the :class:`TypedTrainer` arguments (``batch_size`` is per rank).
 
-    def evaluate(self) -> dict[str, float]:
-        """Rank 0 evaluates (:meth:`Trainer.evaluate`); every rank gets its accuracies."""
-        accs = super().evaluate() if self.is_main else dict.fromkeys(_SPLITS, 0.0)
-        values = torch.tensor([accs[s] for s in _SPLITS], dtype=torch.float64)
-        dist.broadcast(values, src=dist.get_global_rank(self.group, 0), group=self.group)
-        return dict(zip(_SPLITS, values.tolist()))
+    One rank (a one-process gloo group), so it runs inside this example:
+
+    >>> import tempfile
+    >>> import torch, torch.distributed as dist
+    >>> from graphpipe.ingest import ingest
+    >>> from graphpipe.synthetic.mag import mag_dataset, write_ogb_mag
+    >>> from graphpipe.train.hetero_models import build_hetero_model
+    >>> from graphpipe.train.trainer import typed_model_dims, typed_training_data
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> data = mag_dataset(papers=60, authors=70, institutions=5, fields=8, num_classes=3,
+    ...                    feature_dim=4, seed=0)
+    >>> store = typed_training_data(ingest(write_ogb_mag(tmp.name + "/src", data), tmp.name + "/s"))
+    >>> dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    >>> _ = torch.manual_seed(0)
+    >>> model = build_hetero_model("rgcn", typed_model_dims(store), store.num_nodes_dict, 8, 3, 2,
+    ...                            store.edge_types, "paper")
+    >>> trainer = DistributedTypedTrainer(model, store, fanouts=[3, 3], batch_size=16, epochs=1,
+    ...                                   quiet=True)
+    >>> trainer.shard, trainer.is_main
+    (SeedShard(rank=0, world_size=1, drop_last=False), True)
+    >>> record = trainer.fit().history[0]
+    >>> record["world_size"], record["steps"] == record["ranks"][0]["steps"] == len(trainer.loader)
+    (1, True)
+    >>> dist.destroy_process_group(); tmp.cleanup()
+    """
+
+    rank_keys = TYPED_RANK_KEYS
+
+    def __init__(self, model: nn.Module, store: Any, *, process_group: Any = None,
+                 drop_last: bool = False, **kwargs: Any):
+        self.join(process_group, kwargs)
+        self.shard = SeedShard(self.rank, self.world_size, drop_last=drop_last)
+        super().__init__(model, store, **kwargs)
+        self.wrap(torch.device("cpu"), find_unused_parameters=True)
+
+    def loader_figures(self) -> dict[str, float]:
+        """Rows of this rank's epoch summed over node types (read, reused, held)."""
+        counts = self.loader.stats
+        return {"rows_gathered": sum(counts.read.values()), "rows_reused": sum(counts.reused.values()),
+                "rows_cached": sum(counts.held.values())}

@@ -486,6 +486,9 @@ class TypedTrainer(Trainable):
     """
 
     kind = "typed"
+    shard: Any = None
+    """The training loader's :class:`~graphpipe.loaders.shard.SeedShard` (data parallel,
+    :class:`graphpipe.train.distributed.DistributedTypedTrainer`); None: every seed."""
 
     def __init__(self, model: nn.Module, store: Any, *, fanouts: Any, target_type: str | None = None,
                  batch_size: int = 1024, epochs: int = 5, optimizer: str = "adam",
@@ -512,6 +515,7 @@ class TypedTrainer(Trainable):
                        checkpoint=checkpoint, metrics_log=metrics_log, quiet=quiet,
                        on_epoch=on_epoch)
         self.model, self.fanouts = model, fanouts
+        self.forward_model: nn.Module = model  # what training steps call (DDP wraps model)
         self.batch_size, self.eval_batch_size = int(batch_size), int(eval_batch_size)
         y = self.store.typed_labels(self.target)
         if y is None:
@@ -519,7 +523,7 @@ class TypedTrainer(Trainable):
         y = np.asarray(y)
         self.labels = y[:, 0] if y.ndim == 2 else y
         self.optimizer = make_optimizer(model, optimizer, self.lr, self.weight_decay)
-        self.loader = self._loader(self._split_ids("train"), self.batch_size, True, self.seed)
+        self.loader = self._train_loader(self.seed)
 
     def _split_ids(self, split: str) -> np.ndarray:
         if split not in self.store.typed_split_names(self.target):
@@ -527,15 +531,22 @@ class TypedTrainer(Trainable):
         ids = np.asarray(self.store.typed_split(self.target, split), dtype=np.int64)
         return ids[self.labels[ids] >= 0]
 
-    def _loader(self, ids: np.ndarray, batch_size: int, shuffle: bool, seed: int) -> Any:
+    def _loader(self, ids: np.ndarray, batch_size: int, shuffle: bool, seed: int,
+                shard: Any = None) -> Any:
         return NeighborLoader(self.store, self.fanouts, input_nodes=(self.target, ids),
-                              batch_size=batch_size, shuffle=shuffle, seed=seed, **self.loader_options)
+                              batch_size=batch_size, shuffle=shuffle, seed=seed, shard=shard,
+                              **self.loader_options)
 
-    def _logits(self, batch: Any) -> torch.Tensor:
+    def _train_loader(self, seed: int) -> Any:
+        return self._loader(self._split_ids("train"), self.batch_size, True, seed, self.shard)
+
+    def _logits(self, batch: Any, model: nn.Module | None = None) -> torch.Tensor:
+        """Logits of the batch's seeds by ``model`` (default: ``self.model``)."""
+        model = self.model if model is None else model
         if getattr(self.model, "uses_graph", True):
-            return self.model(batch)
+            return model(batch)
         x = batch.x[self.target][: batch.batch_size]
-        return self.model(x.to(next(self.model.parameters()).dtype))
+        return model(x.to(next(self.model.parameters()).dtype))
 
     def _targets(self, batch: Any) -> torch.Tensor:
         seeds = batch.n_id[self.target][: batch.batch_size].cpu().numpy()
@@ -544,7 +555,7 @@ class TypedTrainer(Trainable):
     def step(self, batch: Any, epoch: int, iteration: int) -> tuple[float, int, int]:
         """One optimizer step on the target type's seeds: ``(mean loss, seeds, correct)``."""
         y = self._targets(batch)
-        out = self._logits(batch)
+        out = self._logits(batch, self.forward_model)
         loss = F.cross_entropy(out, y, ignore_index=-1)
         self.optimize(loss)
         return float(loss.detach()), int(batch.batch_size), int((out.detach().argmax(1) == y).sum())
@@ -587,4 +598,4 @@ class TypedTrainer(Trainable):
         """Rebuild the training loader if the checkpoint's loader seed differs."""
         seed = int(state["loader"]["seed"])
         if seed != self.loader.seed:
-            self.loader = self._loader(self._split_ids("train"), self.batch_size, True, seed)
+            self.loader = self._train_loader(seed)
