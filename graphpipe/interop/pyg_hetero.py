@@ -24,20 +24,12 @@ from typing import Any
 
 import numpy as np
 
-from graphpipe.loaders.pyg_arrays import add_mask_splits, mask_splits, tensor_numpy
+from graphpipe.loaders.pyg_arrays import add_mask_splits, mask_splits, storage_tensors, tensor_numpy
 
 __all__ = ["from_pyg_hetero"]
 
 _NODE_RESERVED = {"feat", "label", "split", "id_map.parquet"}
 _EDGE_RESERVED = {"csc", "edge_feat"}
-
-
-def _tensors(storage: Any) -> dict[str, np.ndarray]:
-    """The tensor attributes of one PyG node or edge storage as NumPy (``edge_index`` left out)."""
-    import torch
-
-    return {key: tensor_numpy(value) for key, value in storage.items()
-            if isinstance(value, torch.Tensor) and key != "edge_index"}
 
 
 def _check_attr(name: str, reserved: set[str], where: str) -> None:
@@ -56,7 +48,7 @@ def _write_node_type(w: Any, ntype: str, storage: Any) -> None:
     if n is None:
         raise ValueError(f"HeteroData[{ntype!r}] has no num_nodes and no node attribute")
     w.add_node_type(ntype, int(n))
-    attrs = _tensors(storage)
+    attrs = storage_tensors(storage)
     x, y = attrs.get("x"), attrs.get("y")
     if x is not None and x.ndim == 2 and x.dtype.kind == "f":
         w.write_node_array(ntype, "feat", attrs.pop("x"))
@@ -81,7 +73,7 @@ def _write_relation(w: Any, etype: tuple[str, str, str], storage: Any) -> None:
     edge_index = tensor_numpy(storage.edge_index)
     if edge_index.ndim != 2 or edge_index.shape[0] != 2:
         raise ValueError(f"HeteroData[{etype!r}].edge_index must be (2, E) (got {edge_index.shape})")
-    attrs = _tensors(storage)
+    attrs = storage_tensors(storage)
     w.add_relation(etype, edge_index[0], edge_index[1], edge_feat=attrs.pop("edge_attr", None))
     _, order = csc_order(edge_index[0].astype(np.int64), edge_index[1].astype(np.int64),
                          w.num_nodes_dict[etype[2]])

@@ -5,7 +5,8 @@
 Per block (input layer first, as DGL lists them): ``srcdata[dgl.NID]`` / ``dstdata[dgl.NID]``
 the global node IDs, ``edata[dgl.EID]`` the global edge IDs; ``blocks[0].srcdata["feat"]``
 the input features (``MiniBatch.x``, DGL's ``prefetch_node_feats=["feat"]``) and
-``blocks[-1].dstdata["label"]`` the seeds' labels (``prefetch_labels=["label"]``).
+``blocks[-1].dstdata["label"]`` the seeds' labels (``prefetch_labels=["label"]``). A typed
+batch gives typed blocks (:func:`to_dgl_typed_blocks`), as DGL's loader over a heterograph.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ import torch
 
 if TYPE_CHECKING:  # annotations only: MiniBatch.to_dgl imports this module
     from graphpipe.loaders.minibatch import Block, MiniBatch
+    from graphpipe.loaders.typed_batch import HeteroMiniBatch
 
-__all__ = ["FANOUT_ORDERS", "import_dgl", "seed_first_fanouts", "to_dgl_blocks"]
+__all__ = ["FANOUT_ORDERS", "import_dgl", "seed_first_fanouts", "to_dgl_blocks", "to_dgl_typed_blocks"]
 
 FANOUT_ORDERS = ("seed", "dgl")
 """``"seed"``: fanouts listed seed hop first (graphpipe, PyG); ``"dgl"``: input layer first
@@ -92,3 +94,39 @@ def to_dgl_blocks(batch: MiniBatch, edge_id: np.ndarray | torch.Tensor | None = 
     if batch.y is not None and label:
         blocks[-1].dstdata[label] = batch.y[:batch.batch_size]
     return blocks[0].srcdata[dgl.NID], blocks[-1].dstdata[dgl.NID], blocks
+
+
+def to_dgl_typed_blocks(batch: HeteroMiniBatch, *, feat: str = "feat", label: str = "label"
+                        ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor], list]:
+    """``(input_nodes, output_nodes, blocks)`` of a typed ``batch`` as DGL's DataLoader
+    yields them over a heterograph: one typed ``DGLBlock`` per layer, input layer first
+    (:meth:`HeteroMiniBatch.blocks`), every node type on both sides; per type
+    ``srcnodes[t].data[dgl.NID]`` / ``dstnodes[t].data[dgl.NID]`` the type's global IDs, per
+    relation ``edges[etype].data[dgl.EID]`` the edges' IDs (``e_id``);
+    ``blocks[0].srcnodes[t].data[feat]`` the input rows of the types with features and
+    ``blocks[-1].dstnodes[target].data[label]`` the seeds' labels. ``input_nodes`` and
+    ``output_nodes`` are ``{ntype: IDs}`` (``output_nodes`` the seeds' type only)."""
+    dgl = import_dgl()
+    hops = batch.num_hops
+    device = batch.n_id[batch.target_type].device
+    blocks = []
+    for layer, relations in enumerate(batch.blocks()):  # input layer first: hop hops - 1 - layer
+        hop = hops - 1 - layer
+        num_dst = {t: sum(c[:hop + 1]) for t, c in batch.num_sampled_nodes.items()}
+        num_src = {t: sum(c[:hop + 2]) for t, c in batch.num_sampled_nodes.items()}
+        data = {et: ("csc", (b.indptr, b.indices, torch.arange(b.num_edges, dtype=torch.int64, device=device)))
+                for et, b in relations.items()}
+        made = dgl.create_block(data, num_src_nodes=num_src, num_dst_nodes=num_dst, device=device)
+        for t in batch.num_sampled_nodes:
+            made.srcnodes[t].data[dgl.NID] = batch.n_id[t][:num_src[t]]
+            made.dstnodes[t].data[dgl.NID] = batch.n_id[t][:num_dst[t]]
+        for et, b in relations.items():
+            made.edges[et].data[dgl.EID] = b.edge_ids
+        blocks.append(made)
+    if feat:
+        for t, x in batch.x.items():
+            blocks[0].srcnodes[t].data[feat] = x[:blocks[0].num_src_nodes(t)]
+    if batch.y is not None and label:
+        blocks[-1].dstnodes[batch.target_type].data[label] = batch.y[:batch.batch_size]
+    input_nodes = {t: blocks[0].srcnodes[t].data[dgl.NID] for t in batch.num_sampled_nodes}
+    return input_nodes, {batch.target_type: batch.seeds}, blocks

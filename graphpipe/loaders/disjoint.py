@@ -2,19 +2,21 @@
 reached from two seeds appears twice (once per tree) and ``batch.batch`` says which tree
 each node belongs to. :class:`DisjointSampler` wraps any :class:`BaseSampler`: it samples
 each seed as a one-seed batch under its own key and merges the trees in PyG's layout
-(:func:`merge_trees`)."""
+(:func:`merge_trees`). On a typed graph :func:`sample_disjoint_typed` does the same per node
+type (:func:`merge_typed_trees`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from graphpipe.loaders.sampler import BaseSampler
 from graphpipe.ops.sampling import SampledBlock, SampleOutput
 from graphpipe.ops.sampling.keys import tree_key
+from graphpipe.ops.sampling.types import HeteroSampleOutput
 
-__all__ = ["DisjointSampler", "merge_trees", "tree_key"]
+__all__ = ["DisjointSampler", "merge_trees", "merge_typed_trees", "sample_disjoint_typed", "tree_key"]
 
 
 class DisjointSampler(BaseSampler):
@@ -94,3 +96,70 @@ def _merge_block(parts: Sequence[SampledBlock], maps: Sequence[np.ndarray], num_
     np.cumsum(np.bincount(dst, minlength=num_dst), out=indptr[1:])
     return SampledBlock(indptr=indptr, indices=src[order].astype(np.int64), num_dst=num_dst,
                         num_src=num_src, edge_ids=eid[order].astype(np.int64))
+
+
+# -- typed graphs: the same trees per node type ---------------------------------------------------
+def sample_disjoint_typed(sample: Callable[[list, list], list], seed_dicts: Sequence[dict[str, np.ndarray]],
+                          keys: Sequence[int]) -> list[HeteroSampleOutput]:
+    """PyG's ``disjoint=True`` on a typed graph: seed ``i`` of a batch (``{ntype: IDs}``,
+    one type) is sampled as a one-seed batch with key :func:`tree_key` ``(key, i)`` by
+    ``sample(seed_dicts, keys) -> [HeteroSampleOutput]``, and each batch's trees are merged
+    (:func:`merge_typed_trees`); on one node type this is :class:`DisjointSampler`'s sample."""
+    singles, tree_keys, sizes = [], [], []
+    for seeds, key in zip(seed_dicts, keys):
+        ((ntype, ids),) = seeds.items()
+        sizes.append(len(ids))
+        singles += [{ntype: np.asarray(ids[i:i + 1], dtype=np.int64)} for i in range(len(ids))]
+        tree_keys += [tree_key(key, i) for i in range(len(ids))]
+    trees = sample(singles, tree_keys) if singles else []
+    out, start = [], 0
+    for size in sizes:
+        out.append(merge_typed_trees(trees[start:start + size]))
+        start += size
+    return out
+
+
+def merge_typed_trees(trees: Sequence[HeteroSampleOutput]) -> HeteroSampleOutput:
+    """One :class:`HeteroSampleOutput` of one-seed samples in PyG's disjoint layout, per
+    node type as :func:`merge_trees` does it: nodes by hop, then by tree (``batch[t]`` each
+    node's tree); each relation's edges by hop, within a hop by merged destination (stable)."""
+    hops = trees[0].num_hops
+    maps: dict[str, list[np.ndarray]] = {}
+    n_id, batch, num_nodes = {}, {}, {}
+    for t in trees[0].n_id:
+        counts = np.array([tree.num_sampled_nodes[t] for tree in trees], dtype=np.int64).reshape(len(trees), hops + 1)
+        layer_start = np.concatenate([[0], np.cumsum(counts.sum(axis=0))])
+        within = np.cumsum(counts, axis=0) - counts
+        maps[t] = [np.concatenate([layer_start[h] + within[k, h] + np.arange(counts[k, h]) for h in range(hops + 1)]
+                                  ).astype(np.int64) for k in range(len(trees))]
+        n_id[t] = np.empty(int(layer_start[-1]), dtype=np.int64)
+        batch[t] = np.empty(int(layer_start[-1]), dtype=np.int64)
+        for k, (tree, m) in enumerate(zip(trees, maps[t])):
+            n_id[t][m] = np.asarray(tree.n_id[t])
+            batch[t][m] = k
+        num_nodes[t] = [int(c) for c in counts.sum(axis=0)]
+    row, col, eids, num_edges = {}, {}, {}, {}
+    for et in trees[0].row:
+        parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        num_edges[et] = []
+        for h in range(hops):
+            hop = [_tree_hop(tree, et, h, maps[et[0]][k], maps[et[2]][k]) for k, tree in enumerate(trees)]
+            r, c, e = (np.concatenate(list(part)) for part in zip(*hop))
+            order = np.argsort(c, kind="stable")
+            parts.append((r[order], c[order], e[order]))
+            num_edges[et].append(int(order.shape[0]))
+        row[et], col[et], eids[et] = (np.concatenate([p[i] for p in parts] or [np.zeros(0, np.int64)])
+                                      for i in range(3))
+    return HeteroSampleOutput(n_id=n_id, row=row, col=col, edge_ids=eids,
+                              num_seeds={t: n[0] for t, n in num_nodes.items()}, num_sampled_nodes=num_nodes,
+                              num_sampled_edges=num_edges, frontier=trees[0].frontier, batch=batch)
+
+
+def _tree_hop(tree: HeteroSampleOutput, etype: tuple, hop: int, src_map: np.ndarray, dst_map: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(row, col, edge_ids)`` of ``tree``'s ``etype`` edges of ``hop``, in merged local IDs."""
+    lo = sum(tree.num_sampled_edges[etype][:hop])
+    hi = lo + tree.num_sampled_edges[etype][hop]
+    return (src_map[np.asarray(tree.row[etype][lo:hi], dtype=np.int64)],
+            dst_map[np.asarray(tree.col[etype][lo:hi], dtype=np.int64)],
+            np.asarray(tree.edge_ids[etype][lo:hi], dtype=np.int64))

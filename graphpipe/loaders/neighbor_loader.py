@@ -12,8 +12,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from graphpipe.loaders.dgl_blocks import import_dgl, seed_first_fanouts, to_dgl_blocks
-from graphpipe.loaders.disjoint import DisjointSampler
+from graphpipe.loaders.dgl_blocks import (
+    import_dgl,
+    seed_first_fanouts,
+    to_dgl_blocks,
+    to_dgl_typed_blocks,
+)
+from graphpipe.loaders.disjoint import DisjointSampler, sample_disjoint_typed
 from graphpipe.loaders.feature_tier import auto_match_reorder, feature_source, row_tier
 from graphpipe.loaders.graph_data import (
     GraphData,
@@ -31,7 +36,7 @@ from graphpipe.loaders.sampler import BaseSampler, LocalSampler, SamplerInput
 from graphpipe.loaders.shard import BaseShard, SeedShard
 from graphpipe.loaders.stages import GatherStage, ReorderStage, SampleStage, TransferStage
 from graphpipe.loaders.stages.gather import RowCounts, TypedGather
-from graphpipe.loaders.stages.reorder import typed_reorder
+from graphpipe.loaders.stages.reorder import check_criterion, typed_reorder
 from graphpipe.loaders.stats import LoaderStats, StatsRef
 from graphpipe.loaders.temporal import (
     build_temporal_sampler,
@@ -137,8 +142,10 @@ class NeighborLoader:
             cache when the store's features do not fit in the memory this process may use;
             ``"memory"`` / ``"disk"`` force a tier (:mod:`graphpipe.loaders.feature_tier`).
         num_threads: sampling threads per window (default sampler only).
-        reorder_by: ``"match"`` (FastGL's match degree, default) or ``"overlap"`` (raw
-            shared-node counts, which minimise the rows loaded directly).
+        reorder_by: ``"match"`` (FastGL's match degree) or ``"overlap"`` (raw shared-node
+            counts, which minimise the rows loaded directly); on a typed graph both weigh
+            each type's rows by their bytes. None (default): ``"match"``, and ``"overlap"``
+            on a typed graph (the order each loader had).
         feature_bits: None (rows as stored) or 8, 4, 2, 1: low-bit feature transfer
             (per-row stochastic quantization, :mod:`graphpipe.ops.features.quantize`). Store rows
             are quantized as they are gathered (rounding seeded per batch from ``seed``,
@@ -155,8 +162,11 @@ class NeighborLoader:
             neighbours of each seed; the same list here samples the same way).
         output: what iterating yields: ``"minibatch"`` (:class:`MiniBatch`) or ``"dgl"``:
             DGL's ``(input_nodes, output_nodes, blocks)`` with ``DGLBlock``s, ``dgl.NID`` /
-            ``dgl.EID`` (original edge IDs for a store), ``blocks[0].srcdata["feat"]`` and
-            ``blocks[-1].dstdata["label"]`` (:meth:`MiniBatch.to_dgl`; needs ``dgl``).
+            ``dgl.EID`` (the edge's position in the input edge list: a store's original edge
+            IDs, a ``Data``'s ``edge_index`` column), ``blocks[0].srcdata["feat"]`` and
+            ``blocks[-1].dstdata["label"]`` (:meth:`MiniBatch.to_dgl`; needs ``dgl``); on a
+            typed graph typed blocks and ``{ntype: IDs}`` dicts, as DGL's loader over a
+            heterograph (:func:`graphpipe.loaders.dgl_blocks.to_dgl_typed_blocks`).
         shard: None (all input nodes), or this rank's share of every epoch for
             data-parallel training (:mod:`graphpipe.loaders.shard`):
             :class:`~graphpipe.loaders.shard.SeedShard` (``DistributedSampler``'s split of
@@ -254,10 +264,12 @@ class NeighborLoader:
     ``device``, dequantized there); types without features are untouched; ``sampler`` may
     be a :class:`graphpipe.service.RemoteHeteroSampler`;
     :attr:`stats` counts rows per type. It yields :class:`graphpipe.loaders.HeteroMiniBatch`
-    es (HeteroData's face). ``shard`` may be a :class:`~graphpipe.loaders.shard.SeedShard`
-    (data parallel: each rank its share of the target type's seeds). Options without a
-    typed implementation (``time_attr``, ``disjoint``, ``sampler_backend="cuda"``,
-    ``output="dgl"``, a ``PartitionShard``, ``reorder_by``) are refused with one line. Two papers
+    es (HeteroData's face), or typed DGL blocks (``output="dgl"``); ``disjoint=True`` gives
+    one tree per seed (``batch[t].batch``) and ``reorder_by`` the Reorder criterion, each
+    equal on one node type to what the homogeneous path gives. ``shard`` may be a
+    :class:`~graphpipe.loaders.shard.SeedShard` (data parallel: each rank its share of the
+    target type's seeds). Options without a typed implementation (``time_attr``,
+    ``sampler_backend="cuda"``, a ``PartitionShard``) are refused with one line. Two papers
     cite each other, two authors write them; seeds are papers:
 
     >>> from graphpipe.loaders import HeteroGraphData
@@ -288,16 +300,14 @@ class NeighborLoader:
                  cache_rows: float = 0.1, prefetch: int = 2, device: str | torch.device = "cpu",
                  progress: bool = False, sampler: BaseSampler | None = None,
                  features: bool | str = True, num_threads: int | None = None,
-                 reorder_by: str = "match", feature_bits: int | None = None,
+                 reorder_by: str | None = None, feature_bits: int | None = None,
                  sampler_backend: str = "auto", fanout_order: str = "seed",
                  output: str = "minibatch", shard: BaseShard | None = None,
                  time_attr: str | None = None, input_time: Any = None, temporal_strategy: str = "uniform",
                  **loader_kwargs: Any):
         self.typed = is_typed_data(data)
         if self.typed:  # options that have no typed implementation: one line each, never ignored
-            _refuse_on_typed(time_attr=time_attr, input_time=input_time, disjoint=disjoint,
-                             sampler_backend=sampler_backend, output=output,
-                             reorder_by=reorder_by)
+            _refuse_on_typed(time_attr=time_attr, input_time=input_time, sampler_backend=sampler_backend)
             if shard is not None and not isinstance(shard, SeedShard):
                 raise ValueError(f"shard={shard!r} is not supported on typed graphs (HeteroData, "
                                  "typed stores): give a SeedShard")
@@ -355,11 +365,15 @@ class NeighborLoader:
         self._stats = StatsRef()
         options = {"replace": replace, "frontier": frontier, "num_threads": num_threads,
                    "cache": cache, "cache_rows": cache_rows, "match_reorder": match_reorder, "sampler": sampler}
-        if self.typed:
-            self._build_typed(spec, fanout_order, input_nodes, features=features, **options)
+        if reorder_by is not None:
+            check_criterion(reorder_by)
+        if self.typed:  # Reorder by byte-weighted overlaps unless asked (the order typed loaders had)
+            self._build_typed(spec, fanout_order, input_nodes, features=features, disjoint=disjoint,
+                              reorder_by=reorder_by or "overlap", **options)
         else:
             self._build_homogeneous(seed_first_fanouts(spec, fanout_order), input_nodes, features=features,
-                                    disjoint=disjoint, reorder_by=reorder_by, sampler_backend=sampler_backend,
+                                    disjoint=disjoint, reorder_by=reorder_by or "match",
+                                    sampler_backend=sampler_backend,
                                     temporal=(time_attr, input_time, temporal_strategy), **options)
         self._epoch = 0
         self._active: weakref.ref | None = None
@@ -381,9 +395,8 @@ class NeighborLoader:
         self.input_nodes = node_ids(input_nodes, self.graph.num_nodes, self.graph.split, repeats=self.temporal)
         # input_id indexes input_nodes as given, as PyG's: a mask (or None) by node ID
         self._input_by_node = input_nodes is None or is_mask(input_nodes)
-        store = self.graph.store
-        self._edge_id = (store.edge_id if self.output == "dgl" and store is not None
-                         and store.has_array("csc/edge_id") else None)
+        # DGL's EID: the edge's position in the input edge list (a store's csc/edge_id, a Data's edge_index)
+        self._edge_id = self.graph.attrs.edge_order if self.output == "dgl" else None
         self.cache: DegreeCachedRows | None = None
         self.rows = self._row_source(cache, cache_rows)
         if match_reorder == "auto":  # the fastest setting measured for this tier and device
@@ -418,19 +431,21 @@ class NeighborLoader:
                                   attrs=self.graph.attrs)
         self.transfer = TransferStage(self.device, self.rows, self._stats)
 
-    def _build_typed(self, spec: Any, fanout_order: str, input_nodes: Any, *, features: Any, replace: bool,
-                     frontier: str, num_threads: int | None, cache: str | None, cache_rows: float,
-                     match_reorder: bool | str, sampler: Any) -> None:
+    def _build_typed(self, spec: Any, fanout_order: str, input_nodes: Any, *, features: Any, disjoint: bool,
+                     reorder_by: str, replace: bool, frontier: str, num_threads: int | None,
+                     cache: str | None, cache_rows: float, match_reorder: bool | str, sampler: Any) -> None:
         """The typed path (a typed :class:`GraphData`): one fanout list per relation, seeds of
         one node type, rows gathered per type from each type's tier (memory or disk,
         :mod:`graphpipe.loaders.typed_tier`; :class:`TypedGather`, Match per type,
-        ``feature_bits`` per type), Greedy Reorder on byte-weighted typed overlaps;
-        ``match_reorder="auto"`` is False here."""
+        ``feature_bits`` per type), Greedy Reorder on byte-weighted typed overlaps
+        (``reorder_by``), one tree per seed with ``disjoint``; ``match_reorder="auto"`` is
+        False here."""
         self.graph: GraphData = resolve_graph_data(self.data)
         fanouts = resolve_fanouts(spec, self.graph.edge_types)
         self.fanouts = {et: seed_first_fanouts(f, fanout_order) for et, f in fanouts.items()}
         self.replace, self.frontier, self.num_threads = bool(replace), frontier, num_threads
-        self.disjoint, self.cache, self.input_time, self.sampler = False, None, None, sampler
+        self.disjoint, self.cache, self.input_time, self.sampler = bool(disjoint), None, None, sampler
+        self.reorder_by = reorder_by
         self.match_reorder = False if match_reorder == "auto" else match_reorder
         self.target_type, self.input_nodes, self._input_by_node = resolve_typed_input(self.graph, input_nodes)
         sources = typed_feature_sources(self.graph, features) if self.features else {}
@@ -593,18 +608,15 @@ class NeighborLoader:
             window, window_keys = batches[s:s + self.window], keys[s:s + self.window]
             seed_dicts = [{self.target_type: self.input_nodes[p]} for p in window]
             t0 = time.perf_counter()
-            if self.sampler is not None:
-                outs = self.sampler.sample(seed_dicts, self.fanouts, window_keys, replace=self.replace,
-                                           frontier=self.frontier)
+            if self.disjoint:  # one tree per seed, PyG's disjoint=True
+                outs = sample_disjoint_typed(self._sample_typed, seed_dicts, window_keys)
             else:
-                outs = sample_neighbors_batches(self.graph.graph, seed_dicts, self.fanouts, seeds=window_keys,
-                                                replace=self.replace, frontier=self.frontier,
-                                                num_threads=self.num_threads)
+                outs = self._sample_typed(seed_dicts, window_keys)
             stats.sample_s += time.perf_counter() - t0
             order = range(len(outs))
             if self.match_reorder is True and self.shuffle and len(outs) > 2 and self.rows:
                 order = typed_reorder([o.n_id for o in outs], {
-                    t: r.dim * np.dtype(r.dtype).itemsize for t, r in self.rows.items()}).tolist()
+                    t: r.dim * np.dtype(r.dtype).itemsize for t, r in self.rows.items()}, self.reorder_by).tolist()
             for i in order:
                 t0 = time.perf_counter()
                 pos = window[i]
@@ -613,6 +625,13 @@ class NeighborLoader:
                                                 self.graph, self.target_type, ids)
                 stats.gather_s += time.perf_counter() - t0
                 yield batch if self.device.type == "cpu" else batch.to(self.device)
+
+    def _sample_typed(self, seed_dicts: list[dict[str, np.ndarray]], keys: Sequence[int]) -> list:
+        """The typed samples of a window's seed batches (``sampler``, else threads here)."""
+        if self.sampler is not None:
+            return self.sampler.sample(seed_dicts, self.fanouts, keys, replace=self.replace, frontier=self.frontier)
+        return sample_neighbors_batches(self.graph.graph, seed_dicts, self.fanouts, seeds=keys,
+                                        replace=self.replace, frontier=self.frontier, num_threads=self.num_threads)
 
     def _epoch_plan(self, epoch: int) -> tuple[list[np.ndarray], list | None, list | None]:
         """``(seed batches, their seed times, their input positions)`` of ``epoch``; the
@@ -637,7 +656,7 @@ class NeighborLoader:
     def _deliver(self, batch: MiniBatch) -> Any:
         """What iteration yields for ``batch`` (``output``)."""
         if self.output == "dgl":
-            return to_dgl_blocks(batch, self._edge_id)
+            return to_dgl_typed_blocks(batch) if self.typed else to_dgl_blocks(batch, self._edge_id)
         return batch
 
     # -- iteration ----------------------------------------------------------------------------
@@ -798,9 +817,7 @@ def _resolve_fanouts(num_neighbors: Any, fanouts: Any, typed: bool = False) -> A
     return _check_fanouts(chosen)
 
 
-_TYPED_DEFAULTS = {"time_attr": None, "input_time": None, "disjoint": False,
-                   "sampler_backend": ("auto", "cpu"), "output": "minibatch",
-                   "reorder_by": "match"}
+_TYPED_DEFAULTS = {"time_attr": None, "input_time": None, "sampler_backend": ("auto", "cpu")}
 
 
 def _refuse_on_typed(**given: Any) -> None:

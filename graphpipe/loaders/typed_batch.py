@@ -354,7 +354,8 @@ def typed_batch_from_sample(out: Any, x: dict[str, torch.Tensor], graph: Any, ta
     """The batch of a typed sample (:class:`graphpipe.ops.sampling.HeteroSampleOutput`):
     ``x`` the rows gathered per type; labels, edge order (``e_id``) and edge features read
     from ``graph`` (a :class:`graphpipe.loaders.HeteroGraphData`); ``input_id`` int64
-    ``(batch_size,)``; PyG's edge layout (row 0 into ``n_id[src]``, row 1 into ``n_id[dst]``)."""
+    ``(batch_size,)``; PyG's edge layout (row 0 into ``n_id[src]``, row 1 into ``n_id[dst]``);
+    ``batch[t].batch`` each node's tree when sampled one tree per seed (PyG's ``disjoint``)."""
     y_dict = {t: torch.from_numpy(np.asarray(labels[out.n_id[t]])) for t, labels in graph.labels.items()}
     order = graph.edge_order
     return HeteroMiniBatch(
@@ -365,4 +366,5 @@ def typed_batch_from_sample(out: Any, x: dict[str, torch.Tensor], graph: Any, ta
         num_sampled_nodes=out.num_sampled_nodes, num_sampled_edges=out.num_sampled_edges,
         input_id=torch.from_numpy(np.ascontiguousarray(input_id, dtype=np.int64)), y_dict=y_dict,
         edge_attr={et: torch.from_numpy(np.asarray(f[out.edge_ids[et]]))
-                   for et, f in graph.edge_features.items()})
+                   for et, f in graph.edge_features.items()},
+        extra={t: {"batch": torch.from_numpy(b)} for t, b in (out.batch or {}).items()})

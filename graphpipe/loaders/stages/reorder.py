@@ -18,7 +18,7 @@ from graphpipe.ops.features.reorder import (
 )
 from graphpipe.ops.sampling import SampleOutput
 
-__all__ = ["ReorderStage", "typed_reorder"]
+__all__ = ["ReorderStage", "check_criterion", "typed_reorder"]
 
 
 class ReorderStage:
@@ -29,10 +29,8 @@ class ReorderStage:
     """
 
     def __init__(self, enabled: bool, stats_ref: StatsRef, criterion: str = "match"):
-        if criterion not in ("match", "overlap"):
-            raise ValueError(f"'reorder_by' must be 'match' or 'overlap' (got {criterion!r})")
         self.enabled = enabled
-        self.criterion = criterion
+        self.criterion = check_criterion(criterion)
         self._stats = stats_ref
         self._workspace: OverlapWorkspace | None = None
 
@@ -54,19 +52,36 @@ class ReorderStage:
         return order
 
 
-def typed_reorder(n_ids: Sequence[dict[str, np.ndarray]], row_bytes: dict[str, int]) -> np.ndarray:
+def check_criterion(criterion: str) -> str:
+    """``criterion`` if it is a Reorder criterion (``"match"`` or ``"overlap"``), else ``ValueError``."""
+    if criterion not in ("match", "overlap"):
+        raise ValueError(f"'reorder_by' must be 'match' or 'overlap' (got {criterion!r})")
+    return criterion
+
+
+def typed_reorder(n_ids: Sequence[dict[str, np.ndarray]], row_bytes: dict[str, int],
+                  criterion: str = "overlap") -> np.ndarray:
     """Greedy Reorder of a window of typed batches: the first batch stays first, then each
     next one is the unplaced batch sharing the most row bytes with the one before (per
-    type overlaps weighted by ``row_bytes[t]``, the bytes of one row of ``X_t``).
+    type overlaps weighted by ``row_bytes[t]``, the bytes of one row of ``X_t``;
+    ``criterion="overlap"``), or the highest byte match degree (``"match"``: shared bytes
+    over the smaller batch's bytes). On one node type each is :class:`ReorderStage`'s
+    criterion of the same name, so the orders are the same.
 
     >>> import numpy as np
-    >>> batches = [{"a": np.array([0, 1])}, {"a": np.array([7, 8])}, {"a": np.array([1, 2])}]
-    >>> typed_reorder(batches, {"a": 4}).tolist()
-    [0, 2, 1]
+    >>> batches = [{"a": np.array([0, 1])}, {"a": np.array([7, 8])}, {"a": np.array([1, 2, 3, 4])}]
+    >>> typed_reorder(batches, {"a": 4}).tolist(), typed_reorder(batches, {"a": 4}, "match").tolist()
+    ([0, 2, 1], [0, 2, 1])
     """
     n = len(n_ids)
     weight = np.zeros((n, n), dtype=np.float64)
+    size = np.zeros(n, dtype=np.float64)
     for t, nbytes in row_bytes.items():
-        overlap, _sizes = overlap_matrix([b[t] for b in n_ids])
+        overlap, sizes = overlap_matrix([b[t] for b in n_ids])
         weight += overlap * float(nbytes)
+        size += sizes * float(nbytes)
+    if check_criterion(criterion) == "match":  # as match_degree_matrix, on bytes
+        smaller = np.minimum(size[:, None], size[None, :])
+        weight = np.where(smaller > 0, weight / np.where(smaller > 0, smaller, 1.0), 0.0)
+        np.fill_diagonal(weight, 0.0)
     return np.asarray(greedy_reorder(weight), dtype=np.int64)

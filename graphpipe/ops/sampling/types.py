@@ -370,6 +370,8 @@ class HeteroSampleOutput:
         num_sampled_nodes: ``{ntype: [seeds, new in hop 1, ...]}`` (length hops + 1).
         num_sampled_edges: ``{etype: [edges of hop 1, ...]}`` (length hops).
         frontier: ``"new"`` (PyG) or ``"all"`` (DGL), as sampled.
+        batch: ``{ntype: int64 (n_t,)}`` the tree of each node when sampled one tree per
+            seed (PyG's ``disjoint=True``), else None.
     """
 
     n_id: dict[str, np.ndarray]
@@ -380,6 +382,7 @@ class HeteroSampleOutput:
     num_sampled_nodes: dict[str, list[int]] = field(default_factory=dict)
     num_sampled_edges: dict[EdgeType, list[int]] = field(default_factory=dict)
     frontier: str = "new"
+    batch: dict[str, np.ndarray] | None = None
 
     @property
     def num_hops(self) -> int:
