@@ -30,6 +30,7 @@ from graphpipe.loaders.stages import GatherStage, ReorderStage, SampleStage, Tra
 from graphpipe.loaders.stats import LoaderStats
 from graphpipe.loaders.temporal import TemporalSampler
 from graphpipe.loaders.typed_batch import HeteroMiniBatch
+from graphpipe.loaders.typed_link_loader import TypedLinkNeighborLoader
 
 __all__ = [
     "ArrayRows",
@@ -60,4 +61,5 @@ __all__ = [
     "SequenceBatch",
     "TemporalSampler",
     "TransferStage",
+    "TypedLinkNeighborLoader",
 ]

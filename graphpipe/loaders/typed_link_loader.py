@@ -1,0 +1,183 @@
+""":class:`TypedLinkNeighborLoader`: PyG's ``LinkNeighborLoader`` on a typed graph
+(``HeteroData``, a typed store, a typed :class:`~graphpipe.loaders.GraphData`) for the
+edges of one relation ``(src, rel, dst)``.
+
+Per batch, as PyG's heterogeneous ``edge_sample`` (non-disjoint): ``batch_size``
+positive edges of the relation (shuffled per epoch with ``shuffle=True``), with
+``neg_sampling="binary"`` ``ceil(P * amount)`` negatives whose sources are drawn
+uniformly among the source type's nodes and destinations among the destination type's;
+the seeds are ``unique(sources)`` of the source type and ``unique(destinations)`` of the
+destination type (one ``unique`` of both when they are one type), sampled in one typed
+pass (every relation, the loader's fanouts) and gathered per type as the
+:class:`~graphpipe.loaders.NeighborLoader` does. The batch
+(:class:`~graphpipe.loaders.HeteroMiniBatch`) carries, on the relation,
+``batch[rel].edge_label_index`` (row 0 into ``n_id[src]``, row 1 into ``n_id[dst]``),
+``edge_label`` (with negatives: 1 for positives, 0 for negatives) and ``input_id`` (the positives'
+positions in ``edge_label_index``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import torch
+
+from graphpipe.loaders.link_loader import LinkNeighborLoader, _edge_array
+from graphpipe.loaders.link_seeds import resolve_negatives
+from graphpipe.loaders.neighbor_loader import NeighborLoader
+from graphpipe.loaders.typed_batch import HeteroMiniBatch, typed_batch_from_sample
+from graphpipe.ops._core.rng import U64_MASK, mix64_py
+from graphpipe.ops.negative import negative_sample
+from graphpipe.ops.sampling import sample_neighbors_batches
+from graphpipe.ops.sampling.types import as_etype, etype_str
+
+__all__ = ["TypedLinkNeighborLoader", "plan_typed_link_batch"]
+
+
+def plan_typed_link_batch(src: np.ndarray, dst: np.ndarray, amount: float | None,
+                          num_src: int, num_dst: int, same_type: bool, key: int
+                          ) -> tuple[dict[str, np.ndarray], np.ndarray, torch.Tensor | None]:
+    """``(seeds, edge_label_index, edge_label)`` of positives ``src[i] -> dst[i]`` with
+    ``ceil(P * amount)`` binary negatives drawn from ``key`` (``amount`` None: none, and
+    no ``edge_label``, as PyG's).
+    ``seeds``: ``{"src": unique sources, "dst": unique destinations}`` (``{"src": ...}``
+    alone when ``same_type``: one ``unique`` of both ends).
+
+    >>> seeds, index, label = plan_typed_link_batch(np.array([3, 1]), np.array([0, 0]), None,
+    ...                                             4, 2, False, key=0)
+    >>> seeds["src"].tolist(), seeds["dst"].tolist(), index.tolist(), label
+    ([1, 3], [0], [[1, 0], [0, 0]], None)
+    >>> plan_typed_link_batch(np.array([3, 1]), np.array([0, 0]), 1.0, 4, 2, False, 0)[2].tolist()
+    [1.0, 1.0, 0.0, 0.0]
+    """
+    label = None
+    if amount is not None:
+        num_pos = int(src.shape[0])
+        num_neg = math.ceil(num_pos * amount)
+        src = np.concatenate([src, negative_sample(num_neg, num_src, seed=mix64_py((key + 1) & U64_MASK))])
+        dst = np.concatenate([dst, negative_sample(num_neg, num_dst, seed=mix64_py((key + 2) & U64_MASK))])
+        label = torch.cat([torch.ones(num_pos), torch.zeros(num_neg)])
+    if same_type:
+        nodes, inverse = np.unique(np.concatenate([src, dst]), return_inverse=True)
+        return {"src": nodes}, inverse.reshape(2, -1), label
+    src_nodes, src_inv = np.unique(src, return_inverse=True)
+    dst_nodes, dst_inv = np.unique(dst, return_inverse=True)
+    return {"src": src_nodes, "dst": dst_nodes}, np.stack([src_inv, dst_inv]), label
+
+
+class TypedLinkNeighborLoader(NeighborLoader):
+    """Mini-batches of one relation's edges with their endpoints' sampled typed
+    neighbourhoods (module docstring), PyG's ``LinkNeighborLoader`` on ``HeteroData``.
+
+    Args:
+        data: a typed graph (what a typed :class:`~graphpipe.loaders.NeighborLoader` takes).
+        num_neighbors: one list for every relation or ``{relation: list}``.
+        edge_label_index: ``(relation, edges)``: the relation (``(src, rel, dst)`` or
+            ``"src___rel___dst"``) and its supervision edges (``(src IDs, dst IDs)`` or a
+            ``(2, P)`` array / tensor), or ``(relation, None)``: every edge of it.
+        neg_sampling: None or ``"binary"`` (or ``{"mode": "binary", "amount": a}``; uniform).
+        batch_size, shuffle, drop_last, seed: over the supervision edges.
+        **kwargs: the typed :class:`~graphpipe.loaders.NeighborLoader` options.
+
+    Two authors write three papers; seeds are the ``writes`` edges, all neighbours:
+
+    >>> from graphpipe.loaders import GraphData
+    >>> data = GraphData.from_dicts({"author": 2, "paper": 3},
+    ...     {("author", "writes", "paper"): (np.array([0, 1, 1]), np.array([0, 0, 2]))},
+    ...     x={"paper": np.eye(3, dtype=np.float32)}).with_reverse_relations()
+    >>> rel = ("author", "writes", "paper")
+    >>> loader = TypedLinkNeighborLoader(data, [-1], edge_label_index=(rel, None), batch_size=2)
+    >>> batch = next(iter(loader))
+    >>> batch["author"].n_id.tolist(), batch["paper"].n_id.tolist()   # paper 2: author 1's
+    ([0, 1], [0, 2])
+    >>> batch[rel].edge_label_index.tolist(), batch[rel].input_id.tolist()
+    ([[0, 1], [0, 0]], [0, 1])
+    """
+
+    def __init__(self, data: Any, num_neighbors: Any = None, *, edge_label_index: Any,
+                 neg_sampling: Any = None, batch_size: int = 1, **kwargs: Any):
+        for refused in ("input_nodes", "edge_label", "edge_label_time", "time_attr",
+                        "exclude_seed_edges", "neg_sampling_ratio"):
+            if kwargs.get(refused) not in (None, False):
+                raise ValueError(f"TypedLinkNeighborLoader does not support {refused!r}")
+            kwargs.pop(refused, None)
+        if not (isinstance(edge_label_index, (tuple, list)) and len(edge_label_index) == 2):
+            raise ValueError("'edge_label_index' must be (relation, edges) on a typed graph")
+        relation, edges = edge_label_index
+        et = as_etype(relation)
+        super().__init__(data, num_neighbors, et[0], batch_size=batch_size, **kwargs)
+        if not self.typed:
+            raise ValueError("TypedLinkNeighborLoader needs a typed graph; use LinkNeighborLoader")
+        if et not in self.graph.graph.csc:
+            raise ValueError(f"the graph has no relation {etype_str(et)!r}")
+        self.relation = et
+        self.edge_src, self.edge_dst = self._edges(edges)
+        neg = resolve_negatives(neg_sampling, np.zeros(1, dtype=np.int64), 0)
+        if neg is not None and (neg.mode != "binary" or neg.src_weight is not None
+                                or neg.dst_weight is not None):
+            raise ValueError("typed link batches draw 'binary' uniform negatives only")
+        self.neg_amount = None if neg is None else float(neg.amount)
+
+    def _edges(self, edges: Any) -> tuple[np.ndarray, np.ndarray]:
+        et, counts = self.relation, self.graph.graph.num_nodes
+        if edges is None:
+            indptr, indices = self.graph.typed_csc(et)
+            dst = np.repeat(np.arange(len(indptr) - 1, dtype=np.int64), np.diff(np.asarray(indptr)))
+            return np.asarray(indices, dtype=np.int64), dst
+        if isinstance(edges, (tuple, list)) and len(edges) == 2:
+            src, dst = (_edge_array(v, n) for v, n in zip(edges, ("src", "dst")))
+        else:
+            both = edges.detach().cpu().numpy() if isinstance(edges, torch.Tensor) else np.asarray(edges)
+            if both.ndim != 2 or both.shape[0] != 2:
+                raise ValueError(f"'edge_label_index' edges must be (src, dst) or (2, P) (got {both.shape})")
+            src, dst = _edge_array(both[0], "src"), _edge_array(both[1], "dst")
+        if src.shape != dst.shape:
+            raise ValueError(f"'edge_label_index' src and dst differ in length ({src.size} vs {dst.size})")
+        for arr, t in ((src, et[0]), (dst, et[2])):
+            if arr.size and (int(arr.min()) < 0 or int(arr.max()) >= counts[t]):
+                raise ValueError(f"'edge_label_index' must hold {t!r} IDs in [0, {counts[t]})")
+        return src, dst
+
+    dataset = LinkNeighborLoader.dataset
+    __len__ = LinkNeighborLoader.__len__
+    epoch_edge_batches = LinkNeighborLoader.epoch_edge_batches
+
+    def _seed_dict(self, seeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        s, _, d = self.relation
+        return {s: seeds["src"]} if "dst" not in seeds else {s: seeds["src"], d: seeds["dst"]}
+
+    def _produce_typed(self, epoch: int) -> Iterator[HeteroMiniBatch]:
+        """One epoch: each window's batches planned (negatives from the batch's key),
+        sampled in parallel threads, gathered per type."""
+        batches = self.epoch_edge_batches(epoch)
+        keys = self.batch_keys(epoch, len(batches))
+        s, _, d = self.relation
+        counts, stats = self.graph.graph.num_nodes, self._stats.current
+        for w in range(0, len(batches), self.window):
+            window, window_keys = batches[w:w + self.window], keys[w:w + self.window]
+            plans = [plan_typed_link_batch(self.edge_src[p], self.edge_dst[p], self.neg_amount,
+                                           counts[s], counts[d], s == d, k)
+                     for p, k in zip(window, window_keys)]
+            t0 = time.perf_counter()
+            outs = sample_neighbors_batches(self.graph.graph, [self._seed_dict(p[0]) for p in plans],
+                                            self.fanouts, seeds=window_keys, replace=self.replace,
+                                            frontier=self.frontier, num_threads=self.num_threads)
+            stats.sample_s += time.perf_counter() - t0
+            for positions, (seeds, index, label), out in zip(window, plans, outs):
+                t0 = time.perf_counter()
+                batch = typed_batch_from_sample(out, self.gather(out.n_id), self.graph, s, seeds["src"])
+                batch.input_id = None
+                batch.extra[self.relation] = {
+                    "edge_label_index": torch.from_numpy(np.ascontiguousarray(index, dtype=np.int64)),
+                    "edge_label": label, "input_id": torch.from_numpy(positions)}
+                stats.gather_s += time.perf_counter() - t0
+                yield batch if self.device.type == "cpu" else batch.to(self.device)
+
+    def __repr__(self) -> str:
+        return (f"TypedLinkNeighborLoader(relation={etype_str(self.relation)!r}, "
+                f"num_neighbors={self.fanouts}, batch_size={self.batch_size}, "
+                f"edges={self.edge_src.shape[0]}, negatives={self.neg_amount})")
