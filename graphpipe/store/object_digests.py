@@ -86,22 +86,24 @@ def check_object(where: str, data: bytes | memoryview, entry: dict[str, Any]) ->
     ...
     graphpipe.store.errors.CorruptStoreError: s3://b/g/k: 4 bytes, the store's manifest says 5 (the object was truncated or replaced after the store was uploaded)
     """
-    size = memoryview(data).nbytes
-    if size != entry["bytes"]:
-        raise CorruptStoreError(f"{where}: {size} bytes, the store's manifest says {entry['bytes']} "
-                                f"(the object was truncated or replaced after the store was uploaded)")
+    _check_size(where, memoryview(data).nbytes, entry)
     if _checksum(data) != entry["checksum"]:
         raise _changed(where)
 
 
 def check_object_file(where: str, path: Path, entry: dict[str, Any]) -> None:
     """:func:`check_object` for bytes already written to the file ``path``."""
-    size = path.stat().st_size
-    if size != entry["bytes"]:
-        raise CorruptStoreError(f"{where}: {size} bytes, the store's manifest says {entry['bytes']} "
-                                f"(the object was truncated or replaced after the store was uploaded)")
+    _check_size(where, path.stat().st_size, entry)
     if checksum_file(path) != entry["checksum"]:
         raise _changed(where)
+
+
+def _check_size(where: str, size: int, entry: dict[str, Any]) -> None:
+    """``size`` bytes read (at most one more than expected: a ranged GET) against ``entry``."""
+    if size != entry["bytes"]:
+        got = f"{size} bytes" if size < entry["bytes"] else f"more than {entry['bytes']} bytes"
+        raise CorruptStoreError(f"{where}: {got}, the store's manifest says {entry['bytes']} "
+                                f"(the object was truncated or replaced after the store was uploaded)")
 
 
 def _changed(where: str) -> CorruptStoreError:

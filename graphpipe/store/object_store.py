@@ -216,10 +216,13 @@ class RemotePrefix:
         """The object ``key``'s bytes, or None when there is no such object."""
         return self.get_many([key])[0]
 
-    def get_many(self, keys: Iterable[str]) -> list[Any]:
-        """The bytes of each of ``keys`` (None where missing), :data:`MAX_CONCURRENCY` at a time."""
+    def get_many(self, keys: Iterable[str], limits: Iterable[int | None] | None = None) -> list[Any]:
+        """The bytes of each of ``keys`` (None where missing), :data:`MAX_CONCURRENCY` at a time;
+        at most ``limits[i]`` bytes of ``keys[i]`` where given (a ranged GET: an object far
+        larger than expected never sits whole in memory)."""
         keys = list(keys)
-        return self._run(self._gather(self._get_one, [(k,) for k in keys]), keys)
+        limits = [None] * len(keys) if limits is None else list(limits)
+        return self._run(self._gather(self._get_one, list(zip(keys, limits))), keys)
 
     def download_ranges(self, key: str, size: int, fd: int, part_bytes: int, in_flight: int) -> None:
         """Write object ``key`` (``size`` bytes) into the open file ``fd`` at its offsets, in
@@ -266,10 +269,12 @@ class RemotePrefix:
                 return await fn(*a)
         return list(await asyncio.gather(*(one(a) for a in args)))
 
-    async def _get_one(self, key: str) -> Any:
+    async def _get_one(self, key: str, limit: int | None = None) -> Any:
+        from zarr.abc.store import RangeByteRequest
         from zarr.core.buffer import default_buffer_prototype
 
-        buf = await self.store.get(key, default_buffer_prototype())
+        byte_range = RangeByteRequest(0, limit) if limit else None
+        buf = await self.store.get(key, default_buffer_prototype(), byte_range)
         if buf is None:
             return None
         data = buf.as_numpy_array().data

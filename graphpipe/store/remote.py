@@ -185,7 +185,9 @@ class ChunkCache:
         keys = [k for k in keys if sizes.get(k, 0) <= RANGED_BYTES]
         for i in range(0, len(keys), FETCH_GROUP):
             group = keys[i:i + FETCH_GROUP]
-            for key, data in zip(group, self.remote.get_many(group)):
+            limits = [self.objects[k]["bytes"] + 1 if self.objects.get(k, {}).get("bytes") else None
+                      for k in group]                     # one byte more: a longer object shows
+            for key, data in zip(group, self.remote.get_many(group, limits)):
                 if data is None:
                     raise CorruptStoreError(f"{self.remote.url}/{key}: object missing "
                                             f"(the store's manifest lists it)")

@@ -189,18 +189,23 @@ def test_killed_upload_is_never_a_store(s3_server, proxy, local_store, tmp_path)
                           local_store.feat)
 
 
-@pytest.mark.parametrize("damage", ["changed", "truncated"])
+@pytest.mark.parametrize("damage", ["changed", "truncated", "grown"])
 def test_changed_or_truncated_object_names_its_key(s3_server, local_store, tmp_path, damage) -> None:
-    """An object rewritten after the upload (same size, other bytes) or cut short: the read
-    is one CorruptStoreError naming the object; nothing of it enters the cache."""
+    """An object rewritten after the upload (same size, other bytes), cut short or replaced
+    by a far larger one: the read is one CorruptStoreError naming the object; nothing of it
+    enters the cache, and of the large one no more than the expected size + 1 byte is read."""
     url = _uploaded(s3_server, local_store, f"object-{damage}")
     key = "node/feat/c/3/0"
     old = bytes(RemotePrefix(url).get(key))
-    new = old[:len(old) // 2] if damage == "truncated" else bytes(b ^ 1 for b in old)
+    listing = RemotePrefix(url).list()
+    most = sum(n for k, n in listing.items() if k == MANIFEST_FILE or k.startswith("node/feat/")) + 1
+    new = {"truncated": old[:len(old) // 2], "changed": bytes(b ^ 1 for b in old),
+           "grown": old * 64}[damage]
     RemotePrefix(url, read_only=False).put_many([(key, new)])
     store = open_store(url, cache_dir=tmp_path / "cache")
     with pytest.raises(CorruptStoreError, match=f"{url}/{key}: .*after the store was uploaded"):
         store.features(np.array([0]))
+    assert store.requests.get_bytes <= most                 # not the 64 times larger object
     assert not list((tmp_path / "cache").rglob("c/3/0")) and not list((tmp_path / "cache").rglob(".*part*"))
 
 
