@@ -33,7 +33,7 @@ from graphpipe.loaders.prefetch import END, Prefetcher, data_loader_kwargs, draw
 from graphpipe.loaders.prepared import PreparedBatch
 from graphpipe.loaders.rows import DegreeCachedRows, QuantizedRowSource, RowSource
 from graphpipe.loaders.sampler import BaseSampler, LocalSampler, SamplerInput
-from graphpipe.loaders.shard import BaseShard, SeedShard
+from graphpipe.loaders.shard import BaseShard
 from graphpipe.loaders.stages import GatherStage, ReorderStage, SampleStage, TransferStage
 from graphpipe.loaders.stages.gather import RowCounts, TypedGather
 from graphpipe.loaders.stages.reorder import check_criterion, typed_reorder
@@ -266,10 +266,11 @@ class NeighborLoader:
     :attr:`stats` counts rows per type. It yields :class:`graphpipe.loaders.HeteroMiniBatch`
     es (HeteroData's face), or typed DGL blocks (``output="dgl"``); ``disjoint=True`` gives
     one tree per seed (``batch[t].batch``) and ``reorder_by`` the Reorder criterion, each
-    equal on one node type to what the homogeneous path gives. ``shard`` may be a
-    :class:`~graphpipe.loaders.shard.SeedShard` (data parallel: each rank its share of the
-    target type's seeds). Options without a typed implementation (``time_attr``,
-    ``sampler_backend="cuda"``, a ``PartitionShard``) are refused with one line. Two papers
+    equal on one node type to what the homogeneous path gives, as is ``shard`` (data
+    parallel: each rank its share of the target type's seeds; a
+    :class:`~graphpipe.loaders.shard.PartitionShard` over that type's nodes). Options
+    without a typed implementation (``time_attr``, ``sampler_backend="cuda"``) are refused
+    with one line. Two papers
     cite each other, two authors write them; seeds are papers:
 
     >>> from graphpipe.loaders import HeteroGraphData
@@ -308,9 +309,6 @@ class NeighborLoader:
         self.typed = is_typed_data(data)
         if self.typed:  # options that have no typed implementation: one line each, never ignored
             _refuse_on_typed(time_attr=time_attr, input_time=input_time, sampler_backend=sampler_backend)
-            if shard is not None and not isinstance(shard, SeedShard):
-                raise ValueError(f"shard={shard!r} is not supported on typed graphs (HeteroData, "
-                                 "typed stores): give a SeedShard")
         self.temporal = time_attr is not None
         check_temporal_options(time_attr, input_time, temporal_strategy, sampler=sampler, shard=shard,
                                frontier=frontier, replace=replace, backend=sampler_backend, output=output)
@@ -601,12 +599,12 @@ class NeighborLoader:
     def _produce_typed(self, epoch: int) -> Iterator[HeteroMiniBatch]:
         """One epoch on a typed graph: each window sampled in parallel threads (or by
         ``sampler``), reordered (Match-Reorder, shuffled epochs only), rows gathered per type."""
-        batches = self.epoch_positions(epoch)
+        batches = self.epoch_batches(epoch)   # this rank's share with a shard, as on one relation
         keys = self.batch_keys(epoch, len(batches))
         stats = self._stats.current
         for s in range(0, len(batches), self.window):
             window, window_keys = batches[s:s + self.window], keys[s:s + self.window]
-            seed_dicts = [{self.target_type: self.input_nodes[p]} for p in window]
+            seed_dicts = [{self.target_type: seeds} for seeds in window]
             t0 = time.perf_counter()
             if self.disjoint:  # one tree per seed, PyG's disjoint=True
                 outs = sample_disjoint_typed(self._sample_typed, seed_dicts, window_keys)
@@ -619,10 +617,8 @@ class NeighborLoader:
                     t: r.dim * np.dtype(r.dtype).itemsize for t, r in self.rows.items()}, self.reorder_by).tolist()
             for i in order:
                 t0 = time.perf_counter()
-                pos = window[i]
-                ids = self.input_nodes[pos] if self._input_by_node else pos
                 batch = typed_batch_from_sample(outs[i], self.gather(outs[i].n_id, window_keys[i]),
-                                                self.graph, self.target_type, ids)
+                                                self.graph, self.target_type, self.input_id(window[i]))
                 stats.gather_s += time.perf_counter() - t0
                 yield batch if self.device.type == "cpu" else batch.to(self.device)
 

@@ -13,6 +13,7 @@ import torch
 from graphpipe.loaders import GraphData, NeighborLoader
 from graphpipe.loaders.from_sample import BatchAttrs
 from graphpipe.loaders.graph_data import coo_to_csc
+from graphpipe.loaders.shard import PartitionShard, SeedShard
 from graphpipe.ops.sampling.keys import tree_key
 
 ET = ("_N", "_E", "_N")
@@ -57,12 +58,19 @@ def assert_same_batches(plain: list, typed: list, edge_order: np.ndarray, option
     {"disjoint": True},
     {"disjoint": True, "shuffle": True, "frontier": "all"},
     {"frontier": "all", "fanout_order": "dgl"},
-], ids=["defaults", "reorder-match", "reorder-overlap", "disjoint", "disjoint-all", "dgl-order"])
+    {"shard": SeedShard(1, 3), "shuffle": True},
+    {"shard": PartitionShard(np.arange(80) % 4, 0, 2, drop_last=True), "shuffle": True,
+     "ids": np.arange(3, 70)},
+], ids=["defaults", "reorder-match", "reorder-overlap", "disjoint", "disjoint-all", "dgl-order",
+        "seed-shard", "partition-shard"])
 def test_one_type_typed_path_gives_the_homogeneous_batches(options):
     homo, typed = one_type_graphs()
+    options = dict(options)
+    ids = options.pop("ids", None)   # input nodes: the IDs on one relation, ("_N", IDs) typed
     kw = {"batch_size": 7, "window": 5, "seed": 3, "prefetch": 0, **options}
-    plain = list(NeighborLoader(homo, [4, 3], **kw))
-    assert_same_batches(plain, list(NeighborLoader(typed, [4, 3], **kw)), homo.attrs.edge_order, options)
+    plain = list(NeighborLoader(homo, [4, 3], input_nodes=ids, **kw))
+    typed_batches = list(NeighborLoader(typed, [4, 3], input_nodes=None if ids is None else ("_N", ids), **kw))
+    assert_same_batches(plain, typed_batches, homo.attrs.edge_order, options)
     if options.get("reorder_by"):   # Reorder did permute the window: the oracle saw it
         assert [int(b.input_id[0]) for b in plain] != sorted(int(b.input_id[0]) for b in plain)
 
