@@ -242,18 +242,37 @@ sys.exit(main(sys.argv[2:]))
 """
 
 
-def test_cache_on_a_full_disk_is_one_line(s3_server, local_store, tmp_path) -> None:
-    """The cache directory's disk fills while features are fetched (a file-size limit:
-    writes beyond it fail as on a full disk, unprivileged): `graphpipe validate` ends in one
-    line naming the cache and GRAPHPIPE_CACHE_DIR, exit 2, no partial file left."""
-    url = _uploaded(s3_server, local_store, "full-disk")
+def _small_tmpfs(path: Path) -> list[str] | None:
+    """The command prefix that runs a command with a 64 KiB tmpfs mounted at ``path`` (in a
+    user and mount namespace, unprivileged), or None where this machine does not allow it."""
+    prefix = ["unshare", "-rm", "sh", "-c", 'mount -t tmpfs -o size=64k tmpfs "$0" && exec "$@"', str(path)]
+    try:
+        probe = subprocess.run([*prefix, "true"], capture_output=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return prefix if probe.returncode == 0 else None
+
+
+@pytest.mark.parametrize("disk", ["fsize", "tmpfs"])
+def test_cache_on_a_full_disk_is_one_line(s3_server, local_store, tmp_path, disk) -> None:
+    """The cache directory's disk fills while `graphpipe validate` fetches the store: a file
+    size limit (``RLIMIT_FSIZE``: writes beyond it fail with EFBIG, as on a full disk), or a
+    64 KiB tmpfs (ENOSPC; where user namespaces allow the mount). One line naming the cache
+    and GRAPHPIPE_CACHE_DIR, exit 2, no partial file left (the tmpfs goes with the child)."""
+    url = _uploaded(s3_server, local_store, f"full-disk-{disk}")
     objects = RemotePrefix(url).list()
     limit = max(n for k, n in objects.items() if "/c/" not in k) + 1      # metadata fits, chunks not
     assert objects["node/feat/c/0/0"] > limit
-    env = {**os.environ, "PYTHONPATH": os.getcwd(), "GRAPHPIPE_CACHE_DIR": str(tmp_path / "cache")}
-    done = subprocess.run([sys.executable, "-c", _FULL_DISK, str(limit), "validate", url], env=env,
-                          capture_output=True, text=True, timeout=300, check=False)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    prefix = [] if disk != "tmpfs" else _small_tmpfs(cache)
+    if prefix is None:
+        pytest.skip("this machine allows no unprivileged tmpfs mount (user namespaces)")
+    env = {**os.environ, "PYTHONPATH": os.getcwd(), "GRAPHPIPE_CACHE_DIR": str(cache)}
+    size_limit = str(limit if disk != "tmpfs" else 1 << 40)
+    done = subprocess.run([*prefix, sys.executable, "-c", _FULL_DISK, size_limit, "validate", url],
+                          env=env, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "disk is full" in lines[0] and "GRAPHPIPE_CACHE_DIR" in lines[0], done.stderr
-    assert not [p for p in (tmp_path / "cache").rglob("*") if p.name.startswith(".") and "part" in p.name]
+    assert not [p for p in cache.rglob("*") if p.name.startswith(".") and "part" in p.name]
