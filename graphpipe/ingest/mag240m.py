@@ -162,18 +162,13 @@ def feature_blocks(path: Path, where: str, n: int, ntype: str) -> Iterator[RowBl
         yield RowBlock(start, values, where, start + 1)
 
 
-def node_vector(path: Path, where: str, n: int) -> np.ndarray:
-    """A per-node ``(N_t,)`` (or ``(N_t, 1)``) array, read into memory."""
-    array = open_npy(path, where)
-    if array.shape not in ((n,), (n, 1)):
-        raise IngestError(f"{where}: shape {array.shape}, expected ({n},)")
-    return np.array(array).reshape(n)
-
-
 def read_vector(check: Callable[[np.ndarray, str], np.ndarray], path: Path, where: str,
                 n: int) -> np.ndarray:
     """A per-node ``.npy`` (``(N_t,)`` or ``(N_t, 1)``) read whole, through ``check``."""
-    return check(node_vector(path, where, n), where)
+    array = open_npy(path, where)
+    if array.shape not in ((n,), (n, 1)):
+        raise IngestError(f"{where}: shape {array.shape}, expected ({n},)")
+    return check(np.array(array).reshape(n), where)
 
 
 def node_types(base: Path, counts: dict[str, int]) -> dict[str, TypedNodes]:

@@ -190,19 +190,15 @@ def feature_blocks(folder: HeteroFolder, path: Path) -> Iterator[RowBlock]:
         done += rows.shape[0]
 
 
-def _node_column(folder: HeteroFolder, path: Path, n: int, ntype: str) -> np.ndarray:
+def read_column(check: Callable[[np.ndarray, str], np.ndarray], folder: HeteroFolder, path: Path,
+                n: int, ntype: str) -> np.ndarray:
+    """A per-node one-column file of ``ntype`` (years, labels) read whole, through ``check``."""
     where = folder.rel(path)
     values = read_csv_table(path, np.float64, display=where)
     if values.shape[0] != n or values.shape[1] != 1:
         raise IngestError(f"{where}: {values.shape[0]} rows of {values.shape[1]} value(s), expected "
                           f"{n} rows of 1 ({ntype!r} nodes)")
-    return values
-
-
-def read_column(check: Callable[[np.ndarray, str], np.ndarray], folder: HeteroFolder, path: Path,
-                n: int, ntype: str) -> np.ndarray:
-    """A per-node one-column file of ``ntype`` (years, labels) read whole, through ``check``."""
-    return check(_node_column(folder, path, n, ntype), folder.rel(path))
+    return check(values, where)
 
 
 def node_type(folder: HeteroFolder, ntype: str, n: int) -> TypedNodes:

@@ -1,24 +1,15 @@
-"""The typed half of the store builder: a :class:`~graphpipe.ingest.source.TypedSource` into a typed store.
+"""The typed stages of the store builder: a :class:`~graphpipe.ingest.source.TypedSource` into a typed store.
 
-:func:`write_typed` is what :func:`graphpipe.ingest.pipeline.build_store` runs for a
-typed source, inside its checks (destination, full disk, memory): every relation
-through the out-of-core CSC builder, then per node type its features (the row stage of
-:mod:`graphpipe.ingest.rows`, as a homogeneous store's), times, labels, splits and ID
-map, all into one :class:`~graphpipe.store.writer.TypedStoreWriter` that commits
-atomically. A relation's edge chunks are checked against its own bounds (source IDs in
-``[0, N_src)``, destination IDs in ``[0, N_dst)``; a failure names the file and line)
-and built over ``max(N_src, N_dst)`` nodes through the writer's
-:meth:`~graphpipe.store.writer.StoreWriter.relation_sink`, which cuts ``indptr`` to
-``N_dst + 1`` rows: the CSC :meth:`~graphpipe.store.writer.StoreWriter.add_relation`
-builds in memory (neighbours ascending, ties by input position), within ``memory_limit``.
-
-Of :class:`~graphpipe.ingest.options.IngestOptions`, a typed build honours ``overwrite``,
-``name``, ``memory_limit``, ``feature_dtype`` (float16 sources stay float16),
-``allow_nonfinite``, ``clamp_float16`` and ``add_reverse_edges`` (every relation ``(src,
-rel, dst)`` gains its reverse ``(dst, rev_<rel>, src)``, PyG's ``ToUndirected(merge=False)``
-naming, with the forward relation's edge features and times; the manifest's
-``reverse_edge_types`` maps each to the relation it reverses); the options that rewrite a
-topology otherwise are refused (:func:`graphpipe.ingest.options.refuse_for_typed`).
+:func:`write_typed` runs inside :func:`graphpipe.ingest.pipeline.build_store`'s checks
+(destination, full disk, memory), into one atomic
+:class:`~graphpipe.store.writer.TypedStoreWriter`: every relation through the out-of-core
+CSC builder (IDs checked against their own type's count, naming file and line; built over
+``max(N_src, N_dst)`` nodes, ``indptr`` cut to ``N_dst + 1``: the CSC ``add_relation``
+builds in memory), then per node type its features (the row stage of
+:mod:`graphpipe.ingest.rows`), times, labels, splits and ID map. ``add_reverse_edges``
+adds ``(dst, rev_<rel>, src)`` per relation (PyG's ``ToUndirected(merge=False)`` naming)
+with the forward edge features and times; float16 sources stay float16; the options that
+rewrite a topology otherwise are refused (:func:`graphpipe.ingest.options.refuse_for_typed`).
 """
 
 from __future__ import annotations
