@@ -5,6 +5,11 @@ METIS graph microbatches per epoch (default: the Auto Scheduler's rule, ``M = 16
 by node count and ``M <= P``). One line per epoch (loss, accuracies, epoch time, bubble
 fraction), then ``test acc <value>`` (at the best valid epoch). ``--pipeline 1``: one
 process, no process group.
+
+``--model unitg --pipeline P``: UniTG with that GNN, the LM (Lazy Tuner) on stage 0 in
+the pipeline's bubbles (Bubble Interleaver; ``--no-interleave``: in line before each GNN
+epoch), the Modality Collaborator's syncs into stage 0's inputs
+(:mod:`graphpipe.train.flow.unitg`).
 """
 
 from __future__ import annotations
@@ -20,7 +25,10 @@ FLOW_DEFAULTS = {"hidden": 64, "layers": 8, "dropout": 0.2, "lr": 0.01, "weight_
 
 
 def flow_options(fn):
-    """``--pipeline`` and ``--microbatches`` of `graphpipe train`."""
+    """``--pipeline``, ``--microbatches`` and ``--interleave`` of `graphpipe train`."""
+    fn = click.option("--interleave/--no-interleave", default=True, show_default=True,
+                      help="unitg --pipeline: the LM's steps run in the pipeline's bubbles "
+                           "(else in line, before each GNN epoch).")(fn)
     fn = click.option("--microbatches", type=click.IntRange(1), default=None,
                       help="--pipeline: graph microbatches per step [16/8/4 by node count, "
                            "at most P].")(fn)
@@ -37,45 +45,78 @@ def describe(record: dict[str, Any]) -> str:
             f"{record['seconds']:.3f}s  bubble {record['bubble']:.2f}")
 
 
-def run(params: dict[str, Any]) -> None:
-    """The Flow Parallelism mode of `graphpipe train` (module docstring)."""
-    from graphpipe.train.flow.launch import run_flow
+def flow_config(params: dict[str, Any], stages: int) -> Any:
+    """The :class:`~graphpipe.train.flow.trainer.FlowConfig` of the command's options
+    (one line and exit 2 on a bad combination)."""
+    from graphpipe.store import open_store
     from graphpipe.train.flow.trainer import FlowConfig
 
-    name, store = params["model_name"] or "revgcn", params["store"]
-    if name not in opts.FLOW_MODELS:
-        fail(f"--pipeline trains --model {' or '.join(opts.FLOW_MODELS)} (or unitg) (got {name!r})")
-    if params["device"] != "cpu":
-        fail(f"--pipeline runs on the CPU over gloo (got --device {params['device']})")
     picked = opts.pick(params, FLOW_DEFAULTS)
     if picked["hidden"] % 2:
         fail(f"'--hidden' must be even for revgcn (got {picked['hidden']})")
     if not 0.0 <= picked["dropout"] < 1.0:
         fail(f"'--dropout' must be in [0, 1) (got {picked['dropout']})")
-    shape = opts.store_shape(store)
-    from graphpipe.store import open_store
-
-    num_nodes = open_store(store).num_nodes
-    stages = params["pipeline"] or 1
+    if params["device"] != "cpu":
+        fail(f"--pipeline runs on the CPU over gloo (got --device {params['device']})")
     if stages > picked["layers"]:
         fail(f"--pipeline {stages} needs at least {stages} --layers (got {picked['layers']})")
+    num_nodes = open_store(params["store"]).num_nodes
     if params["microbatches"] is not None and params["microbatches"] > num_nodes:
-        fail(f"--microbatches {params['microbatches']} exceeds the {num_nodes} nodes of {store!r}")
-    config = FlowConfig(epochs=params["epochs"], microbatches=params["microbatches"],
-                        seed=params["seed"], **picked)
-    if not params["quiet"]:
-        click.echo(f"{store}: {num_nodes} nodes, {shape['feature_dim']} features, "
-                   f"{shape['num_classes']} classes; model {name} {config.layers}x{config.hidden}, "
-                   f"{stages} stage(s)")
-    result = run_flow(store, stages, config)
-    if params["metrics_log"]:
-        with open(params["metrics_log"], "w") as log:
+        fail(f"--microbatches {params['microbatches']} exceeds the {num_nodes} nodes of "
+             f"{params['store']!r}")
+    return FlowConfig(epochs=params["epochs"], microbatches=params["microbatches"],
+                      seed=params["seed"], **picked)
+
+
+def report(result: dict[str, Any], stages: int, quiet: bool, metrics_log: str | None) -> None:
+    """The metrics log, the epoch lines, the pipeline's figures and ``test acc``."""
+    if metrics_log:
+        with open(metrics_log, "w") as log:
             log.writelines(json.dumps(record) + "\n" for record in result["records"])
-    if not params["quiet"]:
+    if not quiet:
         for record in result["records"]:
             click.echo(describe(record))
         click.echo(f"{stages} stage(s), {result['microbatches']} microbatches: epoch "
                    f"{result['epoch_seconds']:.3f} s (median), bubble fraction "
                    f"{result['bubble']:.3f} (GPipe formula {result['gpipe_bubble']:.3f})")
+        if "lm_steps" in result:
+            click.echo(f"LM: {result['lm_steps']} of {result['lm_planned']} steps, "
+                       f"{result['lm_cpu_seconds']:.1f} s CPU, {result['syncs']} syncs")
         click.echo(f"best valid acc {result['best_valid_acc']:.4f} at epoch {result['best_epoch']}")
     click.echo(f"test acc {result['test_acc']:.4f}")
+
+
+def run(params: dict[str, Any]) -> None:
+    """The Flow Parallelism mode of `graphpipe train` (module docstring)."""
+    from graphpipe.train.flow.launch import run_flow
+
+    name, store = params["model_name"] or "revgcn", params["store"]
+    if name not in opts.FLOW_MODELS:
+        fail(f"--pipeline trains --model {' or '.join(opts.FLOW_MODELS)} (or unitg) (got {name!r})")
+    stages = params["pipeline"] or 1
+    shape = opts.store_shape(store)
+    config = flow_config(params, stages)
+    if not params["quiet"]:
+        click.echo(f"{store}: {shape['feature_dim']} features, {shape['num_classes']} classes; "
+                   f"model {name} {config.layers}x{config.hidden}, {stages} stage(s)")
+    result = run_flow(store, stages, config)
+    report(result, stages, params["quiet"], params["metrics_log"])
+
+
+def run_unitg(params: dict[str, Any]) -> None:
+    """`graphpipe train STORE --model unitg --pipeline P`: UniTG with its GNN (revgcn) on
+    P stages and the LM in the bubbles (``--no-interleave``: in line)."""
+    from graphpipe.cli.train_text import text_config
+
+    from graphpipe.train.flow.launch import run_unitg_flow
+
+    store, stages = params["store"], params["pipeline"]
+    opts.store_shape(store)
+    config = flow_config(params, stages)
+    text = text_config(params)
+    if not params["quiet"]:
+        click.echo(f"{store}: model unitg (LM {text.lm_kind} {text.lm_layers}x{text.lm_hidden}, "
+                   f"GNN revgcn {config.layers}x{config.hidden}), {stages} stage(s), LM "
+                   f"{'in the bubbles' if params['interleave'] and stages > 1 else 'in line'}")
+    result = run_unitg_flow(store, stages, text, config, interleave=params["interleave"])
+    report(result, stages, params["quiet"], params["metrics_log"])

@@ -84,11 +84,14 @@ TEXT = Mode("text models", frozenset(TEXT_OPTIONS) | (_RUN - {"weight_decay", "e
             "graphpipe.cli.train_text:run")
 FLOW = Mode("flow parallel", (_RUN - {"checkpoint", "resume", "patience", "evaluation"})
             | {"pipeline", "microbatches"}, "graphpipe.cli.train_flow:run")
+UNITG_FLOW = Mode("unitg flow parallel", (TEXT.accepts - {"checkpoint", "resume", "patience"})
+                  | {"pipeline", "microbatches", "interleave", "weight_decay"},
+                  "graphpipe.cli.train_flow:run_unitg")
 PARTITION_PARALLEL = Mode("partition parallel",
                           _RUN | {"partition_parallel", "halo_bits", "staleness"},
                           "graphpipe.cli.train_sylvie:run")
 MODES = (NODE, DATA_PARALLEL, TYPED, TYPED_DATA_PARALLEL, TRANSFORMER, SEQUENCE_PARALLEL, LINK, TEXT,
-         PARTITION_PARALLEL, FLOW)
+         PARTITION_PARALLEL, FLOW, UNITG_FLOW)
 
 
 def choose(params: dict[str, Any], typed: bool) -> Mode:
@@ -101,6 +104,8 @@ def choose(params: dict[str, Any], typed: bool) -> Mode:
         return LINK
     if params["partition_parallel"] is not None:
         return PARTITION_PARALLEL
+    if params["model_name"] == "unitg" and params["pipeline"] is not None:
+        return UNITG_FLOW
     if params["model_name"] in TEXT_MODEL_NAMES:
         return TEXT
     if params["pipeline"] is not None or params["model_name"] in FLOW_MODELS:

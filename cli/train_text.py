@@ -64,47 +64,50 @@ def text_train_options(fn):
     return fn
 
 
-def run(params: dict[str, Any]) -> None:
-    """The text mode of `graphpipe train` (``params``: the command's parameters)."""
-    train_text(params["store"], params["model_name"], {k: params[k] for k in TEXT_OPTIONS},
-               {k: params[k] for k in ("hidden", "layers", "lr", "dropout")},
-               **{k: params[k] for k in ("epochs", "seed", "patience", "checkpoint", "resume",
-                                         "metrics_log", "device", "quiet")})
-
-
-def train_text(store: str, model_name: str, text: dict[str, Any], shared: dict[str, Any], *,
-               epochs: int, seed: int, patience: int | None, checkpoint: str | None,
-               resume: str | None, metrics_log: str | None, device: str, quiet: bool) -> None:
-    """The text path of `graphpipe train` (module docstring)."""
-    from graphpipe.store import GraphStore
+def text_config(params: dict[str, Any]) -> Any:
+    """The :class:`~graphpipe.train.text.build.TextConfig` of the command's parameters."""
     from graphpipe.train.text.build import TextConfig
-    from graphpipe.train.text.task import TextTask
 
-    if model_name in ("tape", "glem") and (checkpoint or resume):
-        fail(f"--checkpoint/--resume: --model {model_name} runs several phases; not supported")
+    text = {k: params[k] for k in TEXT_OPTIONS}
+    shared = {k: params[k] for k in ("hidden", "layers", "lr", "dropout")}
     if text["lm_path"] is not None:
         from graphpipe.train.text.lm import check_lm_folder
 
         check_lm_folder(text["lm_path"])
-    config = TextConfig(
+    lm_only = params["model_name"] == "lm"
+    return TextConfig(
         lm_kind=text["lm"], lm_path=text["lm_path"], lm_hidden=text["lm_hidden"],
         lm_layers=text["lm_layers"], lm_heads=text["lm_heads"], max_len=text["max_len"],
-        lm_epochs=epochs if model_name == "lm" else text["lm_epochs"], lm_lr=text["lm_lr"],
+        lm_epochs=params["epochs"] if lm_only else text["lm_epochs"], lm_lr=text["lm_lr"],
         lm_batch_size=text["lm_batch_size"], emb_dim=text["emb_dim"], gnn=text["gnn"],
         gnn_hidden=shared.get("hidden") or 128, gnn_layers=shared.get("layers") or 2,
         gnn_lr=shared.get("lr") or 0.01,
-        dropout=0.3 if shared.get("dropout") is None else shared["dropout"], epochs=epochs,
-        grouping=text["grouping"], exit_order=text["exit_order"], lm_share=text["lm_share"],
-        glem_rounds=text["glem_rounds"], seed=seed, device=device)
-    task = TextTask.from_store(GraphStore.open(store), config.max_len)
+        dropout=0.3 if shared.get("dropout") is None else shared["dropout"],
+        epochs=params["epochs"], grouping=text["grouping"], exit_order=text["exit_order"],
+        lm_share=text["lm_share"], glem_rounds=text["glem_rounds"], seed=params["seed"],
+        device=params["device"])
+
+
+def run(params: dict[str, Any]) -> None:
+    """The text mode of `graphpipe train` (``params``: the command's parameters)."""
+    from graphpipe.store import GraphStore
+    from graphpipe.train.text.task import TextTask
+
+    model_name, quiet = params["model_name"], params["quiet"]
+    checkpoint, resume = params["checkpoint"], params["resume"]
+    if model_name in ("tape", "glem") and (checkpoint or resume):
+        fail(f"--checkpoint/--resume: --model {model_name} runs several phases; not supported")
+    config = text_config(params)
+    task = TextTask.from_store(GraphStore.open(params["store"]), config.max_len)
     if not quiet:
-        click.echo(f"{store}: {len(task.labels)} nodes, {len(task.indices)} edges, "
+        click.echo(f"{params['store']}: {len(task.labels)} nodes, {len(task.indices)} edges, "
                    f"{int(task.has_text.sum())} with text, {task.num_classes} classes; model "
                    f"{model_name} (LM {config.lm_kind} {config.lm_layers}x{config.lm_hidden}, "
                    f"GNN {config.gnn} {config.gnn_layers}x{config.gnn_hidden})")
     started = time.perf_counter()
-    test_acc, phases = _run(model_name, task, config, patience=patience, checkpoint=checkpoint,
-                            resume=resume, metrics_log=metrics_log, quiet=quiet)
+    test_acc, phases = _run(model_name, task, config, patience=params["patience"],
+                            checkpoint=checkpoint, resume=resume,
+                            metrics_log=params["metrics_log"], quiet=quiet)
     if not quiet:
         click.echo(f"wall {time.perf_counter() - started:.2f} s" + "".join(
             f"  {k} {v:.2f} s" for k, v in phases.items()))

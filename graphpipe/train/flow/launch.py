@@ -32,7 +32,7 @@ from graphpipe.train.flow.microbatches import metis_parts
 from graphpipe.train.flow.schedule import microbatch_count
 from graphpipe.train.flow.trainer import FlowConfig, FlowData, FlowTrainer
 
-__all__ = ["run_flow"]
+__all__ = ["run_flow", "run_unitg_flow"]
 
 
 def _write(trainer: FlowTrainer, result: dict[str, Any], out: Path) -> None:
@@ -59,6 +59,57 @@ def _rank(store_path: str, config: dict[str, Any], parts: np.ndarray, out: str,
         dist.destroy_process_group()
 
 
+def _unitg_rank(store_path: str, text: dict[str, Any], config: dict[str, Any], parts: np.ndarray,
+                out: str, interleave: bool) -> None:
+    """One spawned rank of :func:`run_unitg_flow`."""
+    from graphpipe.store import GraphStore
+    from graphpipe.train.distributed import init_process_group
+    from graphpipe.train.flow.unitg import UniTGFlow
+    from graphpipe.train.text.build import TextConfig
+    from graphpipe.train.text.task import TextTask
+
+    init_process_group("cpu", timeout_s=config["timeout_s"])
+    try:
+        text_config = TextConfig(**text)
+        task = TextTask.from_store(GraphStore.open(store_path), text_config.max_len)
+        run = UniTGFlow(task, text_config, FlowConfig(**config), rank=dist.get_rank(),
+                        stages=dist.get_world_size(), parts=parts, interleave=interleave)
+        result = run.fit()
+        _write(run.flow, result, Path(out))
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+def _prepare(store: Any, stages: int, config: FlowConfig) -> tuple[FlowConfig, np.ndarray]:
+    count = config.microbatches or microbatch_count(store.num_nodes, stages)
+    config = FlowConfig(**{**config.as_dict(), "microbatches": count})
+    indptr, indices = (np.asarray(a) for a in store.topology())
+    return config, metis_parts(indptr, indices, count, seed=config.seed)
+
+
+def run_unitg_flow(store_path: str | os.PathLike, stages: int, text: Any, config: FlowConfig, *,
+                   interleave: bool = True) -> dict[str, Any]:
+    """UniTG with its GNN on ``stages`` stages (:mod:`.unitg`; ``text``: a
+    :class:`~graphpipe.train.text.build.TextConfig`); rank 0's result. One stage: in
+    process, the LM's steps in line (a single stage has no bubbles)."""
+    from graphpipe.store import GraphStore
+    from graphpipe.train.distributed import launch
+    from graphpipe.train.flow.unitg import UniTGFlow
+    from graphpipe.train.text.task import TextTask
+
+    store_path = str(store_path)
+    store = GraphStore.open(store_path)
+    config, parts = _prepare(store, stages, config)
+    if stages == 1:
+        task = TextTask.from_store(store, text.max_len)
+        return UniTGFlow(task, text, config, parts=parts, interleave=False).fit()
+    with tempfile.TemporaryDirectory() as tmp:
+        launch(_unitg_rank, stages, (store_path, text.as_dict(), config.as_dict(), parts, tmp,
+                                     bool(interleave)))
+        return json.loads((Path(tmp) / "result.json").read_text())
+
+
 def run_flow(store_path: str | os.PathLike, stages: int, config: FlowConfig, *,
              out_dir: str | os.PathLike | None = None) -> dict[str, Any]:
     """Train ``config`` on ``stages`` stages (module docstring)."""
@@ -67,10 +118,7 @@ def run_flow(store_path: str | os.PathLike, stages: int, config: FlowConfig, *,
 
     store_path = str(store_path)
     store = open_store(store_path)
-    count = config.microbatches or microbatch_count(store.num_nodes, stages)
-    config = FlowConfig(**{**config.as_dict(), "microbatches": count})
-    indptr, indices = (np.asarray(a) for a in store.topology())
-    parts = metis_parts(indptr, indices, count, seed=config.seed)
+    config, parts = _prepare(store, stages, config)
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(out_dir) if out_dir is not None else Path(tmp)
         if stages == 1:

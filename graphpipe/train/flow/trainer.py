@@ -16,6 +16,7 @@ One stage (``stages == 1``) needs no process group: the same code, in this proce
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -98,10 +99,13 @@ class FlowData:
 class FlowTrainer:
     """Rank ``rank`` of ``stages`` (module docstring). ``parts``: the METIS part of every
     node into ``M`` parts (computed here when None); ``gate``: the Bubble Interleaver's;
-    ``on_epoch(epoch, record)`` runs on every rank after each epoch's record."""
+    ``x``: stage 0's input rows (default: the features; UniTG: the Modality
+    Collaborator's, of width ``in_dim``); ``before_epoch(epoch)`` and
+    ``on_epoch(epoch, record)`` run on every rank around each epoch."""
 
     def __init__(self, data: FlowData, config: FlowConfig, *, rank: int = 0, stages: int = 1,
                  parts: np.ndarray | None = None, gate: Any = None, on_epoch: Any = None,
+                 before_epoch: Any = None, x: torch.Tensor | None = None,
                  in_dim: int | None = None):
         self.data, self.config, self.rank, self.stages = data, config, rank, stages
         self.count = config.microbatches or microbatch_count(data.num_nodes, stages)
@@ -118,9 +122,12 @@ class FlowTrainer:
                                           weight_decay=config.weight_decay)
         self.driver = StageDriver(self.stage, self.optimizer, rank=rank, stages=stages,
                                   hidden=config.hidden, gate=gate)
-        self.x = torch.tensor(data.features) if self.stage.first else None
+        if self.stage.first:
+            self.x = torch.tensor(data.features) if x is None else x
+        else:
+            self.x = None
         self.labels = torch.from_numpy(data.labels) if self.stage.last else None
-        self.on_epoch = on_epoch
+        self.on_epoch, self.before_epoch = on_epoch, before_epoch
 
     # -- what the ranks share ------------------------------------------------------------------
     def _gather(self, row: list[float]) -> list[list[float]]:
@@ -148,6 +155,8 @@ class FlowTrainer:
 
     def epoch(self, epoch: int) -> dict[str, Any]:
         """One training step over the microbatches, then (maybe) evaluation."""
+        if self.before_epoch is not None:
+            self.before_epoch(epoch)
         stats: StepStats = self.driver.train_step(self.mbs, self.x, self.labels, epoch)
         rows = self._gather([stats.loss_sum, stats.correct, stats.seen, stats.seconds, stats.idle])
         last = rows[-1]
@@ -168,6 +177,7 @@ class FlowTrainer:
         """Train ``epochs`` epochs; the result (every rank the same): records, best
         epoch by valid accuracy, its test accuracy, the mean bubble fraction."""
         records, best = [], {"epoch": -1, "valid": -1.0, "test": float("nan")}
+        start = time.perf_counter()
         for epoch in range(self.config.epochs):
             record = self.epoch(epoch)
             records.append(record)
@@ -179,6 +189,11 @@ class FlowTrainer:
                 "test_acc": best["test"], "stages": self.stages, "microbatches": self.count,
                 "gpipe_bubble": gpipe_bubble(self.stages, self.count),
                 "bubble": float(np.mean([r["bubble"] for r in steady])),
+                "wall_seconds": time.perf_counter() - start,
+                "idle_seconds": [float(sum(r["stage_idle"][s] for r in records))
+                                 for s in range(self.stages)],
+                "step_seconds": [float(sum(r["stage_seconds"][s] for r in records))
+                                 for s in range(self.stages)],
                 "epoch_seconds": float(np.median([r["seconds"] for r in steady]))}
 
     def stage_state(self) -> dict[str, np.ndarray]:
