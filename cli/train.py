@@ -19,6 +19,7 @@ from graphpipe.cli._common import fail, friendly_errors
 from graphpipe.cli.train_flow import flow_options
 from graphpipe.cli.train_text import text_train_options
 
+
 @click.command(name="train")
 @click.argument("store", type=click.Path(file_okay=False))
 @click.option("--model", "model_name", default=None,
