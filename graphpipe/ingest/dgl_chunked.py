@@ -37,7 +37,7 @@ import numpy as np
 
 from graphpipe.ingest.chunks import EdgeChunk
 from graphpipe.ingest.errors import IngestError
-from graphpipe.ingest.graphbolt import MAX_METADATA_BYTES, MAX_NODES
+from graphpipe.ingest.graphbolt import MAX_NODES, read_metadata
 from graphpipe.ingest.labels import class_labels
 from graphpipe.ingest.source import DatasetSource, RowBlock, TypedNodes, TypedRelation, TypedSource
 from graphpipe.store import schema as ts
@@ -57,14 +57,7 @@ class _Chunked:
     def __init__(self, folder: Path):
         self.folder = folder.resolve()
         self.file = folder / "metadata.json"
-        if self.file.stat().st_size > MAX_METADATA_BYTES:
-            raise IngestError(f"{self.file}: larger than {MAX_METADATA_BYTES} bytes; refused")
-        try:
-            self.doc = json.loads(self.file.read_text(encoding="utf-8"))
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise IngestError(f"{self.file}: not valid JSON ({' '.join(str(exc).split())[:160]})") from None
-        if not isinstance(self.doc, dict):
-            raise IngestError(f"{self.file}: expected an object at the top level")
+        self.doc = read_metadata(self.file, json.loads, (ValueError,), "JSON", "an object")
 
     def fail(self, field: str, message: str) -> IngestError:
         return IngestError(f"{self.file}: {field}: {message}")

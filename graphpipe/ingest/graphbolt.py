@@ -35,7 +35,7 @@ folder and must stay inside it; ``.npy`` files are read with ``allow_pickle=Fals
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -49,7 +49,7 @@ from graphpipe.ingest.source import DatasetSource, RowBlock, TypedNodes, TypedRe
 from graphpipe.store import schema as ts
 from graphpipe.store.errors import StoreError
 
-__all__ = ["MAX_NODES", "is_graphbolt_folder", "read_graphbolt"]
+__all__ = ["MAX_NODES", "is_graphbolt_folder", "read_graphbolt", "read_metadata"]
 
 MAX_NODES = 1 << 40
 """Largest node count a ``metadata.yaml`` may declare."""
@@ -64,22 +64,36 @@ def is_graphbolt_folder(path: str | os.PathLike) -> bool:
     return Path(path).is_dir() and (Path(path) / "metadata.yaml").is_file()
 
 
+def read_metadata(file: Path, parse: Callable[[str], Any], errors: tuple, kind: str, top: str) -> dict:
+    """A dataset's metadata ``file`` (at most :data:`MAX_METADATA_BYTES`) parsed by ``parse``
+    (``errors``: what it raises on bad input, named ``kind``); ``top`` at the top level.
+
+    >>> import json, pathlib, tempfile
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "metadata.json"
+    >>> _ = path.write_text('{"graph_name": "g"}')
+    >>> read_metadata(path, json.loads, (ValueError,), "JSON", "an object")
+    {'graph_name': 'g'}
+    """
+    if file.stat().st_size > MAX_METADATA_BYTES:
+        raise IngestError(f"{file}: larger than {MAX_METADATA_BYTES} bytes; refused")
+    try:
+        doc = parse(file.read_text(encoding="utf-8"))
+    except (*errors, UnicodeDecodeError) as exc:
+        raise IngestError(f"{file}: not valid {kind} ({' '.join(str(exc).split())[:160]})") from None
+    if not isinstance(doc, dict):
+        raise IngestError(f"{file}: expected {top} at the top level")
+    return doc
+
+
 class _Meta:
     """``metadata.yaml`` of ``folder``: typed field access with one-line errors."""
 
     def __init__(self, folder: Path):
-        self.folder = folder.resolve()
-        self.file = folder / "metadata.yaml"
-        if self.file.stat().st_size > MAX_METADATA_BYTES:
-            raise IngestError(f"{self.file}: larger than {MAX_METADATA_BYTES} bytes; refused")
         import yaml
 
-        try:
-            self.doc = yaml.safe_load(self.file.read_text(encoding="utf-8"))
-        except (yaml.YAMLError, UnicodeDecodeError) as exc:
-            raise IngestError(f"{self.file}: not valid YAML ({' '.join(str(exc).split())[:160]})") from None
-        if not isinstance(self.doc, dict):
-            raise IngestError(f"{self.file}: expected a mapping at the top level")
+        self.folder = folder.resolve()
+        self.file = folder / "metadata.yaml"
+        self.doc = read_metadata(self.file, yaml.safe_load, (yaml.YAMLError,), "YAML", "a mapping")
 
     def fail(self, field: str, message: str) -> IngestError:
         return IngestError(f"{self.file}: {field}: {message}")
