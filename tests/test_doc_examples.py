@@ -20,7 +20,7 @@ from graphpipe.interop.pyg_backend import to_pyg_backend
 from graphpipe.interop.pyg_data import from_pyg
 from graphpipe.loaders import (
     ClusterLoader,
-    HeteroGraphData,
+    GraphData,
     HeteroMiniBatch,
     HeteroNeighborLoader,
     MiniBatch,
@@ -69,7 +69,7 @@ ENTRY_POINTS = [GraphStore.open, ingest, NeighborLoader, MiniBatch.to_pyg, Clust
                 sample_neighbors, aggregate, sparse_attention, Client, Trainer, from_pyg, to_pyg_backend,
                 DisjointSampler, GraphStore.labels_for_evaluator, write_papers100m_bin,
                 NpzStreamWriter, read_generated, read_split_files,
-                HeteroNeighborLoader, HeteroMiniBatch.to_pyg, HeteroGraphData, HeteroCSC,
+                HeteroNeighborLoader, HeteroMiniBatch.to_pyg, GraphData, HeteroCSC,
                 sample_hetero_neighbors, SeedShard, PartitionShard, DistributedTrainer,
                 TypedStoreWriter, TypedFace, mag_dataset, write_ogb_mag, mag240m_dataset,
                 sample_temporal, temporal_graph, TemporalSampler, GraphStore.node_time,

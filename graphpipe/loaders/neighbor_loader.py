@@ -251,7 +251,7 @@ class NeighborLoader:
     ([0, 0, 2, 3, 3, 1], [0, 1, 0, 0, 1, 1], [1, 3, 3, 5], [4, 9])
 
     Typed graphs (a PyG ``HeteroData``, a typed store or its path, a
-    :class:`graphpipe.loaders.HeteroGraphData`), as PyG's loader serves ``HeteroData``:
+    typed :class:`graphpipe.loaders.GraphData`), as PyG's loader serves ``HeteroData``:
     ``num_neighbors`` is one list for every relation or ``{relation: list}``;
     ``input_nodes`` is ``(node type, IDs | mask | split name | None)``, a node type, or None
     (the data's target type); each hop expands, over every relation into a type, that
@@ -273,8 +273,8 @@ class NeighborLoader:
     with one line. Two papers
     cite each other, two authors write them; seeds are papers:
 
-    >>> from graphpipe.loaders import HeteroGraphData
-    >>> data = HeteroGraphData.from_dicts(
+    >>> from graphpipe.loaders import GraphData
+    >>> data = GraphData.from_dicts(
     ...     {"paper": 2, "author": 2},
     ...     {("paper", "cites", "paper"): (np.array([0, 1]), np.array([1, 0])),
     ...      ("author", "writes", "paper"): (np.array([0, 1, 1]), np.array([0, 0, 1]))},

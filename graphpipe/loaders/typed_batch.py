@@ -137,8 +137,8 @@ class HeteroMiniBatch:
         relation; ``(src, dst)`` when one relation joins them) as a :class:`TypeView`.
 
         >>> import numpy as np
-        >>> from graphpipe.loaders import HeteroGraphData, NeighborLoader
-        >>> data = HeteroGraphData.from_dicts(
+        >>> from graphpipe.loaders import GraphData, NeighborLoader
+        >>> data = GraphData.from_dicts(
         ...     {"paper": 3, "author": 2},
         ...     {("author", "writes", "paper"): (np.array([0, 1, 1]), np.array([0, 0, 2]))},
         ...     x={"paper": np.eye(3, dtype=np.float32)}, y={"paper": np.array([1, 0, 1])})
@@ -325,8 +325,8 @@ class HeteroMiniBatch:
         ``batch_size`` and ``input_id`` on the target type.
 
         >>> import numpy as np
-        >>> from graphpipe.loaders import HeteroGraphData, HeteroNeighborLoader
-        >>> data = HeteroGraphData.from_dicts(
+        >>> from graphpipe.loaders import GraphData, HeteroNeighborLoader
+        >>> data = GraphData.from_dicts(
         ...     {"paper": 3, "author": 2},
         ...     {("author", "writes", "paper"): (np.array([0, 1, 1]), np.array([0, 0, 2]))},
         ...     x={"paper": np.eye(3, dtype=np.float32)}, y={"paper": np.array([1, 0, 1])})
@@ -353,7 +353,7 @@ def typed_batch_from_sample(out: Any, x: dict[str, torch.Tensor], graph: Any, ta
                             input_id: np.ndarray) -> HeteroMiniBatch:
     """The batch of a typed sample (:class:`graphpipe.ops.sampling.HeteroSampleOutput`):
     ``x`` the rows gathered per type; labels, edge order (``e_id``) and edge features read
-    from ``graph`` (a :class:`graphpipe.loaders.HeteroGraphData`); ``input_id`` int64
+    from ``graph`` (a :class:`graphpipe.loaders.GraphData`); ``input_id`` int64
     ``(batch_size,)``; PyG's edge layout (row 0 into ``n_id[src]``, row 1 into ``n_id[dst]``);
     ``batch[t].batch`` each node's tree when sampled one tree per seed (PyG's ``disjoint``)."""
     y_dict = {t: torch.from_numpy(np.asarray(labels[out.n_id[t]])) for t, labels in graph.labels.items()}

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from graphpipe.loaders import HeteroGraphData, HeteroMiniBatch, HeteroNeighborLoader
+from graphpipe.loaders import GraphData, HeteroMiniBatch, HeteroNeighborLoader
 
 COUNTS = {"paper": 300, "author": 200, "inst": 12}
 RELS = [("author", "writes", "paper"), ("paper", "rev_writes", "author"),
@@ -31,13 +31,13 @@ def make_edges(seed: int = 0) -> dict:
     return {et: out[et] for et in RELS}
 
 
-def make_data(seed: int = 0) -> tuple[HeteroGraphData, dict]:
+def make_data(seed: int = 0) -> tuple[GraphData, dict]:
     rng = np.random.default_rng(seed + 100)
     edges = make_edges(seed)
     x = {t: rng.standard_normal((COUNTS[t], d)).astype(np.float32) for t, d in DIMS.items()}
     y = {"paper": rng.integers(0, 5, COUNTS["paper"])}
     splits = {"paper": {"train": np.sort(rng.choice(300, 120, replace=False))}}
-    return HeteroGraphData.from_dicts(COUNTS, edges, x=x, y=y, splits=splits), {"edges": edges, "x": x, "y": y}
+    return GraphData.from_dicts(COUNTS, edges, x=x, y=y, splits=splits), {"edges": edges, "x": x, "y": y}
 
 
 def check_batch(batch: HeteroMiniBatch, raw: dict, seeds: np.ndarray) -> None:
@@ -379,7 +379,7 @@ def test_homogeneous_store_is_served_as_one_relation(tmp_path):
     alias = next(iter(HeteroNeighborLoader(store, [2], batch_size=3, seed=0, features=False)))
     plain = next(iter(NeighborLoader(store, [2], batch_size=3, seed=0, features=False)))
     assert isinstance(alias, MiniBatch) and torch.equal(alias.n_id, plain.n_id)
-    graph = HeteroGraphData.from_store(store)
+    graph = GraphData.from_store(store)
     assert not graph.is_typed and graph.edge_types == [("_N", "_E", "_N")] and graph.num_nodes == 3
 
 
@@ -458,7 +458,7 @@ def test_on_graphpipe_generate_mag_store(tmp_path):
                       feature_dim=8, seed=1)
     write_ogb_mag(tmp_path / "raw", gen)
     ingest(tmp_path / "raw", tmp_path / "store")
-    data = HeteroGraphData.open(tmp_path / "store").with_reverse_relations()
+    data = GraphData.open(tmp_path / "store").with_reverse_relations()
     assert data.target_type == "paper" and len(data.edge_types) == 8
     loader = HeteroNeighborLoader(data, [5, 3], input_nodes=("paper", "train"), batch_size=64,
                                   shuffle=True, seed=0)
@@ -533,12 +533,12 @@ def test_edge_features_follow_their_edges(tmp_path):
     rng = np.random.default_rng(0)
     attrs = {et: rng.standard_normal((raw["edges"][et][0].shape[0], 2)).astype(np.float32)
              for et in RELS[:3]}
-    data = HeteroGraphData.from_dicts(COUNTS, raw["edges"], x=raw["x"], y=raw["y"], edge_attr=attrs)
+    data = GraphData.from_dicts(COUNTS, raw["edges"], x=raw["x"], y=raw["y"], edge_attr=attrs)
     pyg = _pyg_data(raw)
     for et, a in attrs.items():
         pyg[et].edge_attr = torch.from_numpy(a)
     write_typed_store(tmp_path / "typed", raw, edge_attr=attrs)
-    for source in (data, HeteroGraphData.from_pyg(pyg), HeteroGraphData.open(tmp_path / "typed"),
+    for source in (data, GraphData.from_pyg(pyg), GraphData.open(tmp_path / "typed"),
                    data.with_reverse_relations(prefix="back_")):
         loader = HeteroNeighborLoader(source, [4, 3], input_nodes="paper", batch_size=40, seed=1)
         for batch in loader:
