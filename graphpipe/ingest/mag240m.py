@@ -37,7 +37,7 @@ from graphpipe.ingest.errors import IngestError
 from graphpipe.ingest.labels import class_labels
 from graphpipe.ingest.safe_load import load_torch_file
 from graphpipe.ingest.source import RowBlock, TypedNodes, TypedRelation, TypedSource
-from graphpipe.ingest.timestamps import as_time_values
+from graphpipe.ingest.timestamps import as_year_values
 from graphpipe.store import schema as ts
 from graphpipe.store.errors import StoreError
 
@@ -184,7 +184,7 @@ def node_types(base: Path, counts: dict[str, int]) -> dict[str, TypedNodes]:
             node.features = partial(feature_blocks, *here["node_feat"], n, ntype)
             node.float16 = open_npy(*here["node_feat"]).dtype == np.float16
         if "node_year" in here:
-            node.time = partial(read_vector, as_time_values, *here["node_year"], n)
+            node.time = partial(read_vector, as_year_values, *here["node_year"], n)
         if "node_label" in here:
             node.labels = partial(read_vector, class_labels, *here["node_label"], n)
     return nodes

@@ -36,7 +36,7 @@ from graphpipe.ingest.labels import class_labels
 from graphpipe.ingest.ogb import iter_csv_rows, read_csv_table
 from graphpipe.ingest.source import RowBlock, TypedNodes, TypedRelation, TypedSource
 from graphpipe.ingest.textio import iter_line_blocks
-from graphpipe.ingest.timestamps import as_time_values
+from graphpipe.ingest.timestamps import as_year_values
 from graphpipe.store import schema as ts
 from graphpipe.store.errors import StoreError
 
@@ -210,7 +210,7 @@ def node_type(folder: HeteroFolder, ntype: str, n: int) -> TypedNodes:
     for path in (folder.raw / "node-feat" / ntype / "node_year.csv.gz",
                  folder.raw / "node_year" / ntype / "node_year.csv.gz"):
         if path.is_file():
-            node.time = partial(read_column, as_time_values, folder, path, n, ntype)
+            node.time = partial(read_column, as_year_values, folder, path, n, ntype)
             break
     label = folder.raw / "node-label" / ntype / "node-label.csv.gz"
     if label.is_file():

@@ -47,6 +47,7 @@ from graphpipe.ingest.ogb import (
 )
 from graphpipe.ingest.safe_load import load_torch_file
 from graphpipe.ingest.source import DatasetSource, RowBlock
+from graphpipe.ingest.timestamps import as_year_values
 from graphpipe.store.link import LinkSplit, write_link_split
 
 __all__ = ["is_ogb_link_folder", "read_link_pt", "read_ogb_link"]
@@ -151,7 +152,8 @@ def _edge_style(loaded: dict, display: str, num_nodes: int) -> LinkSplit:
     if "weight" in loaded:
         link.weight = _per_edge(loaded["weight"], display, "weight", n, integer=False)
     if "year" in loaded:
-        link.year = _per_edge(loaded["year"], display, "year", n, integer=True)
+        link.year = as_year_values(_per_edge(loaded["year"], display, "year", n, integer=True),
+                                   f"{display}: key 'year'", unit="row")
     return link
 
 
@@ -199,6 +201,12 @@ def _master_inverse(name: str) -> bool | None:
     if wanted in names and "add_inverse_edge" in rows:
         return rows["add_inverse_edge"][names.index(wanted)] == "True"
     return None
+
+
+def _raw_years(ogb: OgbRawFolder, name: str, rows: int) -> np.ndarray | None:
+    """``raw/<name>``: one year per line (none negative), or None when absent."""
+    values = _raw_values(ogb, name, rows, integer=True)
+    return None if values is None else as_year_values(values, ogb.rel(ogb.raw / name))
 
 
 def _raw_values(ogb: OgbRawFolder, name: str, rows: int, integer: bool) -> np.ndarray | None:
@@ -303,8 +311,8 @@ def read_ogb_link(folder: str | os.PathLike, *, split: str | None = None, name: 
     if inverse is None:
         inverse = styles == {"edge"}
     weight = _raw_values(ogb, "edge_weight.csv.gz", num_edges, integer=False)
-    year = _raw_values(ogb, "edge_year.csv.gz", num_edges, integer=True)
-    node_year = _raw_values(ogb, "node_year.csv.gz", num_nodes, integer=True)
+    year, node_year = (_raw_years(ogb, name, rows) for name, rows in
+                       (("edge_year.csv.gz", num_edges), ("node_year.csv.gz", num_nodes)))
     features, dim = _feature_blocks(ogb)
     factor = 2 if inverse else 1
     source = DatasetSource(

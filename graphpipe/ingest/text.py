@@ -9,8 +9,9 @@ Three inputs, each a :class:`~graphpipe.ingest.text_store.TextSource`:
   order, some with IDs no node maps to. Joined on the paper ID (an inner join from the
   nodes' side: a node whose paper has no line has no text; a line whose paper is no
   node is counted in ``unmatched_lines`` and skipped). A line with fewer than two
-  fields or a non-integer ID, or a paper ID on two lines, is an :class:`IngestError`
-  naming the line. Tabs inside the abstract are kept (the line is split at its first
+  fields or a non-integer ID, a paper ID on two lines, a line that is not UTF-8 or one
+  longer than :data:`MAX_LINE_BYTES` is an :class:`IngestError` naming the line (the
+  text rules' cut at 1 MiB applies to lines under that limit). Tabs inside the abstract are kept (the line is split at its first
   two tabs). The join is out of core: lines are spilled into buckets by node range
   (Arrow IPC files under the store's temporary tree), each bucket sorted on its own.
 - **a node-table column** (:func:`column_source`): ``--text-column NAME`` of a CSV /
@@ -34,6 +35,7 @@ from pyarrow import ipc
 
 from graphpipe.ingest.errors import IngestError
 from graphpipe.ingest.text_store import TextSource, TokenizerOptions, write_text
+from graphpipe.ingest.textio import DEFAULT_MAX_LINE_BYTES
 from graphpipe.text.rules import TextRules
 
 __all__ = ["MAPPING_FILE", "attach_text", "column_source", "list_source", "read_paper_ids",
@@ -42,6 +44,8 @@ __all__ = ["MAPPING_FILE", "attach_text", "column_source", "list_source", "read_
 MAPPING_FILE = "mapping/nodeidx2paperid.csv.gz"
 BUCKET_BYTES = 256 << 20
 """About this many bytes of the TSV per join bucket (the join's working set)."""
+MAX_LINE_BYTES = DEFAULT_MAX_LINE_BYTES
+"""Longest line of a text file (64 MiB, the CSV reader's limit): a longer one is refused."""
 _BATCH_ROWS = 8192
 _SPILL_SCHEMA = pa.schema([("node", pa.int64()), ("line", pa.int64()),
                            ("title", pa.large_binary()), ("abstract", pa.large_binary())])
@@ -125,6 +129,23 @@ def titleabs_source(tsv: str | os.PathLike, paper_ids: np.ndarray, scratch: str 
     return TextSource(["title", "abstract"], batches, str(tsv), extra)
 
 
+def _checked_lines(fh: Any, tsv: Path) -> Iterator[tuple[int, bytes]]:
+    """``(line number, bytes)`` of each line; a line over :data:`MAX_LINE_BYTES` (never
+    buffered whole) or one that is not UTF-8 is an :class:`IngestError` naming it."""
+    line_no = 0
+    while raw := fh.readline(MAX_LINE_BYTES + 1):
+        line_no += 1
+        if len(raw) > MAX_LINE_BYTES:
+            raise IngestError(f"{tsv}: line {line_no}: longer than {MAX_LINE_BYTES >> 20} MiB, the "
+                              f"limit of one line")
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise IngestError(f"{tsv}: line {line_no}: byte {exc.start + 1} (0x{raw[exc.start]:02x}) "
+                              f"is not UTF-8") from None
+        yield line_no, raw
+
+
 def _parse_line(raw: bytes, line_no: int, tsv: Path) -> tuple[int, bytes, bytes | None] | None:
     raw = raw.rstrip(b"\r\n")
     if not raw.strip():
@@ -149,7 +170,7 @@ def _spill(tsv: Path, order: np.ndarray, sorted_ids: np.ndarray, spill: Path,
     rows: list[tuple[int, bytes, bytes | None, int]] = []
     try:
         with open(tsv, "rb") as fh:
-            for line_no, raw in enumerate(fh, start=1):
+            for line_no, raw in _checked_lines(fh, tsv):
                 parsed = _parse_line(raw, line_no, tsv)
                 if parsed is None:
                     continue

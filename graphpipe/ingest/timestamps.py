@@ -26,7 +26,7 @@ from graphpipe.ingest.source import DatasetSource, RowBlock
 from graphpipe.store import arrays as _arrays
 from graphpipe.store.writer import StoreWriter
 
-__all__ = ["as_time_values", "write_edge_time", "write_node_time", "write_times"]
+__all__ = ["as_time_values", "as_year_values", "write_edge_time", "write_node_time", "write_times"]
 
 _GATHER_BLOCK = 1 << 22
 
@@ -52,6 +52,25 @@ def as_time_values(values: np.ndarray, where: str, first_line: int = 1) -> np.nd
     if values.dtype == np.uint64 and values.size and int(values.max()) >= 1 << 63:
         raise IngestError(f"{where}: timestamps beyond the int64 range")
     return values.astype(np.int64, copy=False)
+
+
+def as_year_values(values: np.ndarray, where: str, first_line: int = 1, unit: str = "line") -> np.ndarray:
+    """``values`` as int64 years (:func:`as_time_values`); a negative year is an
+    :class:`IngestError` naming ``where`` and its ``unit`` (line, row) (OGB's ``node_year``,
+    MAG240M's ``node_year.npy``, a link split's ``year``).
+
+    >>> as_year_values(np.array([2019.0, 2020.0]), "node_year.npy").tolist()
+    [2019, 2020]
+    >>> as_year_values(np.array([2019, -5]), "node_year.npy")
+    Traceback (most recent call last):
+    graphpipe.ingest.errors.IngestError: node_year.npy: line 2: year -5 is negative
+    """
+    years = as_time_values(values, where, first_line)
+    bad = np.flatnonzero(years < 0)
+    if bad.size:
+        raise IngestError(f"{where}: {unit} {first_line + int(bad[0])}: year {int(years[bad[0]])} "
+                          f"is negative")
+    return years
 
 
 def _range(times: np.ndarray) -> list[int] | None:

@@ -116,6 +116,8 @@ def _write_nodes(writer: TypedStoreWriter, ntype: str, nodes: TypedNodes, option
                 meta["num_classes"] = max(nodes.num_classes, meta["num_classes"])
         if nodes.id_map is not None:
             writer.write_typed_id_map(ntype, nodes.id_map)
+    except IngestError:
+        raise  # a reader's error names its own file (node_year.npy, not meta.pt)
     except StoreError as exc:
         raise IngestError(f"{nodes.where}: {exc}") from None
     for name, ids, where in nodes.splits() if nodes.splits is not None else ():

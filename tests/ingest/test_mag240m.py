@@ -9,7 +9,9 @@ block at a time; ``shared/tools/memlimit.sh``).
 from __future__ import annotations
 
 import os
+import resource
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -155,9 +157,29 @@ def _bad_type(base: Path) -> str:
     return "author___writes___venue"
 
 
+def _duplicate_split(base: Path) -> str:
+    splits = torch.load(base / "split_dict.pt", weights_only=False)
+    ids = np.asarray(splits["train"]).copy()
+    ids[1] = ids[0]
+    torch.save({**splits, "train": ids}, base / "split_dict.pt")
+    return "split_dict.pt"
+
+
+def _year(value):
+    def edit(base: Path) -> str:
+        path = base / "processed/paper/node_year.npy"
+        years = np.load(path).astype(np.float64)
+        years[3] = value
+        np.save(path, years)
+        return "node_year.npy: line 4"
+    edit.__name__ = f"_year_{value}"
+    return edit
+
+
 HOSTILE = {f.__name__[1:]: f for f in (_pickle_split, _pickle_meta, _object_npy, _edge_shape,
                                        _edge_range, _feature_rows, _truncated_npy, _label_shape,
-                                       _bad_meta, _bad_type)}
+                                       _bad_meta, _bad_type, _duplicate_split, _year(np.nan),
+                                       _year(-5))}
 
 
 @pytest.mark.parametrize("case", sorted(HOSTILE))
@@ -227,3 +249,27 @@ def test_reverse_edges(generated, tmp_path):
     assert len(store.edge_types) == 2 * len(data.edges)
     for (src, rel, dst), (s, d) in data.edges.items():
         np.testing.assert_array_equal(_edges(store, (dst, f"rev_{rel}", src)), np.stack([d, s]))
+
+
+def test_a_full_disk_is_one_line_and_the_old_store_stays(generated, tmp_path):
+    """A typed ingest --overwrite that cannot write its files (RLIMIT_FSIZE: a write past
+    20 KiB fails with EFBIG, as ENOSPC would; no privileges needed): one line, exit 2, no
+    temporary left, the store it was to replace intact and valid."""
+    _, root = generated
+    dest = tmp_path / "store"
+    ingest(root, dest)
+    before = {p: p.read_bytes() for p in dest.rglob("*") if p.is_file()}
+    limits = resource.getrlimit(resource.RLIMIT_FSIZE)
+    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of the signal
+    resource.setrlimit(resource.RLIMIT_FSIZE, (20 << 10, limits[1]))
+    try:
+        result = CliRunner().invoke(cli, ["ingest", str(root), str(dest), "-q", "--overwrite"])
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, limits)
+        signal.signal(signal.SIGXFSZ, handler)
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and "file too large (errno EFBIG)" in lines[0] and str(dest) in lines[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["store"]
+    assert {p: p.read_bytes() for p in dest.rglob("*") if p.is_file()} == before
+    assert validate(dest) == []

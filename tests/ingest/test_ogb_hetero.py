@@ -207,6 +207,8 @@ HOSTILE = {
     "label rows": _drop_lines("raw/node-label/paper/node-label.csv.gz", 1),
     "negative label": _edit_line("raw/node-label/paper/node-label.csv.gz", 2, "-3"),
     "year rows": _drop_lines("raw/node-feat/paper/node_year.csv.gz", 1),
+    "year nan": _edit_line("raw/node-feat/paper/node_year.csv.gz", 3, "nan"),
+    "year negative": _edit_line("raw/node-feat/paper/node_year.csv.gz", 3, "-5"),
     "split out of range": _edit_line("split/time/paper/test.csv.gz", 0, "900"),
     "split repeat": lambda f: _edit_line("split/time/paper/test.csv.gz", 1,
                                          _lines(f / "split/time/paper/test.csv.gz")[0])(f),

@@ -82,13 +82,26 @@ def test_bucketed_join_equals_one_bucket(tag_folder: Path, tmp_path: Path) -> No
 @pytest.mark.parametrize(("line", "message"), [
     ("notanumber\tt\ta\n", "line 1: paper id b'notanumber' is not an integer"),
     ("12345\n", "line 1: expected 'paper id<TAB>title<TAB>abstract'"),
+    ("7\tt\xff\tabs\n", "line 1: byte 4 (0xff) is not UTF-8"),
 ])
 def test_bad_tsv_is_one_line_exit_2_nothing_written(tag_folder: Path, tmp_path: Path,
                                                     line: str, message: str) -> None:
     bad = tmp_path / "bad.tsv"
-    bad.write_text(line + (tag_folder / "titleabs.tsv").read_text())
+    bad.write_bytes(line.encode("latin-1") + (tag_folder / "titleabs.tsv").read_bytes())
     code, out = _ingest(str(tag_folder), str(tmp_path / "s"), "--text", str(bad))
     assert code == 2 and message in out and len(out.strip().splitlines()) == 1, out
+    assert not (tmp_path / "s").exists() and not list(tmp_path.glob(".s*"))
+
+
+def test_a_100_mib_line_is_refused_unread(tag_folder: Path, tmp_path: Path) -> None:
+    """Never buffered whole: refused at the 64 MiB line limit, naming the line."""
+    bad = tmp_path / "big.tsv"
+    with open(bad, "wb") as fh:
+        fh.write((tag_folder / "titleabs.tsv").read_bytes())
+        fh.write(b"7\t" + b"x" * (100 << 20) + b"\tabs\n")
+    lines = len((tag_folder / "titleabs.tsv").read_bytes().splitlines())
+    code, out = _ingest(str(tag_folder), str(tmp_path / "s"), "--text", str(bad))
+    assert code == 2 and f"line {lines + 1}: longer than 64 MiB" in out, out
     assert not (tmp_path / "s").exists() and not list(tmp_path.glob(".s*"))
 
 
