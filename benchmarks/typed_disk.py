@@ -10,7 +10,11 @@ drops the page cache first and prints the cgroup's peak):
 * ``generate``: ``graphpipe.synthetic.mag240m`` (``mag240m_dataset`` topology,
   ``write_mag240m(..., feature_dim=D)``: float16 paper rows written a block at a time)
   under ``DIR/src``; uncapped, not timed;
-* ``ingest``: ``graphpipe ingest DIR/src DIR/store`` under ``--ingest-cap`` (1.5G);
+* ``ingest``: ``graphpipe ingest DIR/src DIR/store --add-reverse-edges`` under
+  ``--ingest-cap`` (1.5G), with the process's own peak RSS (``/usr/bin/time``);
+* ``derive``: ``graphpipe derive --mean-features`` for authors (from their papers) and
+  institutions (from their authors), the OGB-LSC MAG240M baseline's features of the
+  featureless types, under ``--train-cap``;
 * ``loader``: the paper rows of ``--batches`` typed batches (seeds: train papers,
   batch ``--batch``, fanouts ``--fanouts`` over every relation), sampled once; then, each
   under ``--loader-cap`` (1G): ``mmap_random`` (``np.load`` of the store's paper feature
@@ -71,7 +75,8 @@ def capped(cap: str, cmd: list[str], keep_caches: bool = False) -> tuple[int, st
     t0 = time.perf_counter()
     proc = subprocess.run(full, capture_output=True, text=True, check=False)
     seconds = time.perf_counter() - t0
-    line = next((ln for ln in proc.stderr.splitlines() if ln.startswith("memlimit:")), proc.stderr[-400:])
+    line = " ".join(ln for ln in proc.stderr.splitlines() if ln.startswith(("memlimit:", "max RSS")))
+    line = line or proc.stderr[-400:]
     if proc.returncode != 0:
         print(proc.stderr[-2000:], file=sys.stderr)
     return proc.returncode, proc.stdout, line, seconds
@@ -83,10 +88,22 @@ def graphpipe_cmd(*args: str) -> list[str]:
 
 
 def run_ingest(work: Path, src: Path, cap: str) -> None:
-    rc, out, line, seconds = capped(cap, graphpipe_cmd("ingest", str(src), str(work / "store"),
-                                                       "--overwrite"))
+    """``graphpipe ingest --add-reverse-edges`` (the reverse relations built out of core, so
+    training needs none built in memory), the process's own peak RSS beside the cgroup's."""
+    rc, out, line, seconds = capped(cap, ["/usr/bin/time", "-f", "max RSS %M KB", *graphpipe_cmd(
+        "ingest", str(src), str(work / "store"), "--overwrite", "--add-reverse-edges")])
     print(f"ingest: rc {rc}, {seconds:.0f} s wall, {line}", flush=True)
     print("\n".join(out.strip().splitlines()[-3:]), flush=True)
+
+
+def run_derive(work: Path, cap: str) -> None:
+    """The OGB-LSC baseline's features of the featureless types (``graphpipe derive
+    --mean-features``: authors from their papers, institutions from their authors)."""
+    for ntype, via in (("author", "author___writes___paper"),
+                       ("institution", "author___affiliated_with___institution")):
+        rc, _out, line, seconds = capped(cap, ["/usr/bin/time", "-f", "max RSS %M KB", *graphpipe_cmd(
+            "derive", str(work / "store"), "--mean-features", ntype, "--via", via, "--overwrite")])
+        print(f"derive --mean-features {ntype}: rc {rc}, {seconds:.0f} s wall, {line}", flush=True)
 
 
 # -- loader stage ---------------------------------------------------------------------------------
@@ -216,7 +233,7 @@ def main() -> None:
     p.add_argument("--work", type=Path, required=True)
     p.add_argument("--papers", type=int, default=4_200_000)
     p.add_argument("--dim", type=int, default=768)
-    p.add_argument("--stages", default="generate,ingest,loader,train")
+    p.add_argument("--stages", default="generate,ingest,derive,loader,train")
     p.add_argument("--fanouts", default="10,5")
     p.add_argument("--batch", type=int, default=512)
     p.add_argument("--batches", type=int, default=100)
@@ -238,6 +255,8 @@ def main() -> None:
     src = generate(args.work, args.papers, args.dim) if "generate" in stages else args.work / "src"
     if "ingest" in stages:
         run_ingest(args.work, src, args.ingest_cap)
+    if "derive" in stages:
+        run_derive(args.work, args.train_cap)
     if "loader" in stages:
         run_loader_stage(args.work, args)
     if "train" in stages:

@@ -414,7 +414,13 @@ def typed_training_data(store: Any, *, reverse: bool = True) -> Any:
     """The :class:`graphpipe.loaders.HeteroGraphData` a typed run trains on: the store's
     relations, plus their reverses (PyG's ``ToUndirected``) when ``reverse`` (OGB ships
     each relation one way; without the reverses no message reaches a paper from its
-    fields). ``store``: a typed GraphStore, its path, or a HeteroGraphData (as is)."""
+    fields). ``store``: a typed GraphStore, its path, or a HeteroGraphData (as is).
+
+    A store that holds the reverse of every relation already (ingested with
+    ``--add-reverse-edges``: ``(d, rev_<r>, s)`` for each ``(s, r, d)``) is trained on as
+    stored: its relations stay memory-mapped and nothing is built in memory (what a
+    store larger than memory needs; the in-memory build of MAG240M-like reverses takes
+    several times the topology's bytes)."""
     from graphpipe.loaders import HeteroGraphData
     from graphpipe.store import GraphStore, open_store
 
@@ -425,7 +431,21 @@ def typed_training_data(store: Any, *, reverse: bool = True) -> Any:
         raise ValueError(f"store {str(store.path)!r} has one node type: train it with "
                          "graphpipe.train.Trainer")
     data = HeteroGraphData.from_store(store)
-    return data.with_reverse_relations(merge=True) if reverse else data
+    return data.with_reverse_relations(merge=True) if reverse and not holds_reverses(data.edge_types) else data
+
+
+def holds_reverses(edge_types: list[tuple[str, str, str]]) -> bool:
+    """Whether every relation's reverse ``(d, rev_<r>, s)`` (or forward, for a ``rev_``
+    relation) is among ``edge_types``.
+
+    >>> holds_reverses([("a", "w", "p"), ("p", "rev_w", "a")]), holds_reverses([("p", "c", "p")])
+    (True, False)
+    """
+    names = {tuple(e) for e in edge_types}
+    for s, r, d in names:
+        if not ((d, "rev_" + r, s) in names or (r.startswith("rev_") and (d, r[4:], s) in names)):
+            return False
+    return bool(names)
 
 
 def typed_model_dims(store: Any) -> dict[str, int | None]:

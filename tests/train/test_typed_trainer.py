@@ -189,3 +189,22 @@ def test_reverse_edges_report_their_forward_edges_ids():
     ids = both.edge_order[("paper", "rev_writes", "author")]
     assert np.array_equal(src[ids], rev_dst) and np.array_equal(dst[ids], np.asarray(indices))
     assert np.array_equal(np.sort(ids), np.arange(200))
+
+
+def test_store_with_its_reverses_is_trained_as_stored(tmp_path):
+    """Ingested with --add-reverse-edges, a typed store holds every reverse: training reads
+    its relations as stored (memory maps of the store's arrays, nothing built in memory),
+    and the trainer runs on them."""
+    from graphpipe.ingest import IngestOptions
+    from graphpipe.store import GraphStore
+
+    data = mag_dataset(papers=200, authors=150, institutions=10, fields=20, num_classes=3,
+                       feature_dim=4, seed=2)
+    ingest(write_ogb_mag(tmp_path / "src", data), tmp_path / "s", IngestOptions(add_reverse_edges=True))
+    store = GraphStore.open(tmp_path / "s")
+    typed = typed_training_data(store)
+    assert typed.edge_types == store.edge_types and len(store.edge_types) == 8
+    for et in store.edge_types:
+        assert np.shares_memory(typed.typed_csc(et)[1], store.typed_csc(et)[1])
+    result = TypedTrainer(_rgcn(typed), typed, fanouts=[3, 3], batch_size=64, epochs=1, quiet=True).fit()
+    assert result.epochs_completed == 1
