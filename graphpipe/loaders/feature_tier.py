@@ -24,10 +24,16 @@ recency (Match-Reorder's window, graphs whose degree predicts access less well).
 :class:`graphpipe.store.GraphStore` object (a trainer's train, eval and inference loaders)
 share one disk tier and cache, so the budget is spent once per store, not per loader
 (their per-epoch disk counters then include each other's reads while both run).
+
+Cold start: building the disk tier asks the kernel to read the memory-mapped CSC arrays
+ahead (:func:`read_ahead_topology`, ``POSIX_FADV_WILLNEED``: sequential reads in the
+background while the hot set fills), so the first batches' sampling does not fault the
+topology in one random 4 KiB read at a time.
 """
 
 from __future__ import annotations
 
+import os
 import weakref
 from typing import Any
 
@@ -36,7 +42,8 @@ import numpy as np
 from graphpipe.loaders.rows import CachedRows, DegreeCachedRows, DiskRows, RowSource
 
 __all__ = ["CACHE_MEMORY_FRACTION", "FEATURE_TIERS", "MATCH_REORDER_AUTO", "ROW_OVERHEAD", "STATIC_SHARE",
-           "auto_match_reorder", "choose_tier", "feature_source", "mapped_topology_bytes", "row_tier",
+           "auto_match_reorder", "choose_tier", "feature_source", "mapped_topology_bytes",
+           "mapped_topology_keys", "read_ahead_topology", "row_tier",
            "share_disk_tier"]
 
 FEATURE_TIERS = (True, "auto", "memory", "disk")
@@ -130,6 +137,7 @@ def feature_source(data: Any, features: bool | str, *, cache_rows: int | None = 
     shared = cache_rows is None and static_share is None
     if shared and data.store in _SHARED:
         return _SHARED[data.store]
+    read_ahead_topology(data.store)  # sampling's first batches find the CSC pages cached
     disk = DiskRows.from_store(data.store)
     if cache_rows is None:
         rows = cache_capacity(disk.num_rows, disk.row_bytes, mapped_topology_bytes(data.store))
@@ -150,15 +158,55 @@ def feature_source(data: Any, features: bool | str, *, cache_rows: int | None = 
     return source
 
 
+def mapped_topology_keys(store: Any) -> list[str]:
+    """The CSC arrays (``indptr``, ``indices``; every relation's on a typed store) that
+    ``store`` leaves memory-mapped."""
+    if getattr(store, "is_typed", False):
+        from graphpipe.store.schema import rel_key
+
+        keys = [rel_key(et, n) for et in store.edge_types for n in ("csc/indptr", "csc/indices")]
+    else:
+        keys = ["csc/indptr", "csc/indices"]
+    loaded = set(store.in_memory_arrays)
+    return [k for k in keys if k not in loaded and store.has_array(k)]
+
+
 def mapped_topology_bytes(store: Any) -> int:
-    """Bytes of the CSC arrays ``store`` leaves memory-mapped: sampling faults them into
-    the page cache, which a memory cap counts, so the row cache must leave them room
-    (measured: without this reserve a 1 GB cap thrashes the maps, 29 GB read in 200
-    batches)."""
+    """Bytes of the CSC arrays ``store`` leaves memory-mapped (:func:`mapped_topology_keys`):
+    sampling faults them into the page cache, which a memory cap counts, so the row cache
+    must leave them room (measured: without this reserve a 1 GB cap thrashes the maps,
+    29 GB read in 200 batches)."""
     from graphpipe.store.arrays import array_nbytes
 
-    keys = [k for k in ("csc/indptr", "csc/indices") if k not in store.in_memory_arrays]
-    return sum(array_nbytes(store.path, k) for k in keys if store.has_array(k))
+    return sum(array_nbytes(store.path, k) for k in mapped_topology_keys(store))
+
+
+def read_ahead_topology(store: Any) -> int:
+    """Ask the kernel to read the memory-mapped CSC arrays of ``store`` into the page cache
+    now, in the background (``posix_fadvise(POSIX_FADV_WILLNEED)``: sequential, device-speed
+    readahead), so the first batches' sampling finds them cached instead of faulting each
+    page in with one random read (a cold start: the user's first minute). Returns the files
+    advised; a no-op where the call is missing. The disk tier reserves these bytes already
+    (:func:`mapped_topology_bytes`), so the pages fit under a cap."""
+    if not hasattr(os, "posix_fadvise"):
+        return 0
+    from graphpipe.store.arrays import array_metadata, chunk_paths
+
+    advised = 0
+    for key in mapped_topology_keys(store):
+        meta = array_metadata(store.path, key)
+        for path in chunk_paths(store.path, key, tuple(meta["shape"]),
+                                tuple(meta["chunk_grid"]["configuration"]["chunk_shape"])):
+            try:
+                fd = os.open(path, os.O_RDONLY)
+            except OSError:
+                continue
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
+                advised += 1
+            finally:
+                os.close(fd)
+    return advised
 
 
 def share_disk_tier(store: Any, cache_rows: int) -> RowSource:

@@ -30,11 +30,17 @@ from typing import Any
 
 import numpy as np
 
-from graphpipe.loaders.feature_tier import CACHE_MEMORY_FRACTION, ROW_OVERHEAD, STATIC_SHARE
+from graphpipe.loaders.feature_tier import (
+    CACHE_MEMORY_FRACTION,
+    ROW_OVERHEAD,
+    STATIC_SHARE,
+    mapped_topology_bytes,
+    read_ahead_topology,
+)
 from graphpipe.loaders.rows import CachedRows, ChunkedRows, DegreeCachedRows, DiskRows, RowSource
 
 __all__ = ["plan_typed_tiers", "share_typed_disk_tier", "split_cache", "typed_feature_sources",
-           "typed_mapped_topology_bytes", "typed_tiers"]
+           "typed_tiers"]
 
 TIERS = (True, "auto", "memory", "disk")
 _SHARED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # store -> {ntype: disk tier}
@@ -137,18 +143,6 @@ def split_cache(data: Any, disk_types: list[str], budget: float) -> dict[str, in
     return rows
 
 
-def typed_mapped_topology_bytes(store: Any) -> int:
-    """Bytes of the relations' CSC arrays ``store`` leaves memory-mapped (sampling keeps
-    their pages in the page cache, which a memory cap counts; see
-    :func:`graphpipe.loaders.feature_tier.mapped_topology_bytes`)."""
-    from graphpipe.store.arrays import array_nbytes
-    from graphpipe.store.schema import rel_key
-
-    keys = [rel_key(et, name) for et in store.edge_types for name in ("csc/indptr", "csc/indices")]
-    loaded = set(store.in_memory_arrays)
-    return sum(array_nbytes(store.path, k) for k in keys if k not in loaded and store.has_array(k))
-
-
 def _disk_source(data: Any, ntype: str, cache_rows: int, static_share: float = STATIC_SHARE) -> RowSource:
     """``ntype``'s disk tier: hot set (``static_share`` of ``cache_rows``, by in-degree
     over relations, filled with one near-sequential scan) over CLOCK over O_DIRECT reads."""
@@ -185,6 +179,8 @@ def typed_feature_sources(data: Any, features: Any, *, cache_rows: Mapping[str, 
     disk_types = [t for t, tier in tiers.items() if tier == "disk"]
     shared = _SHARED.setdefault(data.store, {}) if disk_types and cache_rows is None else None
     missing = [t for t in disk_types if shared is None or t not in shared]
+    if missing:
+        read_ahead_topology(data.store)  # sampling's first batches find the CSC pages cached
     if missing and cache_rows is None:
         cache_rows = _default_cache_rows(data, tiers, usable)
     for t, tier in tiers.items():
@@ -207,7 +203,7 @@ def _default_cache_rows(data: Any, tiers: dict[str, str], usable: int | None) ->
 
     usable = usable_memory() if usable is None else usable
     kept = sum(feature_bytes(data, t) for t, tier in tiers.items() if tier == "memory" and _on_disk(data, t))
-    left = max(0, usable - kept - typed_mapped_topology_bytes(data.store))
+    left = max(0, usable - kept - mapped_topology_bytes(data.store))
     return split_cache(data, [t for t, tier in tiers.items() if tier == "disk"], CACHE_MEMORY_FRACTION * left)
 
 
@@ -217,6 +213,7 @@ def share_typed_disk_tier(data: Any, cache_rows: Mapping[str, int]) -> dict[str,
     that type is disk) use them. For the trainer's memory plan
     (:func:`graphpipe.train.memory_plan.plan_typed_training`)."""
     shared = _SHARED.setdefault(data.store, {})
+    read_ahead_topology(data.store)
     for t, rows in cache_rows.items():
         shared[t] = _disk_source(data, t, int(rows))
     return {t: shared[t] for t in cache_rows}

@@ -247,12 +247,11 @@ def plan_typed_training(data: Any, *, batch_size: int = 1024, eval_batch_size: i
     >>> plan.describe()
     'features: paper disk tier (586 MB, cache 150 MB), author in memory (62 KB); prefetch 1; evaluation batch 1024; usable 748 MB'
     """
-    from graphpipe.loaders.feature_tier import ROW_OVERHEAD
+    from graphpipe.loaders.feature_tier import ROW_OVERHEAD, mapped_topology_bytes
     from graphpipe.loaders.typed_tier import (
         feature_bytes,
         plan_typed_tiers,
         split_cache,
-        typed_mapped_topology_bytes,
         typed_tiers,
     )
     from graphpipe.memory import cgroup_limit, usable_memory
@@ -262,7 +261,7 @@ def plan_typed_training(data: Any, *, batch_size: int = 1024, eval_batch_size: i
         usable, limit = usable_memory(), cgroup_limit() if limit is None else limit
     left = max(0, usable - STEP_RESERVE)
     if data.store is not None:
-        left = max(0, left - typed_mapped_topology_bytes(data.store))
+        left = max(0, left - mapped_topology_bytes(data.store))
     sizes = {t: feature_bytes(data, t) for t in data.features}
     if disk_capable is None:
         tiers = typed_tiers(data, "auto", usable=left)

@@ -84,3 +84,24 @@ def test_auto_is_recorded_and_bad_values_refused(store_path: Path) -> None:
     assert "match_reorder=False" in repr(loader)
     with pytest.raises(ValueError, match="'match_reorder' must be 'auto'"):
         NeighborLoader(store_path, [3], batch_size=64, match_reorder="reorder")
+
+
+def test_read_ahead_advises_the_mapped_topology_only(store_path: Path, tmp_path: Path) -> None:
+    """The disk tier's cold-start readahead covers every chunk file of the memory-mapped
+    CSC arrays (one relation here, every relation of a typed store) and nothing of a store
+    whose topology was read into memory."""
+    from graphpipe.loaders.feature_tier import mapped_topology_bytes, mapped_topology_keys, read_ahead_topology
+    from graphpipe.store import GraphStore
+    from graphpipe.store.writer import TypedStoreWriter
+
+    mapped = GraphStore.open(store_path, in_memory=False)
+    assert mapped_topology_keys(mapped) == ["csc/indptr", "csc/indices"]
+    assert read_ahead_topology(mapped) == 2 and mapped_topology_bytes(mapped) == (N + 1) * 8 + N * 5 * 4
+    loaded = GraphStore.open(store_path, in_memory=["csc/indptr", "csc/indices"])
+    assert mapped_topology_keys(loaded) == [] and read_ahead_topology(loaded) == 0
+    with TypedStoreWriter(tmp_path / "t", {"a": 4, "b": 3}) as w:
+        w.add_relation(("a", "r", "b"), np.array([0, 3]), np.array([1, 2]))
+        w.add_relation(("b", "q", "a"), np.array([2]), np.array([0]))
+        w.commit()
+    typed = GraphStore.open(tmp_path / "t", in_memory=False)
+    assert len(mapped_topology_keys(typed)) == 4 and read_ahead_topology(typed) == 4
