@@ -90,7 +90,11 @@ def test_read_ahead_advises_the_mapped_topology_only(store_path: Path, tmp_path:
     """The disk tier's cold-start readahead covers every chunk file of the memory-mapped
     CSC arrays (one relation here, every relation of a typed store) and nothing of a store
     whose topology was read into memory."""
-    from graphpipe.loaders.feature_tier import mapped_topology_bytes, mapped_topology_keys, read_ahead_topology
+    from graphpipe.loaders.feature_tier import (
+        mapped_topology_bytes,
+        mapped_topology_keys,
+        read_ahead_topology,
+    )
     from graphpipe.store import GraphStore
     from graphpipe.store.writer import TypedStoreWriter
 
