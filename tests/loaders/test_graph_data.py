@@ -11,7 +11,7 @@ import pytest
 import torch
 
 pytest.importorskip("torch_geometric")
-from torch_geometric.data import Data
+from torch_geometric.data import Data, HeteroData
 
 from graphpipe import from_pyg
 from graphpipe.ingest.csc_builder import reference_csc
@@ -65,8 +65,6 @@ def test_coo_to_csc_refuses_ids_out_of_range() -> None:
 def test_from_pyg_reads_a_heterodata_and_a_data_answers_the_typed_face() -> None:
     """One entry point for both PyG classes; a one-relation graph answers the typed read face
     (type _N, relation (_N, _E, _N)) with its own arrays."""
-    from torch_geometric.data import HeteroData
-
     from graphpipe.loaders.graph_data import HeteroGraphData
 
     hetero = HeteroData()
@@ -96,6 +94,16 @@ def edge_lists(seed: int = 0, num_edges: int = 200) -> dict:
     rng = np.random.default_rng(seed)
     return {et: (rng.integers(0, COUNTS[et[0]], num_edges), rng.integers(0, COUNTS[et[2]], num_edges))
             for et in RELS}
+
+
+def hetero_data(edges: dict) -> HeteroData:
+    """The PyG ``HeteroData`` of ``COUNTS`` nodes and ``edges``."""
+    pyg = HeteroData()
+    for t, n in COUNTS.items():
+        pyg[t].num_nodes = n
+    for et, (s, d) in edges.items():
+        pyg[et].edge_index = torch.from_numpy(np.stack([s, d]))
+    return pyg
 
 
 def test_from_dicts_builds_each_relations_csc():
@@ -129,8 +137,6 @@ def test_string_edge_types_and_target():
 
 
 def test_from_pyg_matches_from_dicts():
-    from torch_geometric.data import HeteroData
-
     edges = edge_lists(1)
     pyg = HeteroData()
     x = {"paper": torch.randn(50, 3), "author": torch.randn(30, 5)}
@@ -179,15 +185,9 @@ def test_reverse_relations_equal_pygs_to_undirected():
     """with_reverse_relations() adds what PyG's ToUndirected(merge=False) adds: the reverse of
     every relation, the same edges, and e_id of a reverse edge = its forward edge's index."""
     import torch_geometric.transforms as T
-    from torch_geometric.data import HeteroData
 
     edges = edge_lists(3, 120)
-    pyg = HeteroData()
-    for t, n in COUNTS.items():
-        pyg[t].num_nodes = n
-    for et, (s, d) in edges.items():
-        pyg[et].edge_index = torch.from_numpy(np.stack([s, d]))
-    pyg = T.ToUndirected(merge=False)(pyg)
+    pyg = T.ToUndirected(merge=False)(hetero_data(edges))
     data = GraphData.from_dicts(COUNTS, edges).with_reverse_relations()
     assert sorted(data.edge_types) == sorted(pyg.edge_types)
     for et in data.edge_types:
@@ -205,15 +205,9 @@ def test_reverse_relations_equal_pygs_to_undirected():
 
 def test_merged_reverse_relations_equal_pygs_default_to_undirected():
     import torch_geometric.transforms as T
-    from torch_geometric.data import HeteroData
 
     edges = edge_lists(4, 100)
-    pyg = HeteroData()
-    for t, n in COUNTS.items():
-        pyg[t].num_nodes = n
-    for et, (s, d) in edges.items():
-        pyg[et].edge_index = torch.from_numpy(np.stack([s, d]))
-    pyg = T.ToUndirected()(pyg)
+    pyg = T.ToUndirected()(hetero_data(edges))
     data = GraphData.from_dicts(COUNTS, edges).with_reverse_relations(merge=True)
     assert sorted(data.edge_types) == sorted(pyg.edge_types)
     for et in data.edge_types:
