@@ -11,7 +11,8 @@ a time (its ``zarr.json`` on first use, all its chunks when it is first read:
   processes sharing the cache (ranks of one machine) take a per-array file lock
   (``flock``) around the download, so the second rank waits and finds the chunks.
 * **No half-written files.** Each object is written to a temporary name and
-  renamed into place; a crashed download leaves no file under its real name.
+  renamed into place; a crashed download leaves no file under its real name, and its
+  temporary file is removed by the next download of that object or array.
 * **Every object checked.** A store uploaded by graphpipe records each object's size
   and checksum in its manifest (:mod:`graphpipe.store.object_digests`): a downloaded
   object that differs (truncated, replaced) is a one-line :class:`CorruptStoreError`
@@ -111,6 +112,8 @@ class ChunkCache:
             return
         with self._locked(key):
             if not self._cached(key):
+                path = self.root / key
+                self._sweep(path.parent.glob(f".{path.name}.part-*"))
                 self._download([key], self._sizes([key]))
         self._done.add(key)
 
@@ -123,8 +126,16 @@ class ChunkCache:
         if not all(self._cached(k) for k in keys):
             with self._locked(key):
                 missing = [k for k in keys if not self._cached(k)]
+                self._sweep((self.root / key / "c").rglob(".*.part-*"))
                 self._download(missing, self._sizes(missing, chunk_bytes))
         self._done.add(key)
+
+    @staticmethod
+    def _sweep(parts: Iterable[Path]) -> None:
+        """Remove temporary files a killed download left (the caller holds the lock every writer
+        of them holds, so none is being written)."""
+        for part in parts:
+            part.unlink(missing_ok=True)
 
     def _cached(self, key: str) -> bool:
         """Whether ``root/key`` holds the object: present, and when the manifest records the

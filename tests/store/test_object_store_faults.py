@@ -233,6 +233,41 @@ def test_damaged_cache_files_are_refetched(s3_server, local_store, tmp_path) -> 
     assert_cache_whole(tmp_path / "cache")
 
 
+_READER = """
+import sys
+import numpy as np
+from graphpipe.store import open_store, remote
+remote.RANGED_BYTES, remote.PART_BYTES = 4096, 4096      # chunks come in ranged parts
+store = open_store(sys.argv[1], cache_dir=sys.argv[2])
+store.features(np.arange(store.num_nodes))
+"""
+
+
+def test_download_killed_half_way_leaves_nothing_read(s3_server, proxy, local_store, tmp_path) -> None:
+    """A reader is killed (SIGKILL) while a chunk is half downloaded (its first ranged parts
+    written to the temporary file): the next reader of the cache fetches that chunk again,
+    removes the leftover, and reads the right bytes."""
+    url = _uploaded(s3_server, local_store, "killed-reader")
+    cache = tmp_path / "cache"
+    proxy.rule = lambda method, key, n: ("hold" if "/node/feat/c/" in key and proxy.answered["GET"] >= 6
+                                         else None)
+    child = subprocess.Popen([sys.executable, "-c", _READER, url, str(cache)],
+                             env={**os.environ, "PYTHONPATH": os.getcwd()}, stderr=subprocess.PIPE)
+    try:
+        assert proxy.held.wait(120), child.stderr.read() if child.poll() is not None else "no GET"
+    finally:
+        child.kill()
+        child.wait(60)
+        proxy.release()
+    left = [p for p in cache.rglob(".*.part-*")]
+    assert left and any(p.stat().st_size > 0 for p in left)              # a torn download
+    proxy.rule = lambda method, key, n: None                 # the same endpoint: the same cache
+    store = open_store(url, cache_dir=cache)
+    assert np.array_equal(store.features(np.arange(store.num_nodes)), local_store.feat)
+    assert not list(cache.rglob(".*.part-*"))
+    assert_cache_whole(cache)
+
+
 _FULL_DISK = """
 import resource, signal, sys
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)     # writes past the limit fail with EFBIG
