@@ -111,7 +111,11 @@ from graphpipe.cli.train_text import text_train_options
               show_default=True, help="--partition-parallel: bits per exchanged halo value "
                                       "(32 = float32; auto = per row by degree rank).")
 @click.option("--task", type=click.Choice(["node", "link"]), default="node", show_default=True,
-              help="node classification, or link prediction on the store's link splits.")
+              help="node classification, or link prediction on the store's link splits (typed "
+                   "stores: on a random link split of --relation).")
+@click.option("--relation", default=None,
+              help="Typed store, --task link: the relation whose edges are predicted, "
+                   "SRC___REL___DST (e.g. author___writes___paper).")
 @click.option("--decoder", type=click.Choice(["dot", "mlp"]), default=None,
               help="--task link: edge decoder on the encoder's embeddings [mlp].")
 @click.option("--staleness", type=click.IntRange(0), default=0, show_default=True,

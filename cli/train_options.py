@@ -80,6 +80,9 @@ TRANSFORMER = Mode("graph transformer", _RUN | _SEQUENCES, "graphpipe.cli.train:
 SEQUENCE_PARALLEL = Mode("sequence parallel", TRANSFORMER.accepts | {"seq_parallel"},
                          "graphpipe.cli.train_seqpar:run")
 LINK = Mode("link prediction", _RUN | _SAMPLED | {"decoder"}, "graphpipe.cli.train_link:run")
+TYPED_LINK = Mode("typed link prediction", (_RUN - {"device"}) | _SAMPLED | {"decoder", "relation",
+                                                                          "heads"},
+                  "graphpipe.cli.train_typed_link:run")
 TEXT = Mode("text models", frozenset(TEXT_OPTIONS) | (_RUN - {"weight_decay", "evaluation"}),
             "graphpipe.cli.train_text:run")
 FLOW = Mode("flow parallel", (_RUN - {"checkpoint", "resume", "patience", "evaluation"})
@@ -90,8 +93,8 @@ UNITG_FLOW = Mode("unitg flow parallel", (TEXT.accepts - {"checkpoint", "resume"
 PARTITION_PARALLEL = Mode("partition parallel",
                           _RUN | {"partition_parallel", "halo_bits", "staleness"},
                           "graphpipe.cli.train_sylvie:run")
-MODES = (NODE, DATA_PARALLEL, TYPED, TYPED_DATA_PARALLEL, TRANSFORMER, SEQUENCE_PARALLEL, LINK, TEXT,
-         PARTITION_PARALLEL, FLOW, UNITG_FLOW)
+MODES = (NODE, DATA_PARALLEL, TYPED, TYPED_DATA_PARALLEL, TRANSFORMER, SEQUENCE_PARALLEL, LINK,
+         TYPED_LINK, TEXT, PARTITION_PARALLEL, FLOW, UNITG_FLOW)
 
 
 def choose(params: dict[str, Any], typed: bool) -> Mode:
@@ -101,7 +104,7 @@ def choose(params: dict[str, Any], typed: bool) -> Mode:
     from graphpipe.train.distributed import launched_by_torchrun
 
     if params["task"] == "link":
-        return LINK
+        return TYPED_LINK if typed else LINK
     if params["partition_parallel"] is not None:
         return PARTITION_PARALLEL
     if params["model_name"] == "unitg" and params["pipeline"] is not None:

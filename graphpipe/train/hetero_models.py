@@ -94,14 +94,19 @@ class HeteroModel(nn.Module):
             h = out  # a type no relation reaches drops out, as in PyG's HeteroConv
         return h
 
-    def forward(self, batch: Any) -> torch.Tensor:
-        """Logits ``(batch_size, out_dim)`` of the batch's seeds (target-type nodes)."""
+    def embed_nodes(self, batch: Any) -> dict[str, torch.Tensor]:
+        """The last layer's output ``(n_t, out_dim)`` of every type the layers reach, for
+        all of the batch's nodes (link prediction decodes pairs of them)."""
         n_id = batch.n_id
         counts = {t: int(v.shape[0]) for t, v in n_id.items()}
         graph = TypedGraph.from_edge_index(
             {tuple(e): ei for e, ei in batch.edge_index.items() if tuple(e) in self.edge_types},
             counts)
-        h = self.forward_graph(self.inputs(batch.x, n_id), graph)
+        return self.forward_graph(self.inputs(batch.x, n_id), graph)
+
+    def forward(self, batch: Any) -> torch.Tensor:
+        """Logits ``(batch_size, out_dim)`` of the batch's seeds (target-type nodes)."""
+        h = self.embed_nodes(batch)
         if self.target_type not in h:
             raise ValueError(f"no relation reaches the target type {self.target_type!r}")
         return h[self.target_type][: int(batch.batch_size)]

@@ -277,11 +277,15 @@ class LinkTrainer(Trainable):
         """One optimizer step of binary cross-entropy on the batch's labelled pairs:
         ``(mean loss, pairs, pairs on the right side of 0)``."""
         logits = self.model(batch)
-        label = batch.edge_label.float()
+        label = self.labels(batch).float()
         loss = nn.functional.binary_cross_entropy_with_logits(logits, label)
         self.optimize(loss)
         hits = int(((logits.detach() > 0) == (label > 0.5)).sum())
         return float(loss.detach()), int(logits.shape[0]), hits
+
+    def labels(self, batch: Any) -> torch.Tensor:
+        """The batch's ``edge_label`` (1 positive, 0 negative), the order of the logits."""
+        return batch.edge_label
 
     def epoch_record(self, epoch: int, sums: EpochSums) -> dict[str, Any]:
         """The epoch's metrics record (``metric``: what ``valid_acc``/``test_acc`` hold)."""

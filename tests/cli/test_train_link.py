@@ -31,4 +31,5 @@ def test_generate_ingest_train_link(tmp_path) -> None:
         assert bad.exit_code == 2 and message in bad.output, bad.output
     node = runner.invoke(cli, ["train", str(store), "--decoder", "dot"])
     assert node.exit_code == 2
-    assert "--decoder: not used by node classification (an option of link prediction)" in node.output
+    assert ("--decoder: not used by node classification (an option of link prediction, typed link "
+            "prediction)") in node.output
