@@ -24,6 +24,7 @@ from graphpipe.store import CorruptStoreError, GraphStore, StoreError, open_stor
 from graphpipe.store.manifest import MANIFEST_FILE
 from graphpipe.store.object_store import RemotePrefix
 from graphpipe.store.upload import upload_store
+from graphpipe.store.validate import validate
 from tests.store.conftest import assert_cache_whole
 from tests.store.fault_proxy import FaultProxy
 from tests.store.test_remote import _rechunked
@@ -207,6 +208,8 @@ def test_changed_or_truncated_object_names_its_key(s3_server, local_store, tmp_p
     with pytest.raises(CorruptStoreError, match=f"{url}/{key}: .*after the store was uploaded"):
         store.features(np.array([0]))
     assert store.requests.get_bytes <= most                 # not the 64 times larger object
+    findings = validate(url)
+    assert any(f.startswith(f"{url}/{key}: ") for f in findings), findings
     assert not list((tmp_path / "cache").rglob("c/3/0")) and not list((tmp_path / "cache").rglob(".*part*"))
 
 

@@ -10,6 +10,7 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 from graphpipe.cli.main import cli
@@ -54,14 +55,20 @@ def test_refused_endpoint_fails_within_seconds(monkeypatch, tmp_path: Path) -> N
                        r"in [0-9.]+ s \(retries are bounded: at most 8 within 20 s")
 
 
-def test_refused_endpoint_in_the_cli_is_one_line(monkeypatch) -> None:
+@pytest.mark.parametrize("command", ["info", "validate", "train", "ingest"])
+def test_refused_endpoint_in_the_cli_is_one_line(monkeypatch, tmp_path: Path, command: str) -> None:
+    """Each command that takes an ``s3://`` store (``ingest``: as its destination, checked
+    before any work) ends in one line saying the retries were bounded."""
     _env(monkeypatch, _closed_port())
+    src = tmp_path / "ring.npz"
+    np.savez(src, src=np.array([1, 2, 0]), dst=np.arange(3))
+    args = [command, *([str(src)] if command == "ingest" else []), "s3://bucket/g"]
     started = time.perf_counter()
-    result = CliRunner().invoke(cli, ["info", "s3://bucket/g"])
+    result = CliRunner().invoke(cli, args)
     assert time.perf_counter() - started < 25
     assert result.exit_code == 2, result.output
     lines = result.output.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: s3://bucket/g/manifest.json: ") \
+    assert len(lines) == 1 and lines[0].startswith("error: s3://bucket/g/") \
         and "retries are bounded" in lines[0], result.output
 
 
