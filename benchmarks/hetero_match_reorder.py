@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from hetero_sampling import FANOUTS, mag_like, with_reverse
 
-from graphpipe.loaders import HeteroGraphData, HeteroNeighborLoader
+from graphpipe.loaders import GraphData, HeteroNeighborLoader
 
 
 def main() -> None:
@@ -33,7 +33,7 @@ def main() -> None:
     args = parser.parse_args()
     counts, edges, x, y, train = mag_like(args.scale)
     author_x = np.random.default_rng(1).standard_normal((counts["author"], 64), dtype=np.float32)
-    data = HeteroGraphData.from_dicts(counts, with_reverse(edges), x={"paper": x, "author": author_x},
+    data = GraphData.from_dicts(counts, with_reverse(edges), x={"paper": x, "author": author_x},
                                       y={"paper": y}, splits={"paper": {"train": train}})
     print("nodes: " + ", ".join(f"{t} {n:,}" for t, n in counts.items())
           + f"; fanouts {FANOUTS}, batch {args.batch}, window {args.window}, one shuffled epoch")

@@ -51,7 +51,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from graphpipe.loaders import HeteroGraphData, HeteroNeighborLoader
+from graphpipe.loaders import GraphData, HeteroNeighborLoader
 from graphpipe.ops.sampling import sample_hetero_neighbors_batches
 
 FANOUTS = [15, 10]
@@ -90,7 +90,7 @@ def with_reverse(edges: dict) -> dict:
     return out
 
 
-def pyg_hetero(data: HeteroGraphData):
+def pyg_hetero(data: GraphData):
     """The same graph as a PyG HeteroData (edge_index in our CSC order)."""
     from torch_geometric.data import HeteroData
 
@@ -116,7 +116,7 @@ def timed(fn) -> float:
     return own if isinstance(own, float) else time.perf_counter() - t0
 
 
-def contenders(data: HeteroGraphData, pyg, batches: list[np.ndarray], peer: DglPeer | None) -> dict:
+def contenders(data: GraphData, pyg, batches: list[np.ndarray], peer: DglPeer | None) -> dict:
     from torch_geometric.loader import NeighborLoader as PyGLoader
     from torch_geometric.sampler import NeighborSampler, NodeSamplerInput
 
@@ -172,7 +172,7 @@ def peer_run(peer: DglPeer, name: str):
     return run
 
 
-def work_per_batch(data: HeteroGraphData, pyg, batches: list[np.ndarray]) -> dict[str, tuple[float, float]]:
+def work_per_batch(data: GraphData, pyg, batches: list[np.ndarray]) -> dict[str, tuple[float, float]]:
     """Mean sampled edges and nodes (all types) per batch: ours (new / all) on every batch,
     PyG on the first 2 (its sampler is slow)."""
     from torch_geometric.sampler import NeighborSampler, NodeSamplerInput
@@ -226,7 +226,7 @@ class DglPeer:
             self.proc.wait(timeout=60)
 
 
-def write_peer_graph(data: HeteroGraphData, batches: list[np.ndarray], out: Path) -> None:
+def write_peer_graph(data: GraphData, batches: list[np.ndarray], out: Path) -> None:
     """The relations (CSC, local IDs), seed batches and features as .npy + meta.json."""
     featured = []
     for t in data.num_nodes_dict:
@@ -245,7 +245,7 @@ def write_peer_graph(data: HeteroGraphData, batches: list[np.ndarray], out: Path
     (out / "meta.json").write_text(json.dumps(meta))
 
 
-def start_peer(data: HeteroGraphData, batches: list[np.ndarray], tmp: Path) -> DglPeer | None:
+def start_peer(data: GraphData, batches: list[np.ndarray], tmp: Path) -> DglPeer | None:
     try:
         write_peer_graph(data, batches, tmp)
         return DglPeer(tmp)
@@ -254,11 +254,11 @@ def start_peer(data: HeteroGraphData, batches: list[np.ndarray], tmp: Path) -> D
         return None
 
 
-def load_data(args: argparse.Namespace) -> HeteroGraphData:
+def load_data(args: argparse.Namespace) -> GraphData:
     if args.store:  # with the reverse of every relation (PyG's ToUndirected(merge=False))
-        return HeteroGraphData.open(args.store).with_reverse_relations()
+        return GraphData.open(args.store).with_reverse_relations()
     counts, edges, x, y, train = mag_like(args.scale)
-    return HeteroGraphData.from_dicts(counts, with_reverse(edges), x={"paper": x}, y={"paper": y},
+    return GraphData.from_dicts(counts, with_reverse(edges), x={"paper": x}, y={"paper": y},
                                       splits={"paper": {"train": train}}, target_type="paper")
 
 

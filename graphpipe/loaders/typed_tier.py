@@ -88,7 +88,7 @@ def plan_typed_tiers(sizes: Mapping[str, int], budget: float) -> dict[str, str]:
 
 def typed_tiers(data: Any, features: Any, usable: int | None = None) -> dict[str, str]:
     """``{ntype: "memory" | "disk"}`` of every type with features in ``data`` (a
-    :class:`graphpipe.loaders.HeteroGraphData`) for the loader's ``features`` option (module
+    :class:`graphpipe.loaders.GraphData`) for the loader's ``features`` option (module
     docstring); ``usable``: the memory budget of ``"auto"`` (default
     :func:`graphpipe.memory.usable_memory`)."""
     per_type = dict(features) if isinstance(features, Mapping) else {t: features for t in data.features}
@@ -166,8 +166,8 @@ def typed_feature_sources(data: Any, features: Any, *, cache_rows: Mapping[str, 
     ``features`` option (the tiers of :func:`typed_tiers`). The disk types' sources are
     shared per store unless ``cache_rows`` (rows per disk type) is given.
 
-    >>> from graphpipe.loaders import HeteroGraphData
-    >>> data = HeteroGraphData.from_dicts({"paper": 3, "author": 2},
+    >>> from graphpipe.loaders import GraphData
+    >>> data = GraphData.from_dicts({"paper": 3, "author": 2},
     ...     {("author", "writes", "paper"): (np.array([0, 1]), np.array([0, 2]))},
     ...     x={"paper": np.eye(3, dtype=np.float32)})
     >>> rows = typed_feature_sources(data, True)

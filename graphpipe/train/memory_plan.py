@@ -223,7 +223,7 @@ def plan_typed_training(data: Any, *, batch_size: int = 1024, eval_batch_size: i
                         usable: int | None = None, limit: int | None = None,
                         disk_capable: set[str] | None = None) -> TypedTrainingPlan:
     """The memory choices of training on ``data`` (a
-    :class:`graphpipe.loaders.HeteroGraphData` read from a typed store), per node type.
+    :class:`graphpipe.loaders.GraphData` read from a typed store), per node type.
 
     Args:
         data: the typed graph the trainer reads (``data.store`` its store, or None).

@@ -411,26 +411,26 @@ def format_epoch(record: dict[str, Any]) -> str:
 
 # ------------------------------------------------------------------------------- typed stores
 def typed_training_data(store: Any, *, reverse: bool = True) -> Any:
-    """The :class:`graphpipe.loaders.HeteroGraphData` a typed run trains on: the store's
+    """The :class:`graphpipe.loaders.GraphData` a typed run trains on: the store's
     relations, plus their reverses (PyG's ``ToUndirected``) when ``reverse`` (OGB ships
     each relation one way; without the reverses no message reaches a paper from its
-    fields). ``store``: a typed GraphStore, its path, or a HeteroGraphData (as is).
+    fields). ``store``: a typed GraphStore, its path, or a GraphData (as is).
 
     A store that holds the reverse of every relation already (ingested with
     ``--add-reverse-edges``: ``(d, rev_<r>, s)`` for each ``(s, r, d)``) is trained on as
     stored: its relations stay memory-mapped and nothing is built in memory (what a
     store larger than memory needs; the in-memory build of MAG240M-like reverses takes
     several times the topology's bytes)."""
-    from graphpipe.loaders import HeteroGraphData
+    from graphpipe.loaders import GraphData
     from graphpipe.store import GraphStore, open_store
 
-    if isinstance(store, HeteroGraphData):
+    if isinstance(store, GraphData):
         return store
     store = store if isinstance(store, GraphStore) else open_store(store)
     if not store.is_typed:
         raise ValueError(f"store {str(store.path)!r} has one node type: train it with "
                          "graphpipe.train.Trainer")
-    data = HeteroGraphData.from_store(store)
+    data = GraphData.from_store(store)
     return data.with_reverse_relations(merge=True) if reverse and not holds_reverses(data.edge_types) else data
 
 
@@ -450,7 +450,7 @@ def holds_reverses(edge_types: list[tuple[str, str, str]]) -> bool:
 
 def typed_model_dims(store: Any) -> dict[str, int | None]:
     """Node type -> feature width (None for a type without features) of a typed store
-    (or a HeteroGraphData)."""
+    (or a GraphData)."""
     dims: dict[str, int | None] = {}
     for t in store.node_types:
         x = store.typed_features(t)
@@ -472,7 +472,7 @@ class TypedTrainer(Trainable):
             :class:`graphpipe.train.models.MLP` (target-type features only).
         store: a typed :class:`graphpipe.store.GraphStore` or its path (reverse relations
             added, :func:`typed_training_data`), or a
-            :class:`graphpipe.loaders.HeteroGraphData` (used as it is).
+            :class:`graphpipe.loaders.GraphData` (used as it is).
         fanouts: neighbours per hop for every relation (one entry per layer), or a dict
             relation -> list.
         target_type: the classified node type (default: the store's ``target_type``).

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from graphpipe.loaders import HeteroGraphData, NeighborLoader
+from graphpipe.loaders import GraphData, NeighborLoader
 from graphpipe.loaders.rows import CachedRows, DiskRows
 from graphpipe.loaders.rows.tiers import tier_counters
 from graphpipe.loaders.typed_tier import (
@@ -62,7 +62,7 @@ def test_disk_tier_per_type_delivers_the_stored_rows_bit_for_bit(tmp_path):
     memory tier's."""
     x = write_store(tmp_path / "s")
     store = GraphStore.open(tmp_path / "s")
-    data = HeteroGraphData.from_store(store)
+    data = GraphData.from_store(store)
     tiers = share_typed_disk_tier(data, {"paper": 40, "author": 10})   # 36 / 9 hot rows, 4 / 1 CLOCK
     kw = {"input_nodes": ("paper", "train"), "batch_size": 32, "seed": 5, "shuffle": True}
     disk = NeighborLoader(data, [5, 3], features="disk", **kw)
@@ -89,7 +89,7 @@ def test_typed_sources_read_the_same_rows_whatever_the_cache(tmp_path):
     """The tier alone: any cache size (none, CLOCK only, hot set + CLOCK, everything),
     repeated and unordered IDs, the rows are the stored bytes."""
     x = write_store(tmp_path / "s")
-    data = HeteroGraphData.from_store(GraphStore.open(tmp_path / "s"))
+    data = GraphData.from_store(GraphStore.open(tmp_path / "s"))
     ids = np.random.default_rng(0).integers(0, 250, 600)
     for rows in (0, 3, 50, 250):
         src = typed_feature_sources(data, "disk", cache_rows={"paper": rows, "author": rows})
@@ -105,7 +105,7 @@ def test_auto_plans_the_tiers_across_types(tmp_path):
     disk; a mapping picks per type; a store opened with its features in memory, or arrays in
     memory, are memory tier; bad choices are one-line ValueErrors."""
     write_store(tmp_path / "s")
-    data = HeteroGraphData.from_store(GraphStore.open(tmp_path / "s"))
+    data = GraphData.from_store(GraphStore.open(tmp_path / "s"))
     paper, author = 400 * 12 * 2, 250 * 5 * 4
     from graphpipe.store.reader import AUTO_MEMORY_FRACTION
 
@@ -115,7 +115,7 @@ def test_auto_plans_the_tiers_across_types(tmp_path):
     assert typed_tiers(data, "auto", usable=0) == {"paper": "disk", "author": "disk"}
     assert typed_tiers(data, {"author": "disk"}, usable=10 ** 9) == {"paper": "memory", "author": "disk"}
     assert paper > author
-    arrays = HeteroGraphData.from_dicts(COUNTS, {RELS[0]: (np.array([0]), np.array([1]))},
+    arrays = GraphData.from_dicts(COUNTS, {RELS[0]: (np.array([0]), np.array([1]))},
                                         x={"paper": np.zeros((400, 2), np.float32)})
     assert typed_tiers(arrays, "auto", usable=0) == {"paper": "memory"}
     with pytest.raises(ValueError, match=r"^features='disk' needs a typed store[^\n]*$"):
@@ -135,7 +135,7 @@ def test_feature_bits_per_type(tmp_path, features):
     within one step of the row's scale; equal seeds give equal batches; Match reuses codes
     (same rows as without it)."""
     x = write_store(tmp_path / "s")
-    data = HeteroGraphData.from_store(GraphStore.open(tmp_path / "s"))
+    data = GraphData.from_store(GraphStore.open(tmp_path / "s"))
     if features == "disk":
         share_typed_disk_tier(data, {"paper": 30, "author": 20})
     kw = {"input_nodes": ("paper", "train"), "batch_size": 40, "seed": 9, "features": features,
@@ -177,7 +177,7 @@ def test_feature_bits_per_type(tmp_path, features):
 def test_disk_tier_is_disk_rows_under_clock(tmp_path):
     """The chain of a disk type: hot set -> CLOCK -> DiskRows over typed/<t>/feat."""
     write_store(tmp_path / "s")
-    data = HeteroGraphData.from_store(GraphStore.open(tmp_path / "s"))
+    data = GraphData.from_store(GraphStore.open(tmp_path / "s"))
     src = typed_feature_sources(data, "disk", cache_rows={"paper": 20, "author": 0})
     chain, s = [], src["paper"]
     while s is not None:

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 from click.testing import CliRunner
-from graphpipe.cli.main import cli
 
+from graphpipe.cli.main import cli
 from graphpipe.ingest import ingest
-from graphpipe.loaders import HeteroGraphData
+from graphpipe.loaders import GraphData
 from graphpipe.loaders.graph_data import add_reverse_relations
 from graphpipe.synthetic.mag import mag_dataset, write_ogb_mag
 from graphpipe.train import build_model
@@ -170,7 +170,7 @@ def test_pyg_heterodata_trains_through_the_same_trainer():
     data["author"].num_nodes = 20
     data["author", "writes", "paper"].edge_index = torch.stack(
         [torch.randint(0, 20, (100,), generator=g), torch.randint(0, 50, (100,), generator=g)])
-    typed = add_reverse_relations(HeteroGraphData.from_pyg(data))
+    typed = add_reverse_relations(GraphData.from_pyg(data))
     torch.manual_seed(0)
     model = build_hetero_model("hetero-sage", typed_model_dims(typed), typed.num_nodes_dict, 8, 2,
                                2, typed.edge_types, "paper")
@@ -181,7 +181,7 @@ def test_pyg_heterodata_trains_through_the_same_trainer():
 def test_reverse_edges_report_their_forward_edges_ids():
     rng = np.random.default_rng(3)
     src, dst = rng.integers(0, 30, 200), rng.integers(0, 50, 200)
-    data = HeteroGraphData.from_dicts({"author": 30, "paper": 50},
+    data = GraphData.from_dicts({"author": 30, "paper": 50},
                                       {("author", "writes", "paper"): (src, dst)})
     both = add_reverse_relations(data)
     indptr, indices = both.typed_csc(("paper", "rev_writes", "author"))
