@@ -32,13 +32,8 @@ def run(params: dict[str, Any]) -> None:
     torch.manual_seed(params["seed"])
     model = LinkPredictor(name, store.feature_dim, o["hidden"], o["layers"], decoder=o["decoder"],
                           dropout=o["dropout"])
-    trainer = LinkTrainer(model, store, fanouts=fanouts, batch_size=o["batch_size"],
-                          epochs=params["epochs"], optimizer=o["optimizer"], lr=o["lr"],
-                          weight_decay=o["weight_decay"], patience=params["patience"],
-                          evaluation=o["evaluation"], eval_batch_size=params["eval_batch_size"],
-                          seed=params["seed"], max_steps=params["max_steps"],
-                          device=params["device"], checkpoint=params["checkpoint"],
-                          metrics_log=params["metrics_log"], quiet=params["quiet"])
+    trainer = LinkTrainer(model, store, fanouts=fanouts, device=params["device"],
+                          **opts.loop_options(params, o))
     if params["resume"] is not None:
         trainer.check_resume(params["resume"])
     quiet = params["quiet"]

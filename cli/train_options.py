@@ -147,6 +147,16 @@ def pick(params: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
     return {k: v if params.get(k) is None else params[k] for k, v in defaults.items()}
 
 
+def loop_options(params: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
+    """The keyword arguments every :class:`~graphpipe.train.loop.Trainable` trainer takes
+    for its loop: ``batch_size, optimizer, lr, weight_decay, evaluation`` from ``options``
+    (the command's values with the mode's defaults, :func:`pick`), the rest from ``params``."""
+    out = {k: options[k] for k in ("batch_size", "optimizer", "lr", "weight_decay", "evaluation")}
+    out.update({k: params[k] for k in ("epochs", "patience", "eval_batch_size", "seed",
+                                       "max_steps", "checkpoint", "metrics_log", "quiet")})
+    return out
+
+
 def parse_fanouts(text: str) -> list[int]:
     """``--fanouts`` as integers (``-1``: all neighbours)."""
     try:

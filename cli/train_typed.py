@@ -84,15 +84,9 @@ def build_typed(spec: dict[str, Any]) -> tuple[Any, Any, Any]:
 def trainer_options(spec: dict[str, Any], plan: Any) -> dict[str, Any]:
     """The :class:`~graphpipe.train.TypedTrainer` keyword arguments of ``spec`` and the
     memory ``plan``."""
-    return {"eval_batch_size": plan.eval_batch_size,
+    return {**opts.loop_options(spec, spec), "eval_batch_size": plan.eval_batch_size,
             "loader_options": {**plan.loader_options(), "feature_bits": spec["feature_bits"]},
-            "fanouts": spec["fanouts"], "target_type": spec["target"],
-            "batch_size": spec["batch_size"], "epochs": spec["epochs"],
-            "optimizer": spec["optimizer"], "lr": spec["lr"], "weight_decay": spec["weight_decay"],
-            "patience": spec["patience"], "evaluation": spec["evaluation"],
-            "seed": spec["seed"],
-            "max_steps": spec["max_steps"], "checkpoint": spec["checkpoint"],
-            "metrics_log": spec["metrics_log"], "quiet": spec["quiet"]}
+            "fanouts": spec["fanouts"], "target_type": spec["target"]}
 
 
 def run(params: dict[str, Any]) -> None:

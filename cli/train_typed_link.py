@@ -55,13 +55,7 @@ def run(params: dict[str, Any]) -> None:
     model = TypedLinkPredictor(name, typed_model_dims(graph), graph.num_nodes_dict, graph.edge_types,
                                relation, o["hidden"], o["layers"], decoder=o["decoder"],
                                dropout=o["dropout"], **({"heads": o["heads"]} if name == "rgat" else {}))
-    trainer = TypedLinkTrainer(model, store, fanouts=fanouts, batch_size=o["batch_size"],
-                               epochs=params["epochs"], optimizer=o["optimizer"], lr=o["lr"],
-                               weight_decay=o["weight_decay"], patience=params["patience"],
-                               evaluation=o["evaluation"], eval_batch_size=params["eval_batch_size"],
-                               seed=params["seed"], max_steps=params["max_steps"],
-                               checkpoint=params["checkpoint"], metrics_log=params["metrics_log"],
-                               quiet=params["quiet"])
+    trainer = TypedLinkTrainer(model, store, fanouts=fanouts, **opts.loop_options(params, o))
     if params["resume"] is not None:
         trainer.check_resume(params["resume"])
     if not params["quiet"]:
