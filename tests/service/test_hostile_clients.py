@@ -1,9 +1,10 @@
 """The service facing hostile network clients: malformed and oversize requests are
 refused before any work with INVALID_ARGUMENT and no traceback, the server stays up,
 arenas belong to the connection that attached them, stale arena files are removed on
-start, TLS round trips, and a non-loopback bind without a token warns. Real
-``graphpipe serve`` subprocesses on loopback (one fault-injection test runs the server
-in-process), every wait bounded."""
+start, TLS round trips, a non-loopback bind without a token warns, hundreds of idle or
+stalled connections do not starve an active client, and a store replaced under the
+server is served whole. Real ``graphpipe serve`` subprocesses on loopback (the
+fault-injection and replaced-store tests run the server in-process), every wait bounded."""
 
 from __future__ import annotations
 
@@ -547,9 +548,9 @@ def test_a_store_replaced_under_the_server_is_served_whole_or_refused(tmp_path):
         x = np.stack([np.arange(n), np.full(n, generation)], axis=1).astype(np.float32)
         np.savez(tmp_path / f"gen{generation}.npz", src=(np.arange(n) + 1) % n, dst=np.arange(n), x=x)
     assert CliRunner().invoke(cli, ["ingest", str(tmp_path / "gen0.npz"), str(dest), "-q"]).exit_code == 0
-    srv = start_server(GraphStore.open(dest), tmp_path / "server.log")
+    srv = SamplingServer(GraphStore.open(dest), "grpc://127.0.0.1:0", threads=1, shared_memory_bytes=0)
     try:
-        with Client(srv.url, shared_memory=False, timeout=60) as c:
+        with Client(f"grpc://127.0.0.1:{srv.port}", shared_memory=False, timeout=60) as c:
             ids = np.array([7, 0, 299])
             assert np.asarray(c.features(ids)).tolist() == [[7, 0], [0, 0], [299, 0]]
             result = CliRunner().invoke(cli, ["ingest", str(tmp_path / "gen1.npz"), str(dest), "-q",
@@ -559,5 +560,5 @@ def test_a_store_replaced_under_the_server_is_served_whole_or_refused(tmp_path):
             assert c.sample(np.array([3]), [2]).output.n_id.tolist() == [3, 4]
         assert CliRunner().invoke(cli, ["validate", str(dest)]).exit_code == 0
     finally:
-        assert srv.stop() == 0
+        srv.close()
     assert GraphStore.open(dest).features(np.array([7])).tolist() == [[7, 1]]
