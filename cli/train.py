@@ -46,6 +46,9 @@ from graphpipe.cli.train_text import text_train_options
 @click.option("--dropout", type=float, default=None, help="[GNNs 0.5, transformers 0.1].")
 @click.option("--heads", type=click.IntRange(1), default=None,
               help="Attention heads [GAT 4, transformers 8].")
+@click.option("--embedding-dim", type=click.IntRange(1), default=None,
+              help="Typed stores: width of the learnable embeddings of featureless types [64]; "
+                   "kept on disk (sparse updates) when they do not fit the memory plan.")
 @click.option("--feature-bits", type=int, default=None,
               help="Low-bit feature transfer in the loader (8, 4, 2 or 1).")
 @click.option("--eval", "evaluation", default=None,

@@ -28,7 +28,7 @@ DEFAULT_FANOUTS = {1: [10], 2: [15, 10], 3: [15, 10, 5]}
 
 GNN_DEFAULTS = {"hidden": 256, "layers": 3, "heads": 4, "dropout": 0.5, "lr": 0.003,
                 "weight_decay": 0.0, "optimizer": "adam", "batch_size": 1024, "evaluation": "auto"}
-TYPED_DEFAULTS = {"heads": 4, "hidden": 64, "layers": 2, "dropout": 0.5, "lr": 0.01, "weight_decay": 0.0,
+TYPED_DEFAULTS = {"heads": 4, "hidden": 64, "embedding_dim": 64, "layers": 2, "dropout": 0.5, "lr": 0.01, "weight_decay": 0.0,
                   "optimizer": "adam", "batch_size": 1024, "evaluation": "sampled"}
 LINK_DEFAULTS = {"hidden": 64, "layers": 2, "dropout": 0.0, "lr": 0.005, "weight_decay": 0.0,
                  "optimizer": "adam", "batch_size": 512, "decoder": "mlp", "evaluation": "link"}
@@ -72,7 +72,7 @@ NODE = Mode("node classification", _RUN | _SAMPLED | {"heads", "feature_bits"},
 DATA_PARALLEL = Mode("data parallel", NODE.accepts | {"nproc", "shard_parts"},
                      "graphpipe.cli.train_ddp:run")
 TYPED = Mode("typed node classification",
-             (_RUN - {"device"}) | _SAMPLED | {"target_type", "heads", "feature_bits"},
+             (_RUN - {"device"}) | _SAMPLED | {"target_type", "heads", "feature_bits", "embedding_dim"},
              "graphpipe.cli.train_typed:run")
 TYPED_DATA_PARALLEL = Mode("typed data parallel", TYPED.accepts | {"nproc"},
                            "graphpipe.cli.train_ddp:run_typed")

@@ -68,7 +68,8 @@ def build_typed(spec: dict[str, Any]) -> tuple[Any, Any, Any]:
 
     store = typed_training_data(open_store(spec["store"]))
     plan = plan_typed_training(store, batch_size=spec["batch_size"],
-                               eval_batch_size=spec["eval_batch_size"])
+                               eval_batch_size=spec["eval_batch_size"],
+                               embed_dim=0 if spec["model_name"] == "mlp" else spec["embedding_dim"])
     plan.apply(store)
     dims = typed_model_dims(store)
     torch.manual_seed(spec["seed"])
@@ -78,7 +79,9 @@ def build_typed(spec: dict[str, Any]) -> tuple[Any, Any, Any]:
     layer_options = {"heads": spec["heads"]} if spec["model_name"] == "rgat" else {}
     return store, build_hetero_model(spec["model_name"], dims, store.num_nodes_dict, spec["hidden"],
                                      spec["num_classes"], spec["layers"], store.edge_types,
-                                     spec["target"], dropout=spec["dropout"], **layer_options), plan
+                                     spec["target"], dropout=spec["dropout"],
+                                     embed_dim=spec["embedding_dim"], embeddings=plan.embeddings,
+                                     **layer_options), plan
 
 
 def trainer_options(spec: dict[str, Any], plan: Any) -> dict[str, Any]:

@@ -564,7 +564,7 @@ class NeighborLoader:
         ``supports_stream``, the next windows are streamed through it.
         """
         if self.typed:
-            yield from self._produce_typed(epoch)
+            yield from self._produce_typed(epoch, sample_ahead)
             return
         batches, times, positions = self._epoch_plan(epoch)
         keys = self.batch_keys(epoch, len(batches))
@@ -596,31 +596,54 @@ class NeighborLoader:
                     pending = pool.submit(self.sample, *windows[w + 1], win_times[w + 1])
                 yield from self._reorder_and_gather(outputs, windows[w][1], win_pos[w])
 
-    def _produce_typed(self, epoch: int) -> Iterator[HeteroMiniBatch]:
+    def _produce_typed(self, epoch: int, sample_ahead: bool = False) -> Iterator[HeteroMiniBatch]:
         """One epoch on a typed graph: each window sampled in parallel threads (or by
-        ``sampler``), reordered (Match-Reorder, shuffled epochs only), rows gathered per type."""
+        ``sampler``), reordered (Match-Reorder, shuffled epochs only), rows gathered per type.
+        With ``sample_ahead`` the next window is sampled in a helper thread while the
+        current one is gathered (the disk tier's reads and the sampling overlap)."""
         batches = self.epoch_batches(epoch)   # this rank's share with a shard, as on one relation
         keys = self.batch_keys(epoch, len(batches))
         stats = self._stats.current
-        for s in range(0, len(batches), self.window):
-            window, window_keys = batches[s:s + self.window], keys[s:s + self.window]
-            seed_dicts = [{self.target_type: seeds} for seeds in window]
+        starts = list(range(0, len(batches), self.window))
+
+        def sample(s: int) -> list:
+            seed_dicts = [{self.target_type: seeds} for seeds in batches[s:s + self.window]]
             t0 = time.perf_counter()
             if self.disjoint:  # one tree per seed, PyG's disjoint=True
-                outs = sample_disjoint_typed(self._sample_typed, seed_dicts, window_keys)
+                outs = sample_disjoint_typed(self._sample_typed, seed_dicts, keys[s:s + self.window])
             else:
-                outs = self._sample_typed(seed_dicts, window_keys)
+                outs = self._sample_typed(seed_dicts, keys[s:s + self.window])
             stats.sample_s += time.perf_counter() - t0
-            order = range(len(outs))
-            if self.match_reorder is True and self.shuffle and len(outs) > 2 and self.rows:
-                order = typed_reorder([o.n_id for o in outs], {
-                    t: r.dim * np.dtype(r.dtype).itemsize for t, r in self.rows.items()}, self.reorder_by).tolist()
-            for i in order:
-                t0 = time.perf_counter()
-                batch = typed_batch_from_sample(outs[i], self.gather(outs[i].n_id, window_keys[i]),
-                                                self.graph, self.target_type, self.input_id(window[i]))
-                stats.gather_s += time.perf_counter() - t0
-                yield batch if self.device.type == "cpu" else batch.to(self.device)
+            return outs
+
+        if not sample_ahead or len(starts) < 2:
+            for s in starts:
+                yield from self._gather_typed_window(sample(s), batches, keys, s)
+            return
+        with ThreadPoolExecutor(1, thread_name_prefix="graphpipe-sample-ahead") as pool:
+            pending = pool.submit(sample, starts[0])
+            for w, s in enumerate(starts):
+                outs = pending.result()
+                if w + 1 < len(starts):
+                    pending = pool.submit(sample, starts[w + 1])
+                yield from self._gather_typed_window(outs, batches, keys, s)
+
+    def _gather_typed_window(self, outs: list, batches: list[np.ndarray], keys: list[int],
+                             s: int) -> Iterator[HeteroMiniBatch]:
+        """The typed batches of the window starting at batch ``s``: reordered (shuffled
+        epochs only), rows gathered per type."""
+        stats = self._stats.current
+        window, window_keys = batches[s:s + self.window], keys[s:s + self.window]
+        order = range(len(outs))
+        if self.match_reorder is True and self.shuffle and len(outs) > 2 and self.rows:
+            order = typed_reorder([o.n_id for o in outs], {
+                t: r.dim * np.dtype(r.dtype).itemsize for t, r in self.rows.items()}, self.reorder_by).tolist()
+        for i in order:
+            t0 = time.perf_counter()
+            batch = typed_batch_from_sample(outs[i], self.gather(outs[i].n_id, window_keys[i]),
+                                            self.graph, self.target_type, self.input_id(window[i]))
+            stats.gather_s += time.perf_counter() - t0
+            yield batch if self.device.type == "cpu" else batch.to(self.device)
 
     def _sample_typed(self, seed_dicts: list[dict[str, np.ndarray]], keys: Sequence[int]) -> list:
         """The typed samples of a window's seed batches (``sampler``, else threads here)."""

@@ -16,6 +16,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from graphpipe.train.disk_embedding import DiskEmbedding
 from graphpipe.train.hetero_layers import (
     EdgeType,
     HeteroGATConv,
@@ -38,6 +39,9 @@ class HeteroModel(nn.Module):
         target_type: the type whose seeds are classified.
         dropout: dropout between layers.
         embed_dim: width of the featureless types' embeddings.
+        embeddings: ``"memory"`` (``nn.Embedding``, trained by the optimizer) or ``"disk"``
+            (:class:`graphpipe.train.disk_embedding.DiskEmbedding`: rows in memory-mapped
+            files, SparseAdam on the batch's rows, stepped by the trainer; beyond RAM).
         layer_options: options of the layer class (see :meth:`make_layer`).
     """
 
@@ -46,7 +50,8 @@ class HeteroModel(nn.Module):
 
     def __init__(self, in_dims: dict[str, int | None], num_nodes: dict[str, int], hidden: int,
                  out_dim: int, num_layers: int, edge_types: list[EdgeType], target_type: str, *,
-                 dropout: float = 0.5, embed_dim: int = 64, **layer_options: Any):
+                 dropout: float = 0.5, embed_dim: int = 64, embeddings: str = "memory",
+                 **layer_options: Any):
         super().__init__()
         if target_type not in in_dims:
             raise ValueError(f"target type {target_type!r} is not a node type "
@@ -55,7 +60,14 @@ class HeteroModel(nn.Module):
             raise ValueError("num_layers, hidden and out_dim must be positive")
         self.target_type, self.num_layers, self.dropout = target_type, num_layers, float(dropout)
         self.edge_types = [tuple(e) for e in edge_types]
-        self.embed = nn.ModuleDict({t: nn.Embedding(int(num_nodes[t]), embed_dim)
+        if embeddings not in ("memory", "disk"):
+            raise ValueError(f"'embeddings' must be 'memory' or 'disk' (got {embeddings!r})")
+        def table(rows: int, dim: int) -> nn.Module:   # disk: seeded from torch's generator, as nn.Embedding
+            if embeddings == "memory":
+                return nn.Embedding(rows, dim)
+            return DiskEmbedding(rows, dim, seed=int(torch.randint(0, 2**62, ()).item()))
+
+        self.embed = nn.ModuleDict({t: table(int(num_nodes[t]), embed_dim)
                                     for t, d in in_dims.items() if d is None})
         dims = {t: (embed_dim if d is None else int(d)) for t, d in in_dims.items()}
         self.convs = nn.ModuleList()
@@ -77,7 +89,7 @@ class HeteroModel(nn.Module):
     def inputs(self, x: dict[str, torch.Tensor], n_id: dict[str, torch.Tensor]
                ) -> dict[str, torch.Tensor]:
         """The first layer's input of every type: features, or embeddings of ``n_id``."""
-        dtype = next(self.parameters()).dtype
+        dtype = next(self.convs.parameters()).dtype
         h = {t: v.to(dtype) for t, v in x.items() if v is not None and t not in self.embed}
         for t, emb in self.embed.items():
             if t in n_id:

@@ -36,6 +36,11 @@ types (:func:`graphpipe.loaders.typed_tier.plan_typed_tiers`, at most
 features read from their disk tier, whose row caches share :data:`CACHE_SHARE` of what
 is left then, in proportion to the types' bytes; featureless types cost nothing here
 (their embeddings are the model's). Evaluation stays sampled (the typed trainer's).
+The featureless types' learnable embeddings (``embed_dim`` wide) stay ``nn.Embedding``
+s when their dense cost (the table, its gradient and Adam's two moments: 16 bytes per
+value) fits :data:`EMBED_SHARE` of what is left, else they go to disk
+(:class:`graphpipe.train.disk_embedding.DiskEmbedding`: rows in memory-mapped files,
+sparse updates); the features' caches are sized after them.
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["CACHE_SHARE", "FULL_INFERENCE_SHARE", "STEP_RESERVE", "TrainingPlan", "TypedTrainingPlan",
+__all__ = ["CACHE_SHARE", "EMBED_SHARE", "FULL_INFERENCE_SHARE", "STEP_RESERVE", "TrainingPlan", "TypedTrainingPlan",
            "plan_training", "plan_typed_training"]
 
 STEP_RESERVE = 448 << 20
@@ -54,6 +59,8 @@ in flight and the heap glibc keeps between trims (the trainer trims every
 :data:`graphpipe.train.trainer.TRIM_EVERY` batches under a cap) up to ~150 MB more."""
 CACHE_SHARE = 0.5
 """Share of the memory left after the reserve that the disk tier's CLOCK cache takes."""
+EMBED_SHARE = 0.5
+"""Share of the memory left after the reserve and the topology that dense embeddings may take."""
 FULL_INFERENCE_SHARE = 0.5
 """Share of the memory left after the reserve and the cache that full inference may take."""
 
@@ -179,6 +186,8 @@ class TypedTrainingPlan:
         feature_bytes: ``{ntype: bytes}`` of each type's feature table.
         prefetch: batches the training loader prepares ahead (1 with a disk type).
         eval_batch_size: seeds per evaluation batch.
+        embeddings: ``"memory"`` or ``"disk"``: where the featureless types' embeddings live.
+        embedding_bytes: their dense cost in memory (table, gradient, Adam's moments).
     """
 
     usable: int
@@ -189,6 +198,8 @@ class TypedTrainingPlan:
     feature_bytes: dict[str, int]
     prefetch: int
     eval_batch_size: int
+    embeddings: str = "memory"
+    embedding_bytes: int = 0
 
     @property
     def disk_types(self) -> list[str]:
@@ -215,13 +226,16 @@ class TypedTrainingPlan:
         room = f"usable {_size(self.usable)}"
         if self.limit is not None:
             room += f" (cgroup limit {_size(self.limit)})"
-        return (f"features: {', '.join(types) or 'none'}; prefetch {self.prefetch}; "
+        embed = "" if not self.embedding_bytes else (
+            f"embeddings {'in memory' if self.embeddings == 'memory' else 'on disk'} "
+            f"({_size(self.embedding_bytes)} dense); ")
+        return (f"features: {', '.join(types) or 'none'}; {embed}prefetch {self.prefetch}; "
                 f"evaluation batch {self.eval_batch_size}; {room}")
 
 
 def plan_typed_training(data: Any, *, batch_size: int = 1024, eval_batch_size: int = 4096,
                         usable: int | None = None, limit: int | None = None,
-                        disk_capable: set[str] | None = None) -> TypedTrainingPlan:
+                        disk_capable: set[str] | None = None, embed_dim: int = 0) -> TypedTrainingPlan:
     """The memory choices of training on ``data`` (a
     :class:`graphpipe.loaders.GraphData` read from a typed store), per node type.
 
@@ -232,6 +246,7 @@ def plan_typed_training(data: Any, *, batch_size: int = 1024, eval_batch_size: i
         limit: the cgroup limit (default :func:`graphpipe.memory.cgroup_limit`).
         disk_capable: the types whose rows the disk tier may read (default: those stored
             uncompressed and memory-mapped in ``data.store``; the others stay in memory).
+        embed_dim: width of the featureless types' embeddings (0: the model has none).
 
     Two typed tables in 300 MB: the small one stays in memory, the large one goes to
     disk with a cache (arrays given, as if memory-mapped from a store):
@@ -239,7 +254,8 @@ def plan_typed_training(data: Any, *, batch_size: int = 1024, eval_batch_size: i
     >>> import numpy as np
     >>> from types import SimpleNamespace
     >>> data = SimpleNamespace(store=None, features={"paper": np.zeros((400_000, 768), np.float16),
-    ...                                              "author": np.zeros((1000, 16), np.float32)})
+    ...                                              "author": np.zeros((1000, 16), np.float32)},
+    ...                        num_nodes_dict={"paper": 400_000, "author": 1000})
     >>> plan = plan_typed_training(data, usable=STEP_RESERVE + (300 << 20), limit=None,
     ...                            disk_capable={"paper", "author"})
     >>> plan.tiers, plan.prefetch, plan.cache_rows["paper"], plan.eval_batch_size
@@ -262,6 +278,10 @@ def plan_typed_training(data: Any, *, batch_size: int = 1024, eval_batch_size: i
     left = max(0, usable - STEP_RESERVE)
     if data.store is not None:
         left = max(0, left - mapped_topology_bytes(data.store))
+    featureless = [t for t in data.num_nodes_dict if t not in data.features]
+    embed_bytes = 16 * int(embed_dim) * sum(int(data.num_nodes_dict[t]) for t in featureless)
+    embeddings = "memory" if embed_bytes <= EMBED_SHARE * left else "disk"
+    left = max(0, left - (embed_bytes if embeddings == "memory" else 0))
     sizes = {t: feature_bytes(data, t) for t in data.features}
     if disk_capable is None:
         tiers = typed_tiers(data, "auto", usable=left)
@@ -281,7 +301,8 @@ def plan_typed_training(data: Any, *, batch_size: int = 1024, eval_batch_size: i
         nbytes[t] = rows[t] * (row_bytes + ROW_OVERHEAD) + (4 * int(x.shape[0]) if rows[t] else 0)
     return TypedTrainingPlan(usable=usable, limit=limit, tiers=tiers, cache_rows=rows, cache_bytes=nbytes,
                              feature_bytes=sizes, prefetch=1 if disk else 2,
-                             eval_batch_size=min(eval_batch_size, batch_size) if disk else eval_batch_size)
+                             eval_batch_size=min(eval_batch_size, batch_size) if disk else eval_batch_size,
+                             embeddings=embeddings, embedding_bytes=embed_bytes)
 
 
 def _tier(store: Any, left: int) -> tuple[str, frozenset[str]]:

@@ -47,6 +47,7 @@ from torch.nn import functional as F
 from graphpipe.allocator import release_free_memory
 from graphpipe.loaders import NeighborLoader
 from graphpipe.ops._core.checks import check_int as _check_int
+from graphpipe.train.disk_embedding import DiskEmbedding, step_disk_embeddings
 from graphpipe.train.loop import (
     OPTIMIZERS,
     EpochSums,
@@ -543,6 +544,9 @@ class TypedTrainer(Trainable):
         y = np.asarray(y)
         self.labels = y[:, 0] if y.ndim == 2 else y
         self.optimizer = make_optimizer(model, optimizer, self.lr, self.weight_decay)
+        for table in model.modules():   # disk embeddings: SparseAdam at the trainer's rate
+            if isinstance(table, DiskEmbedding):
+                table.lr = self.lr
         self.loader = self._train_loader(self.seed)
 
     def _split_ids(self, split: str) -> np.ndarray:
@@ -578,6 +582,7 @@ class TypedTrainer(Trainable):
         out = self._logits(batch, self.forward_model)
         loss = F.cross_entropy(out, y, ignore_index=-1)
         self.optimize(loss)
+        step_disk_embeddings(self.model)   # the batch's rows of disk embeddings (none: no-op)
         return float(loss.detach()), int(batch.batch_size), int((out.detach().argmax(1) == y).sum())
 
     @torch.no_grad()

@@ -101,6 +101,14 @@ def test_disk_tier_plan_trains_as_the_memory_tier(mag_store):
     plan = plan_typed_training(data, batch_size=128, usable=STEP_RESERVE + (64 << 10), limit=None)
     assert plan.tiers == {"paper": "disk"} and plan.prefetch == 1 and plan.eval_batch_size == 128
     assert plan.describe().startswith("features: paper disk tier (")
+    assert plan.embeddings == "memory" and plan.embedding_bytes == 0
+    tight = plan_typed_training(data, batch_size=128, usable=STEP_RESERVE + (64 << 10), limit=None,
+                                embed_dim=16)
+    roomy = plan_typed_training(data, batch_size=128, usable=8 << 30, limit=None, embed_dim=16)
+    featureless = sum(n for t, n in data.num_nodes_dict.items() if t != "paper")
+    assert tight.embedding_bytes == roomy.embedding_bytes == 16 * 16 * featureless
+    assert (tight.embeddings, roomy.embeddings) == ("disk", "memory")
+    assert "embeddings on disk (" in tight.describe()
     plan.apply(data)
     runs = []
     for options in (plan.loader_options(), {"features": "memory"}):
@@ -117,7 +125,7 @@ def test_disk_tier_plan_trains_as_the_memory_tier(mag_store):
 
 def test_cli_typed_feature_bits(mag_store):
     result = CliRunner().invoke(cli, ["train", str(mag_store), "--epochs", "1", "--fanouts", "3,3",
-                                      "--hidden", "8", "--batch-size", "256", "--feature-bits", "8",
+                                      "--hidden", "8", "--batch-size", "256", "--feature-bits", "8", "--embedding-dim", "4",
                                       "--eval", "none"])
     assert result.exit_code == 0, result.output
 
