@@ -43,6 +43,7 @@ import hashlib
 import json
 import math
 import os
+import stat
 import threading
 import uuid
 from collections.abc import Iterable, Iterator
@@ -148,7 +149,7 @@ class ChunkCache:
             return False
         entry = self.objects.get(key)
         if entry is None or is_stamped(st, entry):
-            return entry is not None or os.path.isfile(path)
+            return stat.S_ISREG(st.st_mode)
         try:
             check_object_file(str(path), path, entry)
         except (CorruptStoreError, OSError):
