@@ -79,6 +79,28 @@ def ogb_raw_binary_folder(small_community, tmp_path_factory) -> tuple[Path, dict
 
 
 @pytest.fixture(scope="session")
+def tiny_text_store(tmp_path_factory) -> str:
+    """An 80-node text-attributed store (``tag_graph``'s titles as the node text, PyG
+    ``Data`` with masks; WordPiece of 120 tokens trained on it): the text trainers' tests."""
+    import numpy as np
+    import torch
+    from torch_geometric.data import Data
+
+    from graphpipe.interop.pyg_text import write_pyg_text_store
+    from graphpipe.synthetic.tag import tag_graph
+
+    g, titles, _ = tag_graph(80, 2, seed=0)
+    data = Data(x=torch.from_numpy(g.features), y=torch.from_numpy(g.labels),
+                edge_index=torch.from_numpy(np.stack([g.src, g.dst])))
+    for name, split in (("train_mask", "train"), ("val_mask", "valid"), ("test_mask", "test")):
+        data[name] = torch.zeros(80, dtype=torch.bool)
+        data[name][torch.from_numpy(g.splits[split])] = True
+    data.text = titles
+    root = tmp_path_factory.mktemp("tiny_text")
+    return str(write_pyg_text_store(data, root / "s", vocab_size=120).path)
+
+
+@pytest.fixture(scope="session")
 def rmat_small() -> SyntheticGraph:
     """R-MAT scale 10, edge factor 16 (1024 nodes, 16,384 edges, duplicates and self-loops
     kept), 16 random features, 4 random classes, random splits."""

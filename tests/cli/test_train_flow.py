@@ -54,29 +54,9 @@ def test_bad_options(store: str, args: list[str], message: str) -> None:
     assert "Traceback" not in result.output
 
 
-@pytest.fixture(scope="module")
-def text_store(tmp_path_factory: pytest.TempPathFactory) -> str:
-    import numpy as np
-    import torch
-    from torch_geometric.data import Data
-
-    from graphpipe.interop.pyg_text import write_pyg_text_store
-    from graphpipe.synthetic.tag import tag_graph
-
-    g, titles, _ = tag_graph(80, 2, seed=0)
-    data = Data(x=torch.from_numpy(g.features), y=torch.from_numpy(g.labels),
-                edge_index=torch.from_numpy(np.stack([g.src, g.dst])))
-    for name, split in (("train_mask", "train"), ("val_mask", "valid"), ("test_mask", "test")):
-        data[name] = torch.zeros(80, dtype=torch.bool)
-        data[name][torch.from_numpy(g.splits[split])] = True
-    data.text = titles
-    root = tmp_path_factory.mktemp("flow_text")
-    return str(write_pyg_text_store(data, root / "s", vocab_size=120).path)
-
-
-def test_unitg_one_stage_lm_in_line(text_store: str) -> None:
+def test_unitg_one_stage_lm_in_line(tiny_text_store: str) -> None:
     result = CliRunner().invoke(cli, [
-        "train", text_store, "--model", "unitg", "--pipeline", "1", "--layers", "2", "--hidden",
+        "train", tiny_text_store, "--model", "unitg", "--pipeline", "1", "--layers", "2", "--hidden",
         "8", "--epochs", "4", "--lm-hidden", "16", "--lm-layers", "2", "--max-len", "12",
         "--emb-dim", "8", "--lm-epochs", "1"])
     assert result.exit_code == 0, result.output

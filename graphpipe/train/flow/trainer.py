@@ -68,11 +68,9 @@ class FlowData:
     @classmethod
     def from_store(cls, store: Any) -> FlowData:
         """A store with features, labels and a ``train`` split."""
-        for what, ok in (("labels ('node/label')", store.has_labels),
-                         ("a 'train' split", "train" in store.split_names),
-                         ("node features ('node/feat')", store.has_features)):
-            if not ok:
-                raise ValueError(f"store {str(store.path)!r} has no {what}")
+        from graphpipe.train.text.task import check_labelled
+
+        check_labelled(store)
         labels = np.asarray(store.labels).reshape(-1).astype(np.int64)
         indptr, indices = (np.asarray(a) for a in store.topology())
         meta = store.manifest.get("labels") or {}

@@ -19,7 +19,7 @@ from graphpipe.train import loop
 from graphpipe.train.checkpoint import CheckpointError, load_checkpoint
 from graphpipe.train.loop import check_checkpoint_model, check_checkpoint_optimizer, fmt_acc
 
-__all__ = ["TextTrainable"]
+__all__ = ["TextTrainable", "pseudo_label_weights"]
 
 
 class TextTrainable(loop.Trainable, ABC):
@@ -92,3 +92,21 @@ class TextTrainable(loop.Trainable, ABC):
 def adamw(groups: list[dict[str, Any]], weight_decay: float) -> torch.optim.Optimizer:
     """AdamW over parameter groups (each with its own ``lr``)."""
     return torch.optim.AdamW(groups, weight_decay=weight_decay)
+
+
+def pseudo_label_weights(gold: int, pseudo: int, share: float) -> tuple[float, float]:
+    """Per-node loss weights ``(gold, pseudo)`` that make a weighted mean over all nodes
+    GLEM's ``compute_loss``: ``share · mean(CE on pseudo-labels) + (1 - share) · mean(CE
+    on gold labels)`` (GLEM's ``pl_weight``); the weights sum to ``gold + pseudo``.
+
+    >>> pseudo_label_weights(300, 100, 0.25)
+    (1.0, 1.0)
+    >>> pseudo_label_weights(2400, 1600, 0.05)
+    (1.5833333333333333, 0.125)
+    """
+    if not 0.0 <= share <= 1.0:
+        raise ValueError(f"the pseudo-label share must be in [0, 1] (got {share})")
+    if pseudo == 0:
+        return 1.0, 0.0
+    total = gold + pseudo
+    return ((1.0 - share) * total / gold if gold else 0.0), share * total / pseudo

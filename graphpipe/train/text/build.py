@@ -75,7 +75,8 @@ class TextConfig:
     lm_share: float = 0.6
     sync_patience: int = 20
     glem_rounds: int = 2
-    pseudo_weight: float = 0.5
+    gnn_pseudo_weight: float = 0.05
+    lm_pseudo_weight: float = 0.8
     seed: int = 0
     device: str = "cpu"
 
@@ -103,7 +104,8 @@ def build_lm_trainer(task: TextTask, config: TextConfig, *, groups: np.ndarray |
     return LMTrainer(model, task.inputs, task.labels, task.splits, task.has_text, groups=groups,
                      batch_size=config.lm_batch_size, order=config.exit_order,
                      epochs=config.lm_epochs if epochs is None else epochs, lr=config.lm_lr,
-                     seed=config.seed, pseudo=pseudo, pseudo_weight=config.pseudo_weight, **kwargs)
+                     seed=config.seed, pseudo=pseudo, pseudo_weight=config.lm_pseudo_weight,
+                     **kwargs)
 
 
 def build_gnn(task: TextTask, config: TextConfig, x: torch.Tensor, *, epochs: int | None = None,
@@ -116,7 +118,8 @@ def build_gnn(task: TextTask, config: TextConfig, x: torch.Tensor, *, epochs: in
     graph = FullGraph(task.indptr, task.indices, config.gnn_layers, config.device)
     return GnnTrainer(model, graph, x, task.labels, task.splits,
                       epochs=config.epochs if epochs is None else epochs, lr=config.gnn_lr,
-                      seed=config.seed, pseudo=pseudo, pseudo_weight=config.pseudo_weight, **kwargs)
+                      seed=config.seed, pseudo=pseudo, pseudo_weight=config.lm_pseudo_weight,
+                     **kwargs)
 
 
 def build_unitg(task: TextTask, config: TextConfig, **kwargs: Any) -> UniTGTrainer:

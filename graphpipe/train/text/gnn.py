@@ -1,6 +1,7 @@
 """A GNN trained full-graph on given input rows (the LM's embeddings, raw features, or a
 mix): the GNN half of UniTG, TAPE and GLEM. One optimizer step per epoch over every
-training node; optional pseudo-labelled nodes (GLEM) weigh ``pseudo_weight``.
+training node; optional pseudo-labelled nodes (GLEM) make a share ``pseudo_weight`` of
+the loss (GLEM's ``gnn_pl_weight``, :func:`~graphpipe.train.text.base.pseudo_label_weights`).
 
 >>> import numpy as np, torch
 >>> from graphpipe.train.text.task import FullGraph
@@ -24,7 +25,7 @@ import torch
 from torch.nn import functional as F
 
 from graphpipe.train.loop import EpochSteps
-from graphpipe.train.text.base import TextTrainable, adamw
+from graphpipe.train.text.base import TextTrainable, adamw, pseudo_label_weights
 from graphpipe.train.text.task import FullGraph, split_accuracy
 
 __all__ = ["GnnTrainer"]
@@ -37,7 +38,7 @@ class GnnTrainer(TextTrainable):
                  labels: np.ndarray, splits: dict[str, np.ndarray], *, epochs: int,
                  lr: float = 0.01, weight_decay: float = 0.0, patience: int | None = None,
                  seed: int = 0, pseudo: tuple[np.ndarray, np.ndarray] | None = None,
-                 pseudo_weight: float = 0.5, checkpoint: str | None = None,
+                 pseudo_weight: float = 0.05, checkpoint: str | None = None,
                  metrics_log: str | None = None, quiet: bool = False):
         super().__init__(epochs=epochs, lr=lr, weight_decay=weight_decay, patience=patience,
                          seed=seed, checkpoint=checkpoint, metrics_log=metrics_log, quiet=quiet)
@@ -49,9 +50,12 @@ class GnnTrainer(TextTrainable):
         nodes, targets = [splits["train"]], [labels[splits["train"]]]
         weights = [np.ones(len(splits["train"]))]
         if pseudo is not None:
+            gold_w, pseudo_w = pseudo_label_weights(len(splits["train"]), len(pseudo[0]),
+                                                    pseudo_weight)
+            weights = [np.full(len(splits["train"]), gold_w)]
             nodes.append(pseudo[0])
             targets.append(pseudo[1])
-            weights.append(np.full(len(pseudo[0]), pseudo_weight))
+            weights.append(np.full(len(pseudo[0]), pseudo_w))
         device = x.device
         self.nodes = torch.as_tensor(np.concatenate(nodes), dtype=torch.int64, device=device)
         self.targets = torch.as_tensor(np.concatenate(targets), dtype=torch.int64, device=device)

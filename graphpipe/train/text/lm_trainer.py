@@ -3,7 +3,9 @@ UniTG, TAPE and GLEM): a classification head on mean-pooled tokens, early exits 
 centrality group when the model has several (:mod:`~graphpipe.train.text.lazy_tuner`).
 
 - training nodes are the ``train`` split's nodes with text (a node without text gives
-  the LM nothing to learn from), plus GLEM's pseudo-labelled nodes at ``pseudo_weight``;
+  the LM nothing to learn from), plus GLEM's pseudo-labelled nodes, which make a share
+  ``pseudo_weight`` of the loss (GLEM's ``lm_pl_weight``,
+  :func:`~graphpipe.train.text.base.pseudo_label_weights`);
 - one step per batch of one group, its loss weighted by Eq. 5.1's group weight;
 - :func:`encode` runs nodes through their group's exit without gradients, in batches:
   embeddings and logits (evaluation, the Modality Collaborator, TAPE's features,
@@ -18,7 +20,7 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from graphpipe.train.text.base import TextTrainable, adamw
+from graphpipe.train.text.base import TextTrainable, adamw, pseudo_label_weights
 from graphpipe.train.text.lazy_tuner import EarlyExitLM, GroupBatches
 from graphpipe.train.text.task import split_accuracy
 
@@ -60,7 +62,7 @@ class LMTrainer(TextTrainable):
                  groups: np.ndarray | None = None, batch_size: int = 32, order: str = "descending",
                  epochs: int, lr: float = 5e-4, weight_decay: float = 0.01,
                  patience: int | None = None, seed: int = 0,
-                 pseudo: tuple[np.ndarray, np.ndarray] | None = None, pseudo_weight: float = 0.5,
+                 pseudo: tuple[np.ndarray, np.ndarray] | None = None, pseudo_weight: float = 0.8,
                  checkpoint: str | None = None, metrics_log: str | None = None, quiet: bool = False):
         super().__init__(epochs=epochs, lr=lr, weight_decay=weight_decay, patience=patience,
                          seed=seed, checkpoint=checkpoint, metrics_log=metrics_log, quiet=quiet)
@@ -72,7 +74,9 @@ class LMTrainer(TextTrainable):
         if pseudo is not None:
             extra = pseudo[0][has_text[pseudo[0]]]
             self.targets[pseudo[0]] = pseudo[1]
-            self.node_weight[pseudo[0]] = pseudo_weight
+            gold_w, pseudo_w = pseudo_label_weights(len(train), len(extra), pseudo_weight)
+            self.node_weight[train] = gold_w
+            self.node_weight[extra] = pseudo_w
             train = np.concatenate([train, extra])
         self.loader = GroupBatches(train, self.groups, batch_size, order=order, seed=seed,
                                    num_groups=model.groups)

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["FullGraph", "TextTask", "split_accuracy"]
+__all__ = ["FullGraph", "TextTask", "check_labelled", "split_accuracy"]
 
 
 class FullGraph:
@@ -46,6 +46,15 @@ class _Batch:
     blocks: list
 
 
+def check_labelled(store: Any) -> None:
+    """``ValueError`` naming the store unless it has labels, a ``train`` split and features."""
+    for what, ok in (("labels ('node/label')", store.has_labels),
+                     ("a 'train' split", "train" in store.split_names),
+                     ("node features ('node/feat')", store.has_features)):
+        if not ok:
+            raise ValueError(f"store {str(store.path)!r} has no {what}")
+
+
 @dataclass
 class TextTask:
     """A labelled text-attributed store, read into memory (small graphs; the LM reads
@@ -70,11 +79,7 @@ class TextTask:
         if not has_text(store):
             raise ValueError(f"store {str(store.path)!r} has no node text: ingest it with --text "
                              "or --text-column")
-        for what, ok in (("labels ('node/label')", store.has_labels),
-                         ("a 'train' split", "train" in store.split_names),
-                         ("node features ('node/feat')", store.has_features)):
-            if not ok:
-                raise ValueError(f"store {str(store.path)!r} has no {what}")
+        check_labelled(store)
         labels = np.asarray(store.labels).reshape(-1).astype(np.int64)
         indptr, indices = (np.asarray(a) for a in store.topology())
         lengths = sum(np.diff(token_arrays(store, f)[0]) for f in text_fields(store))

@@ -5,35 +5,23 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 from graphpipe.train.flow.interleaver import BubbleGate, LMWorker
 
 
 @pytest.fixture(scope="module")
-def task(tmp_path_factory):
-    from torch_geometric.data import Data
-
-    from graphpipe.interop.pyg_text import write_pyg_text_store
-    from graphpipe.synthetic.tag import tag_graph
+def task(tiny_text_store):
+    from graphpipe.store import GraphStore
     from graphpipe.train.text.task import TextTask
 
-    g, titles, _ = tag_graph(60, 2, seed=0)
-    data = Data(x=torch.from_numpy(g.features), y=torch.from_numpy(g.labels),
-                edge_index=torch.from_numpy(np.stack([g.src, g.dst])))
-    for name, split in (("train_mask", "train"), ("val_mask", "valid"), ("test_mask", "test")):
-        data[name] = torch.zeros(60, dtype=torch.bool)
-        data[name][torch.from_numpy(g.splits[split])] = True
-    data.text = titles
-    store = write_pyg_text_store(data, tmp_path_factory.mktemp("lmw") / "s", vocab_size=120)
-    return TextTask.from_store(store, 12)
+    return TextTask.from_store(GraphStore.open(tiny_text_store), 12)
 
 
 def _worker(task, gate):
     from graphpipe.train.text.build import TextConfig, build_lm_trainer
 
     config = TextConfig(lm_hidden=16, lm_layers=2, max_len=12, emb_dim=8, lm_batch_size=8)
-    lm = build_lm_trainer(task, config, groups=np.zeros(60, np.int64), num_groups=1, quiet=True)
+    lm = build_lm_trainer(task, config, groups=np.zeros(len(task.labels), np.int64), num_groups=1, quiet=True)
     return LMWorker(lm, gate, epochs=1)
 
 
