@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -32,10 +33,10 @@ from graphpipe.loaders.neighbor_loader import NeighborLoader
 from graphpipe.loaders.typed_batch import HeteroMiniBatch, typed_batch_from_sample
 from graphpipe.ops._core.rng import U64_MASK, mix64_py
 from graphpipe.ops.negative import negative_sample
-from graphpipe.ops.sampling import sample_neighbors_batches
-from graphpipe.ops.sampling.types import as_etype, etype_str
+from graphpipe.ops.sampling import HeteroSampleOutput, sample_neighbors_batches
+from graphpipe.ops.sampling.types import EdgeType, as_etype, etype_str
 
-__all__ = ["TypedLinkNeighborLoader", "plan_typed_link_batch"]
+__all__ = ["TypedLinkNeighborLoader", "exclude_typed_seed_edges", "plan_typed_link_batch"]
 
 
 def plan_typed_link_batch(src: np.ndarray, dst: np.ndarray, amount: float | None,
@@ -69,6 +70,44 @@ def plan_typed_link_batch(src: np.ndarray, dst: np.ndarray, amount: float | None
     return {"src": src_nodes, "dst": dst_nodes}, np.stack([src_inv, dst_inv]), label
 
 
+def exclude_typed_seed_edges(out: HeteroSampleOutput, relation: EdgeType, src: np.ndarray,
+                             dst: np.ndarray) -> HeteroSampleOutput:
+    """``out`` without any sampled edge of ``relation`` equal to a positive ``src[i] ->
+    dst[i]``, nor of its reverse (``(dst, rev_<rel>, src)``, or ``relation`` itself within
+    one type) equal to ``dst[i] -> src[i]`` (global IDs); the node sets stay as sampled.
+
+    >>> from graphpipe.loaders import GraphData
+    >>> from graphpipe.ops.sampling import sample_neighbors
+    >>> rel, rev = ("a", "to", "b"), ("b", "rev_to", "a")
+    >>> g = GraphData.from_dicts({"a": 2, "b": 2}, {rel: (np.array([0, 1, 1]), np.array([0, 0, 1]))})
+    >>> out = sample_neighbors(g.with_reverse_relations().graph, {"a": [0], "b": [0]}, [-1])
+    >>> kept = exclude_typed_seed_edges(out, rel, np.array([0]), np.array([0]))
+    >>> [(int(out.n_id["a"][r]), int(out.n_id["b"][c])) for r, c in zip(out.row[rel], out.col[rel])]
+    [(0, 0), (1, 0)]
+    >>> [(int(kept.n_id["a"][r]), int(kept.n_id["b"][c])) for r, c in zip(kept.row[rel], kept.col[rel])]
+    [(1, 0)]
+    >>> kept.num_sampled_edges[rel], kept.num_sampled_edges[rev]
+    ([1], [0])
+    """
+    s, r, d = relation
+    rev = relation if s == d else (d, "rev_" + r, s)
+    width = max(out.n_id[d].max(initial=0), out.n_id[s].max(initial=0)) + 1
+    forward, backward = src * width + dst, dst * width + src
+    banned = ({relation: np.unique(np.concatenate([forward, backward]))} if s == d
+              else {relation: np.unique(forward), rev: np.unique(backward)})
+    row, col, ids, counts = dict(out.row), dict(out.col), dict(out.edge_ids), dict(out.num_sampled_edges)
+    for et, codes in banned.items():
+        if et not in out.row or codes.size == 0:
+            continue
+        code = out.n_id[et[0]][out.row[et]].astype(np.int64) * width + out.n_id[et[2]][out.col[et]]
+        pos = np.minimum(np.searchsorted(codes, code), codes.shape[0] - 1)
+        keep = codes[pos] != code
+        hops = np.repeat(np.arange(len(counts[et])), counts[et])
+        row[et], col[et], ids[et] = out.row[et][keep], out.col[et][keep], out.edge_ids[et][keep]
+        counts[et] = np.bincount(hops[keep], minlength=len(counts[et])).tolist()
+    return replace(out, row=row, col=col, edge_ids=ids, num_sampled_edges=counts)
+
+
 class TypedLinkNeighborLoader(NeighborLoader):
     """Mini-batches of one relation's edges with their endpoints' sampled typed
     neighbourhoods (module docstring), PyG's ``LinkNeighborLoader`` on ``HeteroData``.
@@ -81,6 +120,9 @@ class TypedLinkNeighborLoader(NeighborLoader):
             ``(2, P)`` array / tensor), or ``(relation, None)``: every edge of it.
         neg_sampling: None or ``"binary"`` (or ``{"mode": "binary", "amount": a}``; uniform).
         batch_size, shuffle, drop_last, seed: over the supervision edges.
+        exclude_seed_edges: drop each batch's positive edges from its sampled relation and
+            their reverses from the reverse relation (:func:`exclude_typed_seed_edges`), so
+            a model cannot read its labels off the messages (default False, PyG's behaviour).
         **kwargs: the typed :class:`~graphpipe.loaders.NeighborLoader` options.
 
     Two authors write three papers; seeds are the ``writes`` edges, all neighbours:
@@ -99,9 +141,10 @@ class TypedLinkNeighborLoader(NeighborLoader):
     """
 
     def __init__(self, data: Any, num_neighbors: Any = None, *, edge_label_index: Any,
-                 neg_sampling: Any = None, batch_size: int = 1, **kwargs: Any):
+                 neg_sampling: Any = None, batch_size: int = 1, exclude_seed_edges: bool = False,
+                 **kwargs: Any):
         for refused in ("input_nodes", "edge_label", "edge_label_time", "time_attr",
-                        "exclude_seed_edges", "neg_sampling_ratio"):
+                        "neg_sampling_ratio"):
             if kwargs.get(refused) not in (None, False):
                 raise ValueError(f"TypedLinkNeighborLoader does not support {refused!r}")
             kwargs.pop(refused, None)
@@ -121,6 +164,7 @@ class TypedLinkNeighborLoader(NeighborLoader):
                                 or neg.dst_weight is not None):
             raise ValueError("typed link batches draw 'binary' uniform negatives only")
         self.neg_amount = None if neg is None else float(neg.amount)
+        self.exclude_seed_edges = bool(exclude_seed_edges)
 
     def _edges(self, edges: Any) -> tuple[np.ndarray, np.ndarray]:
         et, counts = self.relation, self.graph.graph.num_nodes
@@ -166,6 +210,9 @@ class TypedLinkNeighborLoader(NeighborLoader):
             outs = sample_neighbors_batches(self.graph.graph, [self._seed_dict(p[0]) for p in plans],
                                             self.fanouts, seeds=window_keys, replace=self.replace,
                                             frontier=self.frontier, num_threads=self.num_threads)
+            if self.exclude_seed_edges:
+                outs = [exclude_typed_seed_edges(o, self.relation, self.edge_src[p], self.edge_dst[p])
+                        for o, p in zip(outs, window)]
             stats.sample_s += time.perf_counter() - t0
             for positions, (seeds, index, label), out in zip(window, plans, outs):
                 t0 = time.perf_counter()

@@ -140,7 +140,7 @@ class TypedLinkTrainer(LinkTrainer):
         self.loader = TypedLinkNeighborLoader(self.split.graphs["train"], fanouts,
                                               edge_label_index=(self.relation, (train.src, train.dst)),
                                               neg_sampling="binary", batch_size=self.batch_size,
-                                              shuffle=True, seed=self.seed)
+                                              shuffle=True, seed=self.seed, exclude_seed_edges=True)
         self.store = self.split.graphs["train"]
 
     def labels(self, batch: Any) -> torch.Tensor:

@@ -90,3 +90,28 @@ def test_bad_arguments_are_refused(hetero) -> None:
         TypedLinkNeighborLoader(data, [2], edge_label_index=(WRITES, (np.array([0]), np.array([40]))))
     with pytest.raises(ValueError, match="binary"):
         TypedLinkNeighborLoader(data, [2], edge_label_index=(WRITES, None), neg_sampling="triplet")
+
+
+@pytest.mark.parametrize("relation", [WRITES, CITES])
+def test_exclude_seed_edges_drops_exactly_the_positives_both_ways(hetero, relation) -> None:
+    data = GraphData.from_pyg(hetero)
+    rev = relation if relation[0] == relation[2] else ("paper", "rev_writes", "author")
+    options = {"edge_label_index": (relation, hetero[relation].edge_index), "batch_size": 16}
+    plain = TypedLinkNeighborLoader(data, [-1, -1], **options)
+    kept = TypedLinkNeighborLoader(data, [-1, -1], exclude_seed_edges=True, **options)
+    s, _, d = relation
+    for a, b in zip(plain, kept):
+        index = b[relation].edge_label_index
+        pos = set(zip(b[s].n_id[index[0]].tolist(), b[d].n_id[index[1]].tolist()))
+        banned = {relation: pos, rev: {(y, x) for x, y in pos}}
+        if relation == rev:
+            banned = {relation: pos | banned[rev]}
+        for t in a.node_types:
+            assert torch.equal(a[t].n_id, b[t].n_id)
+        for et in a.edge_types:
+            before = _pairs(a[et[0]].n_id, a[et[2]].n_id, a[et].edge_index)
+            after = _pairs(b[et[0]].n_id, b[et[2]].n_id, b[et].edge_index)
+            assert after == before - banned.get(et, set()), et
+            assert sum(b[et].num_sampled_edges) == b[et].edge_index.shape[1]
+        # the check can fail: the positives were among the sampled edges before
+        assert banned[relation] & _pairs(a[s].n_id, a[d].n_id, a[relation].edge_index)
