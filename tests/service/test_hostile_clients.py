@@ -455,16 +455,30 @@ def test_tls_round_trip(store, tmp_path):
         Client("grpc://127.0.0.1:1", tls_root_certs=b"x")
 
 
+_SERVE_CASES = """
+import json, sys
+from click.testing import CliRunner
+from graphpipe.cli.serve import command
+results = [CliRunner().invoke(command, args) for args in json.loads(sys.argv[1])]
+print(json.dumps([[r.exit_code, r.output] for r in results]))
+"""
+
+
 def test_tls_flags_are_checked(store, tmp_path):
+    """Each refused before binding; the four cases in one child process (one interpreter
+    start instead of four: a case that did not refuse would serve, and time out)."""
     cert, key = _self_signed(tmp_path)
-    for args, message in ((["--tls-cert", str(cert)], "--tls-cert and --tls-key go together"),
-                          (["--tls-key", str(key)], "--tls-cert and --tls-key go together"),
-                          (["--tls-cert", str(key), "--tls-key", str(key)], "is not a PEM certificate"),
-                          (["--tls-cert", str(cert), "--tls-key", str(cert)], "is not a PEM private key")):
-        proc = subprocess.run([sys.executable, "-m", "graphpipe.cli.serve", str(store.path), "--port", "0",
-                               *args], check=False, capture_output=True, text=True, timeout=120)
-        assert proc.returncode != 0 and message in proc.stderr, proc.stderr
-        assert "Traceback" not in proc.stderr
+    cases = ((["--tls-cert", str(cert)], "--tls-cert and --tls-key go together"),
+             (["--tls-key", str(key)], "--tls-cert and --tls-key go together"),
+             (["--tls-cert", str(key), "--tls-key", str(key)], "is not a PEM certificate"),
+             (["--tls-cert", str(cert), "--tls-key", str(cert)], "is not a PEM private key"))
+    argv = [[str(store.path), "--port", "0", *args] for args, _ in cases]
+    proc = subprocess.run([sys.executable, "-c", _SERVE_CASES, json.dumps(argv)], check=False,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    for (code, output), (_, message) in zip(json.loads(proc.stdout.strip().splitlines()[-1]), cases):
+        assert code != 0 and message in output, output
+        assert "Traceback" not in output
 
 
 @pytest.mark.parametrize(("host", "token", "tls", "warns"), [
