@@ -168,6 +168,20 @@ def test_server_dies_mid_epoch(s3_server, proxy, local_store, tmp_path, monkeypa
     assert_cache_whole(tmp_path / "cache")
 
 
+def _kill_when_held(proxy: FaultProxy, code: str, *args: str) -> None:
+    """Run ``code`` in a child process (the ``AWS_*`` variables pointing at ``proxy``) and
+    SIGKILL it as soon as the proxy holds one of its requests."""
+    child = subprocess.Popen([sys.executable, "-c", code, *args],
+                             env={**os.environ, "PYTHONPATH": os.getcwd()}, stderr=subprocess.PIPE)
+    try:
+        assert proxy.held.wait(120), child.stderr.read() if child.poll() is not None else "no request"
+    finally:
+        child.kill()
+        child.wait(60)
+        proxy.release()
+    assert child.returncode == -signal.SIGKILL
+
+
 _UPLOAD = """
 import sys
 from graphpipe.store.upload import upload_store
@@ -181,15 +195,7 @@ def test_killed_upload_is_never_a_store(s3_server, proxy, local_store, tmp_path)
     replaces the leftovers."""
     url = _uploaded(s3_server, local_store, "killed")
     proxy.rule = lambda method, key, n: "hold" if method == "PUT" and n == 4 else None
-    child = subprocess.Popen([sys.executable, "-c", _UPLOAD, str(local_store.path), url],
-                             env={**os.environ, "PYTHONPATH": os.getcwd()}, stderr=subprocess.PIPE)
-    try:
-        assert proxy.held.wait(120), child.stderr.read() if child.poll() is not None else "no PUT"
-    finally:
-        child.kill()
-        child.wait(60)
-        proxy.release()
-    assert child.returncode == -signal.SIGKILL
+    _kill_when_held(proxy, _UPLOAD, str(local_store.path), url)
     with pytest.raises(StoreError, match="upload has not finished"):
         _direct(s3_server, lambda: open_store(url, cache_dir=tmp_path / "cache"))
     _direct(s3_server, lambda: upload_store(local_store.path, url, overwrite=True))
@@ -261,14 +267,7 @@ def test_download_killed_half_way_leaves_nothing_read(s3_server, proxy, local_st
     cache = tmp_path / "cache"
     proxy.rule = lambda method, key, n: ("hold" if "/node/feat/c/" in key and proxy.answered["GET"] >= 6
                                          else None)
-    child = subprocess.Popen([sys.executable, "-c", _READER, url, str(cache)],
-                             env={**os.environ, "PYTHONPATH": os.getcwd()}, stderr=subprocess.PIPE)
-    try:
-        assert proxy.held.wait(120), child.stderr.read() if child.poll() is not None else "no GET"
-    finally:
-        child.kill()
-        child.wait(60)
-        proxy.release()
+    _kill_when_held(proxy, _READER, url, str(cache))
     left = [p for p in cache.rglob(".*.part-*")]
     assert left and any(p.stat().st_size > 0 for p in left)              # a torn download
     proxy.rule = lambda method, key, n: None                 # the same endpoint: the same cache
