@@ -208,7 +208,7 @@ def test_cli_generate_and_ingest(tmp_path):
     assert result.exit_code == 0 and "3 relations" in result.output, result.output
 
 
-ROWS, DIM, CAP = 1_200_000, 256, "320M"  # 614 MB of float16 features under a 320 MiB cap
+ROWS, DIM, CAP = 700_000, 256, "320M"  # 358 MB (341 MiB) of float16 features under a 320 MiB cap
 
 
 def _block(start: int, count: int) -> np.ndarray:
