@@ -19,7 +19,7 @@ from graphpipe.loaders.dgl_blocks import (
     to_dgl_typed_blocks,
 )
 from graphpipe.loaders.disjoint import DisjointSampler, sample_disjoint_typed
-from graphpipe.loaders.feature_tier import auto_match_reorder, feature_source, row_tier
+from graphpipe.loaders.feature_tier import auto_match_reorder, choose_tier, feature_source, row_tier
 from graphpipe.loaders.graph_data import (
     GraphData,
     is_mask,
@@ -32,7 +32,7 @@ from graphpipe.loaders.minibatch import MiniBatch
 from graphpipe.loaders.prefetch import END, Prefetcher, data_loader_kwargs, draw_seed
 from graphpipe.loaders.prepared import PreparedBatch
 from graphpipe.loaders.rows import DegreeCachedRows, QuantizedRowSource, RowSource
-from graphpipe.loaders.sampler import BaseSampler, LocalSampler, SamplerInput
+from graphpipe.loaders.sampler import BaseSampler, LocalSampler, SamplerInput, warm_sampling_kernels
 from graphpipe.loaders.shard import BaseShard
 from graphpipe.loaders.stages import GatherStage, ReorderStage, SampleStage, TransferStage
 from graphpipe.loaders.stages.gather import RowCounts, TypedGather
@@ -396,6 +396,10 @@ class NeighborLoader:
         # DGL's EID: the edge's position in the input edge list (a store's csc/edge_id, a Data's edge_index)
         self._edge_id = self.graph.attrs.edge_order if self.output == "dgl" else None
         self.cache: DegreeCachedRows | None = None
+        if (self.features and sampler is None and not self.temporal and sampler_backend != "cuda"
+                and choose_tier(self.graph, self.feature_tier) == "disk"):  # cold start: overlap the fill
+            warm_sampling_kernels(self.graph.indptr, self.graph.indices, fanouts, replace=replace,
+                                  frontier=frontier)
         self.rows = self._row_source(cache, cache_rows)
         if match_reorder == "auto":  # the fastest setting measured for this tier and device
             match_reorder = auto_match_reorder(row_tier(self.rows), self.device.type)

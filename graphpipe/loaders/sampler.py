@@ -21,6 +21,8 @@ abilities (zarr's ``supports_*`` style; the loader asks these, never ``hasattr``
 from __future__ import annotations
 
 import abc
+import contextlib
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
@@ -32,7 +34,7 @@ from graphpipe.ops.sampling import SampleOutput, sample_neighbors, sample_neighb
 from graphpipe.ops.sampling.types import check_frontier
 
 __all__ = ["SAMPLER_BACKENDS", "BaseSampler", "LocalSampler", "SampleOutput", "SamplerInput",
-           "resolve_sampler_backend"]
+           "resolve_sampler_backend", "warm_sampling_kernels"]
 
 
 class SamplerInput(NamedTuple):
@@ -171,6 +173,33 @@ class LocalSampler(BaseSampler):
     def __repr__(self) -> str:
         return (f"LocalSampler(fanouts={self.fanouts}, replace={self.replace}, "
                 f"backend={self.backend!r}, frontier={self.frontier!r})")
+
+
+def warm_sampling_kernels(indptr: np.ndarray, indices: np.ndarray, fanouts: list[int], *,
+                          replace: bool = False, frontier: str = "new") -> threading.Thread:
+    """Load the CPU sampling kernels for the dtypes and flags of ``indptr`` / ``indices``
+    (Numba's cached machine code: seconds on a busy machine) in a background thread, by
+    sampling a one-node graph of the same array types; the returned thread is started.
+    For a loader whose start-up waits on the disk anyway (the disk tier's hot-set fill):
+    its first batch then does not pay the load.
+
+    >>> t = warm_sampling_kernels(np.zeros(3, np.int64), np.zeros(2, np.int32), [2])
+    >>> t.join(); t.is_alive()
+    False
+    """
+    tiny_indptr = np.array([0, 1], dtype=indptr.dtype)
+    tiny_indices = np.array([0], dtype=indices.dtype)
+    for tiny, real in ((tiny_indptr, indptr), (tiny_indices, indices)):
+        tiny.setflags(write=bool(real.flags.writeable))   # read-only maps: their own specialisation
+
+    def work() -> None:
+        with contextlib.suppress(Exception):  # a warm-up only: the real call reports errors
+            LocalSampler(tiny_indptr, tiny_indices, fanouts, replace=replace, frontier=frontier,
+                         backend="cpu", num_threads=1, tune_malloc=False).sample_from_nodes([np.array([0], np.int64)], [0])
+
+    thread = threading.Thread(target=work, name="graphpipe-warm-sampler", daemon=True)
+    thread.start()
+    return thread
 
 
 def _to_gpu(indptr: np.ndarray, indices: np.ndarray) -> tuple[Any, Any]:
