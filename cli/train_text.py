@@ -55,7 +55,9 @@ def text_train_options(fn):
         click.option("--lm-share", type=click.FloatRange(0, 1, min_open=True), default=0.6,
                      show_default=True,
                      help="unitg: the LM's epochs are spread over this share of GNN epochs."),
-        click.option("--glem-rounds", type=click.IntRange(1), default=2, show_default=True),
+        click.option("--glem-rounds", type=click.IntRange(1), default=1, show_default=True,
+                     help="glem: EM rounds after the pre-training (LM, then a GNN on its "
+                          "embeddings)."),
         click.option("--gnn", type=click.Choice(["sage", "gcn"]), default="sage",
                      show_default=True, help="unitg/tape/glem: the GNN."),
     ]

@@ -74,7 +74,7 @@ class TextConfig:
     exit_order: str = "descending"
     lm_share: float = 0.6
     sync_patience: int = 20
-    glem_rounds: int = 2
+    glem_rounds: int = 1
     gnn_pseudo_weight: float = 0.05
     lm_pseudo_weight: float = 0.8
     seed: int = 0
