@@ -33,7 +33,7 @@ from graphpipe.loaders.neighbor_loader import NeighborLoader
 from graphpipe.loaders.typed_batch import HeteroMiniBatch, typed_batch_from_sample
 from graphpipe.ops._core.rng import U64_MASK, mix64_py
 from graphpipe.ops.negative import negative_sample
-from graphpipe.ops.sampling import HeteroSampleOutput, sample_neighbors_batches
+from graphpipe.ops.sampling import HeteroSampleOutput
 from graphpipe.ops.sampling.types import EdgeType, as_etype, etype_str
 
 __all__ = ["TypedLinkNeighborLoader", "exclude_typed_seed_edges", "plan_typed_link_batch"]
@@ -194,9 +194,10 @@ class TypedLinkNeighborLoader(NeighborLoader):
         s, _, d = self.relation
         return {s: seeds["src"]} if "dst" not in seeds else {s: seeds["src"], d: seeds["dst"]}
 
-    def _produce_typed(self, epoch: int) -> Iterator[HeteroMiniBatch]:
+    def _produce_typed(self, epoch: int, sample_ahead: bool = False) -> Iterator[HeteroMiniBatch]:
         """One epoch: each window's batches planned (negatives from the batch's key),
-        sampled in parallel threads, gathered per type."""
+        sampled in parallel threads (or by ``sampler``), gathered per type (``sample_ahead``:
+        not used, the windows run one after another)."""
         batches = self.epoch_edge_batches(epoch)
         keys = self.batch_keys(epoch, len(batches))
         s, _, d = self.relation
@@ -207,16 +208,15 @@ class TypedLinkNeighborLoader(NeighborLoader):
                                            counts[s], counts[d], s == d, k)
                      for p, k in zip(window, window_keys)]
             t0 = time.perf_counter()
-            outs = sample_neighbors_batches(self.graph.graph, [self._seed_dict(p[0]) for p in plans],
-                                            self.fanouts, seeds=window_keys, replace=self.replace,
-                                            frontier=self.frontier, num_threads=self.num_threads)
+            outs = self._sample_typed([self._seed_dict(p[0]) for p in plans], window_keys)
             if self.exclude_seed_edges:
                 outs = [exclude_typed_seed_edges(o, self.relation, self.edge_src[p], self.edge_dst[p])
                         for o, p in zip(outs, window)]
             stats.sample_s += time.perf_counter() - t0
-            for positions, (seeds, index, label), out in zip(window, plans, outs):
+            for positions, key, (seeds, index, label), out in zip(window, window_keys, plans, outs):
                 t0 = time.perf_counter()
-                batch = typed_batch_from_sample(out, self.gather(out.n_id), self.graph, s, seeds["src"])
+                batch = typed_batch_from_sample(out, self.gather(out.n_id, key), self.graph, s,
+                                                seeds["src"])
                 batch.input_id = None
                 batch.extra[self.relation] = {
                     "edge_label_index": torch.from_numpy(np.ascontiguousarray(index, dtype=np.int64)),
