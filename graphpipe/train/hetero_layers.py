@@ -42,7 +42,8 @@ from torch.nn import functional as F
 from graphpipe.ops.aggregate import aggregate, aggregate_heads, edge_softmax, sddmm_scores
 from graphpipe.train.layers import LocalGraph, add_self_loops, csc_from_edge_index
 
-__all__ = ["EdgeType", "HeteroGATConv", "HeteroSAGEConv", "RelGraphConv", "TypedGraph", "etype_key"]
+__all__ = ["EdgeType", "HeteroGATConv", "HeteroSAGEConv", "RelGraphConv", "TypedGraph", "etype_key",
+           "transform_first"]
 
 EdgeType = tuple[str, str, str]
 
@@ -65,6 +66,37 @@ class TypedGraph:
 
     num_nodes: dict[str, int]
     graphs: dict[EdgeType, LocalGraph]
+    num_dst: dict[str, int] | None = None
+
+    def dst_rows(self, ntype: str) -> int:
+        """Output rows of ``ntype``: a prefix of its ``num_nodes`` (all of them unless
+        trimmed)."""
+        return self.num_nodes[ntype] if self.num_dst is None else self.num_dst.get(ntype, 0)
+
+    def trimmed(self, src_rows: dict[str, int], dst_rows: dict[str, int]) -> TypedGraph | None:
+        """The graph of one layer that reads the first ``src_rows[t]`` rows of every type
+        and writes the first ``dst_rows[t]`` (PyG's ``trim_to_layer``, DGL's blocks): each
+        relation's CSC cut to those destinations, without a copy. ``None`` when a kept
+        edge's source lies beyond ``src_rows`` (the rows needed are not a prefix: e.g.
+        DGL's ``frontier="all"`` re-samples the seeds at every hop).
+
+        >>> import torch
+        >>> g = TypedGraph.from_edge_index({("a", "to", "a"): torch.tensor([[1, 2], [0, 1]])},
+        ...                                {"a": 3})
+        >>> g.trimmed({"a": 2}, {"a": 1}).graphs[("a", "to", "a")].indices
+        tensor([1])
+        >>> g.trimmed({"a": 1}, {"a": 1}) is None
+        True
+        """
+        graphs = {}
+        for etype, g in self.graphs.items():
+            n = min(int(dst_rows.get(etype[2], 0)), g.num_dst)
+            end = int(g.indptr[n])
+            indices = g.indices[:end]
+            if end and int(indices.max()) >= src_rows[etype[0]]:
+                return None
+            graphs[etype] = LocalGraph(g.indptr[: n + 1], indices, n, int(src_rows[etype[0]]))
+        return TypedGraph(dict(src_rows), graphs, dict(dst_rows))
 
     @classmethod
     def from_edge_index(cls, edge_index_dict: dict[EdgeType, torch.Tensor],
@@ -159,20 +191,60 @@ class RelGraphConv(nn.Module):
 
     def forward(self, x_dict: dict[str, torch.Tensor], graph: TypedGraph) -> dict[str, torch.Tensor]:
         _check_inputs("RelGraphConv", x_dict, self.in_dims, graph)
-        out = {t: self.root[t](x_dict[t]) for t in self.dst_types if t in x_dict}
+        out = {t: self.root[t](x_dict[t][: graph.dst_rows(t)]) for t in self.dst_types
+               if t in x_dict and graph.dst_rows(t)}
+        first: dict[str, list[EdgeType]] = {}  # source type -> relations transformed first
         for etype in self.edge_types:
             g = graph.graphs.get(etype)
-            if g is None or etype[0] not in x_dict or etype[2] not in out:
+            if g is None or etype[0] not in x_dict or etype[2] not in out or not g.num_dst:
                 continue
             lin = self.rel[etype_key(etype)]
-            if lin.out_features < lin.in_features:  # transform first: the mean is linear
-                msg = _mean_from(lin(x_dict[etype[0]]), g)
-            else:
-                msg = lin(_mean_from(x_dict[etype[0]], g))
-            out[etype[2]] = out[etype[2]] + msg
+            if transform_first(lin.in_features, lin.out_features, g):
+                first.setdefault(etype[0], []).append(etype)
+            else:  # gather the narrower input rows, then one GEMM into the output
+                out[etype[2]].addmm_(_mean_from(x_dict[etype[0]], g), lin.weight.t())
+        for src, etypes in first.items():
+            self._transformed_first(x_dict[src], etypes, graph, out)
         if self.bias is not None:
             out = {t: h + self.bias for t, h in out.items()}
         return out
+
+    def _transformed_first(self, x_src: torch.Tensor, etypes: list[EdgeType], graph: TypedGraph,
+                           out: dict[str, torch.Tensor]) -> None:
+        """The relations of one source type that transform before the gather: one GEMM
+        ``x_src @ [W_r1 | W_r2 | ...]`` (WiseGraph's batched per-relation matmul), read
+        as a ``(N_src * k, out_dim)`` table whose row ``v * k + j`` is ``W_rj x_v``; each
+        relation gathers its own rows of it (per-relation edge groups)."""
+        k = len(etypes)
+        weight = torch.cat([self.rel[etype_key(e)].weight for e in etypes]) if k > 1 \
+            else self.rel[etype_key(etypes[0])].weight
+        table = (x_src @ weight.t()).view(x_src.shape[0] * k, self.out_dim)
+        for j, etype in enumerate(etypes):
+            g = graph.graphs[etype]
+            if k > 1:
+                g = LocalGraph(g.indptr, g.indices * k + j, g.num_dst, g.num_src * k)
+            out[etype[2]].add_(_mean_from(table, g))
+
+
+_GATHER_COST = 16  # multiply-adds of GEMM work one gathered (random-access) element costs
+
+
+def transform_first(in_dim: int, out_dim: int, g: LocalGraph) -> bool:
+    """Where the linear map of a relation goes (WiseGraph's linear placement): before the
+    gather (a GEMM over the ``num_src`` sources, then ``E`` rows of ``out_dim`` gathered)
+    or after it (``E`` rows of ``in_dim`` gathered, a GEMM over the ``num_dst``
+    destinations), whichever costs fewer multiply-adds plus gathered elements. Both
+    give the same value: the mean is linear.
+
+    >>> import torch
+    >>> g = LocalGraph(torch.tensor([0, 3]), torch.tensor([0, 1, 2]), 1, 3)
+    >>> transform_first(128, 16, g), transform_first(16, 128, g)
+    (True, False)
+    """
+    edges = int(g.indices.shape[0])
+    before = g.num_src * in_dim * out_dim + edges * out_dim * _GATHER_COST
+    after = g.num_dst * in_dim * out_dim + edges * in_dim * _GATHER_COST
+    return before < after
 
 
 class HeteroSAGEConv(nn.Module):
@@ -211,7 +283,8 @@ class HeteroSAGEConv(nn.Module):
             if g is None or src not in x_dict or dst not in x_dict:
                 continue
             key = etype_key(etype)
-            h = self.lin_l[key](_mean_from(x_dict[src], g)) + self.lin_r[key](x_dict[dst])
+            h = self.lin_l[key](_mean_from(x_dict[src], g)) + \
+                self.lin_r[key](x_dict[dst][: g.num_dst])
             out[dst] = h if dst not in out else out[dst] + h
         return out
 
@@ -320,7 +393,7 @@ class HeteroGATConv(nn.Module):
             src, _, dst = etype
             if g is None or src not in x_dict or dst not in x_dict:
                 continue
-            h = self._relation(etype, x_dict[src], x_dict[dst], g)
+            h = self._relation(etype, x_dict[src], x_dict[dst][: g.num_dst], g)
             out[dst] = h if dst not in out else out[dst] + h
         return out
 

@@ -10,6 +10,7 @@ IDs ``n_id[t]``, as PyG's ogbn-mag R-GCN example does. Between layers: ReLU, dro
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import torch
@@ -25,7 +26,8 @@ from graphpipe.train.hetero_layers import (
     TypedGraph,
 )
 
-__all__ = ["HETERO_MODELS", "RGAT", "RGCN", "HeteroModel", "HeteroSAGE", "build_hetero_model"]
+__all__ = ["HETERO_MODELS", "RGAT", "RGCN", "HeteroModel", "HeteroSAGE", "build_hetero_model",
+           "layer_graphs"]
 
 
 class HeteroModel(nn.Module):
@@ -96,11 +98,13 @@ class HeteroModel(nn.Module):
                 h[t] = emb(n_id[t].long())
         return h
 
-    def forward_graph(self, h: dict[str, torch.Tensor], graph: TypedGraph
-                      ) -> dict[str, torch.Tensor]:
-        """All layers over ``graph``: ``h[t]`` ``(N_t, F_t)`` -> ``(N_t, out_dim)``."""
+    def forward_graph(self, h: dict[str, torch.Tensor], graph: TypedGraph,
+                      layer_graphs: list[TypedGraph] | None = None) -> dict[str, torch.Tensor]:
+        """All layers over ``graph``: ``h[t]`` ``(N_t, F_t)`` -> ``(N_t, out_dim)``; or
+        layer ``l`` over ``layer_graphs[l]`` (trimmed: the rows it writes are a prefix of
+        those it reads, see :func:`layer_graphs`)."""
         for layer, conv in enumerate(self.convs):
-            out = conv(h, graph)
+            out = conv(h, graph if layer_graphs is None else layer_graphs[layer])
             if layer < self.num_layers - 1:
                 out = {t: F.dropout(F.relu(v), self.dropout, self.training) for t, v in out.items()}
             h = out  # a type no relation reaches drops out, as in PyG's HeteroConv
@@ -109,19 +113,57 @@ class HeteroModel(nn.Module):
     def embed_nodes(self, batch: Any) -> dict[str, torch.Tensor]:
         """The last layer's output ``(n_t, out_dim)`` of every type the layers reach, for
         all of the batch's nodes (link prediction decodes pairs of them)."""
-        n_id = batch.n_id
-        counts = {t: int(v.shape[0]) for t, v in n_id.items()}
-        graph = TypedGraph.from_edge_index(
+        return self.forward_graph(self.inputs(batch.x, batch.n_id), self._graph(batch))
+
+    def _graph(self, batch: Any) -> TypedGraph:
+        counts = {t: int(v.shape[0]) for t, v in batch.n_id.items()}
+        return TypedGraph.from_edge_index(
             {tuple(e): ei for e, ei in batch.edge_index.items() if tuple(e) in self.edge_types},
             counts)
-        return self.forward_graph(self.inputs(batch.x, n_id), graph)
 
     def forward(self, batch: Any) -> torch.Tensor:
-        """Logits ``(batch_size, out_dim)`` of the batch's seeds (target-type nodes)."""
-        h = self.embed_nodes(batch)
+        """Logits ``(batch_size, out_dim)`` of the batch's seeds (target-type nodes); each
+        layer computes only the rows the next one reads (:func:`layer_graphs`)."""
+        graph = self._graph(batch)
+        h = self.forward_graph(self.inputs(batch.x, batch.n_id), graph,
+                               layer_graphs(graph, getattr(batch, "num_sampled_nodes", None),
+                                            self.num_layers))
         if self.target_type not in h:
             raise ValueError(f"no relation reaches the target type {self.target_type!r}")
         return h[self.target_type][: int(batch.batch_size)]
+
+
+def layer_graphs(graph: TypedGraph, num_sampled_nodes: dict[str, list[int]] | None,
+                 num_layers: int) -> list[TypedGraph] | None:
+    """Each layer's graph trimmed to the rows it must compute (PyG's ``trim_to_layer``;
+    DGL's blocks): layer ``l`` of ``L`` reads the nodes of hops ``<= L - l`` and writes
+    those of hops ``< L - l``, so the last one writes the seeds alone. The seeds' outputs
+    are those of the untrimmed graph; ``None`` (no trimming) when the batch has no hop
+    counts for ``L`` hops or a layer's needed rows are not a prefix (see
+    :meth:`TypedGraph.trimmed`).
+
+    >>> import torch
+    >>> g = TypedGraph.from_edge_index({("p", "cites", "p"): torch.tensor([[1, 2], [0, 1]])},
+    ...                                {"p": 3})
+    >>> [lg.num_dst for lg in layer_graphs(g, {"p": [1, 1, 1]}, 2)]
+    [{'p': 2}, {'p': 1}]
+    """
+    if not num_sampled_nodes or any(len(v) != num_layers + 1 for v in num_sampled_nodes.values()):
+        return None
+    if any(t not in num_sampled_nodes for t in graph.num_nodes):
+        return None
+    known = {t: [int(c) for c in itertools.accumulate(v)] for t, v in num_sampled_nodes.items()}
+    if any(known[t][-1] != n for t, n in graph.num_nodes.items()):
+        return None
+    out = []
+    for layer in range(num_layers):
+        hops = num_layers - layer
+        g = graph.trimmed({t: c[hops] for t, c in known.items()},
+                          {t: c[hops - 1] for t, c in known.items()})
+        if g is None:
+            return None
+        out.append(g)
+    return out
 
 
 class RGCN(HeteroModel):

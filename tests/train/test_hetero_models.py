@@ -70,3 +70,55 @@ def test_rgat_options():
         build_hetero_model("rgat", dims, counts, 16, 3, 2, ET, "paper", heads=3)
     with pytest.raises(ValueError, match="unknown option"):
         build_hetero_model("rgcn", dims, counts, 16, 3, 2, ET, "paper", heads=2)
+
+
+def _loader_batch(frontier):
+    """A real two-hop typed batch (PyG's layout, hop counts per type)."""
+    import numpy as np
+
+    from graphpipe.loaders import GraphData, NeighborLoader
+
+    rng = np.random.default_rng(0)
+    counts = {"paper": 60, "author": 40}
+    edges = {ET[0]: (rng.integers(0, 40, 150), rng.integers(0, 60, 150)),
+             ET[2]: (rng.integers(0, 60, 150), rng.integers(0, 60, 150))}
+    edges[ET[1]] = edges[ET[0]][::-1]
+    data = GraphData.from_dicts(counts, edges, x={"paper": rng.standard_normal((60, 6),
+                                                                                dtype=np.float32)},
+                                target_type="paper")
+    loader = NeighborLoader(data, [4, 3], input_nodes=("paper", np.arange(8)), batch_size=8,
+                            seed=0, prefetch=0, frontier=frontier)
+    return next(iter(loader))
+
+
+@pytest.mark.parametrize("name", ["rgcn", "hetero-sage", "rgat"])
+@pytest.mark.parametrize("frontier", ["new", "all"])
+def test_trimmed_layers_give_the_seeds_the_untrimmed_logits_and_gradients(name, frontier):
+    """Each layer computes only the rows the next one reads (PyG's trim_to_layer); the
+    seeds' logits and every gradient are the full graph's. With frontier="all" (the
+    seeds re-sampled at every hop) trimming applies only where the rows needed are a
+    prefix."""
+    from graphpipe.train.hetero_layers import TypedGraph
+    from graphpipe.train.hetero_models import layer_graphs
+
+    batch = _loader_batch(frontier)
+    torch.manual_seed(0)
+    model = build_hetero_model(name, {"paper": 6, "author": None}, {"paper": 60, "author": 40},
+                               8, 3, 2, ET, "paper", dropout=0.0).double()
+    counts = {t: int(v.shape[0]) for t, v in batch.n_id.items()}
+    graph = TypedGraph.from_edge_index(batch.edge_index, counts)
+    trimmed = layer_graphs(graph, batch.num_sampled_nodes, 2)
+    assert trimmed is not None or frontier == "all"
+    results = []
+    for layers in (None, trimmed):
+        model.zero_grad(set_to_none=True)
+        h = model.forward_graph(model.inputs(batch.x, batch.n_id), graph, layers)
+        logits = h["paper"][: batch.batch_size]
+        logits.pow(2).sum().backward()
+        results.append((logits.detach(), [torch.zeros_like(p) if p.grad is None else p.grad.clone()
+                                          for p in model.parameters()]))
+    if trimmed is not None:
+        assert trimmed[-1].dst_rows("paper") == batch.batch_size
+    torch.testing.assert_close(results[0][0], results[1][0])
+    for a, b in zip(results[0][1], results[1][1], strict=True):
+        torch.testing.assert_close(a, b)
