@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import click
@@ -69,6 +70,21 @@ def friendly_errors(fn: Callable[..., Any] | None = None, *,
                  "re-run with --debug for the traceback", code=EXIT_INTERNAL)
 
     return wrapper
+
+
+@contextlib.contextmanager
+def rank_failures_reported() -> Iterator[None]:
+    """Around :func:`graphpipe.train.distributed.launch` (or what calls it): a rank that
+    failed, was killed or got stuck ends the command with its one line (unless the rank
+    printed its own) and its exit code (:class:`graphpipe.train.ranks.RankFailure`)."""
+    from graphpipe.train.ranks import RankFailure
+
+    try:
+        yield
+    except RankFailure as exc:
+        if exc.printed:
+            sys.exit(exc.exit_code)
+        fail(str(exc), code=exc.exit_code)
 
 
 def human_bytes(n: int) -> str:

@@ -20,10 +20,7 @@ from typing import Any
 
 import click
 from graphpipe.cli import train_options as opts
-from graphpipe.cli._common import fail, friendly_errors
-
-PEER_GONE = ("Connection closed by peer", "Connection reset by peer", "Broken pipe")
-"""What gloo reports on a rank whose peer has exited: that rank ends quietly (exit 1)."""
+from graphpipe.cli._common import fail, friendly_errors, rank_failures_reported
 
 
 def run(params: dict[str, Any]) -> None:
@@ -57,17 +54,8 @@ def _start(spec: dict[str, Any], preflight: Any) -> None:
         rank_main(spec)
         return
     preflight(spec)
-    import torch.multiprocessing as mp
-
-    try:
+    with rank_failures_reported():
         launch(rank_main, int(spec["nproc"]), (spec,))
-    except mp.ProcessExitedException as exc:
-        if exc.signal_name:  # killed (the kernel's OOM killer...): nobody printed why
-            fail(f"rank {exc.error_index} was killed by {exc.signal_name}", code=1)
-        sys.exit(exc.exit_code if exc.exit_code and exc.exit_code > 0 else 1)  # it printed why
-    except mp.ProcessRaisedException as exc:
-        lines = [line for line in str(exc).strip().splitlines() if line.strip()]
-        fail(f"rank {exc.error_index} failed: {lines[-1] if lines else exc}", code=1)
 
 
 def _resolve(params: dict[str, Any]) -> dict[str, Any]:
@@ -125,9 +113,10 @@ def rank_main(spec: dict[str, Any]) -> None:
     import torch.distributed as dist
 
     from graphpipe.train.distributed import init_process_group
+    from graphpipe.train.ranks import EXIT_PEER_LOST, collective_failed
 
-    init_process_group(spec.get("device", "cpu"))
     try:
+        init_process_group(spec.get("device", "cpu"))
         if spec.get("typed"):
             from graphpipe.cli.train_typed import train_rank
 
@@ -135,8 +124,8 @@ def rank_main(spec: dict[str, Any]) -> None:
         else:
             _train(spec)
     except RuntimeError as exc:
-        if any(m in str(exc) for m in PEER_GONE):
-            sys.exit(1)  # another rank failed first and printed why; this one only lost it
+        if collective_failed(exc):  # another rank failed first: the launcher names it
+            sys.exit(EXIT_PEER_LOST)
         raise
     # nobody leaves while another rank still talks to it; after an error, no barrier: the
     # others may wait in another collective, and the launcher ends them when this one exits
@@ -171,8 +160,10 @@ def _open_planned(spec: dict[str, Any]) -> tuple[Any, Any, Any]:
 
 def _train(spec: dict[str, Any]) -> None:
     from graphpipe.train.distributed import DistributedTrainer
+    from graphpipe.train.ranks import check_same_run
 
     store, model, plan = _open_planned(spec)
+    check_same_run(store.manifest, spec)
     trainer = DistributedTrainer(
         model, store, shard=spec["shard"], fanouts=spec["fanouts"], batch_size=spec["batch_size"],
         epochs=spec["epochs"], optimizer=spec["optimizer"], lr=spec["lr"],

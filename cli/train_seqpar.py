@@ -12,14 +12,13 @@ Arguments are checked here, before any rank starts; a rank that meets bad input 
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 from typing import Any
 
 import click
 from graphpipe.cli import train_options as opts
-from graphpipe.cli._common import EXPECTED_ERRORS, _message, fail
+from graphpipe.cli._common import EXPECTED_ERRORS, _message, fail, rank_failures_reported
 
 __all__ = ["run"]
 
@@ -79,17 +78,10 @@ def _build_model(job: dict[str, Any]) -> Any:
 
 
 def _spawn(job: dict[str, Any], world: int) -> None:
-    import torch.multiprocessing as mp
-
     from graphpipe.train.sequence_parallel import spawn_local
 
-    logging.getLogger("torch.multiprocessing.spawn").setLevel(logging.ERROR)
-    try:
+    with rank_failures_reported():
         spawn_local(_rank_main, world, (job,))
-    except mp.ProcessExitedException as exc:   # the rank printed its error
-        sys.exit(exc.exit_code if exc.exit_code and exc.exit_code > 0 else 1)
-    except mp.ProcessRaisedException as exc:
-        fail(f"internal error in a rank ({str(exc).strip().splitlines()[-1]})", code=1)
 
 
 def _rank_main(job: dict[str, Any], distributed: bool = True) -> None:
@@ -127,6 +119,10 @@ def _train(job: dict[str, Any], rank: int) -> None:
     model = _build_model(job)
     trainer = SequenceParallelTrainer(model, job["store"], exchange=HeadExchange(),
                                       **job["trainer"])
+    if trainer.exchange.world > 1:
+        from graphpipe.train.ranks import check_same_run
+
+        check_same_run(trainer.store.manifest, job)
     if job["resume"] is not None:
         trainer.check_resume(job["resume"])
     talk = rank == 0 and not job["quiet"]

@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 from graphpipe.cli import train_options as opts
-from graphpipe.cli._common import fail, human_bytes
+from graphpipe.cli._common import fail, human_bytes, rank_failures_reported
 
 
 def _check_resume(resume: str, parts: int) -> None:
@@ -67,10 +67,11 @@ def run(params: dict[str, Any]) -> None:
     if talk and not quiet:
         click.echo(f"{store}: {num_nodes} nodes, {opened.num_edges} edges; model {name}, "
                    f"{world} partitions, halo bits {halo_bits}, staleness {params['staleness']}")
-    result = run_partition_parallel(
-        store, world, config, resume=params["resume"], checkpoint=params["checkpoint"],
-        metrics_log=params["metrics_log"], patience=params["patience"],
-        evaluation="none" if picked["evaluation"] == "none" else "full")
+    with rank_failures_reported():
+        result = run_partition_parallel(
+            store, world, config, resume=params["resume"], checkpoint=params["checkpoint"],
+            metrics_log=params["metrics_log"], patience=params["patience"],
+            evaluation="none" if picked["evaluation"] == "none" else "full")
     if not talk:
         return
     if not quiet:

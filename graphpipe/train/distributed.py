@@ -38,11 +38,12 @@ store is served by the launching process on a loopback port the OS picks); :func
 
 from __future__ import annotations
 
+import contextlib
 import datetime
-import logging
 import os
 import socket
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -53,6 +54,13 @@ from torch import nn
 from graphpipe.loaders import NeighborLoader
 from graphpipe.loaders.shard import BaseShard, PartitionShard, SeedShard
 from graphpipe.train.loop import EpochSums
+from graphpipe.train.ranks import (
+    EXIT_PEER_LOST,
+    collective_failed,
+    rank_timeout_s,
+    supervise,
+    watch_parent,
+)
 from graphpipe.train.trainer import Trainer, TypedTrainer
 
 __all__ = ["SHARDS", "DataParallel", "DistributedTrainer", "DistributedTypedTrainer", "RankCounters",
@@ -88,11 +96,14 @@ def local_rank() -> int:
     return int(os.environ.get("LOCAL_RANK", "0"))
 
 
-def init_process_group(device: str | torch.device = "cpu", *, timeout_s: float = 1800.0
+def init_process_group(device: str | torch.device = "cpu", *, timeout_s: float | None = None
                        ) -> dist.ProcessGroup:
     """Join the default process group from the environment (``env://``) unless already
     joined: gloo for a CPU ``device``, NCCL for CUDA (then ``cuda:LOCAL_RANK`` becomes the
-    current device). Returns the group."""
+    current device). ``timeout_s``: how long a collective (and the rendezvous) waits for
+    the other ranks, default :func:`graphpipe.train.ranks.rank_timeout_s`. Returns the group."""
+    if timeout_s is None:
+        timeout_s = rank_timeout_s()
     if not dist.is_initialized():
         if not launched_by_torchrun():
             raise ValueError("no process group: set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT "
@@ -105,8 +116,12 @@ def init_process_group(device: str | torch.device = "cpu", *, timeout_s: float =
     return dist.group.WORLD
 
 
-def _rank_entry(index: int, fn: Callable[..., Any], nproc: int, port: int, args: tuple) -> None:
-    """One spawned process: the torchrun variables, a share of the cores, then ``fn``."""
+def _rank_entry(index: int, fn: Callable[..., Any], nproc: int, port: int, args: tuple,
+                parent: int) -> None:
+    """One spawned process: tied to the launcher (:func:`graphpipe.train.ranks.watch_parent`),
+    the torchrun variables, a share of the cores, then ``fn``; ends through
+    :func:`exit_spawned_rank` whatever happens (:func:`_run_rank`)."""
+    watch_parent(index, parent)
     os.environ.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(index),
                        "LOCAL_RANK": str(index), "WORLD_SIZE": str(nproc),
                        "LOCAL_WORLD_SIZE": str(nproc), "GROUP_RANK": "0",
@@ -119,24 +134,59 @@ def _rank_entry(index: int, fn: Callable[..., Any], nproc: int, port: int, args:
         import numba
 
         numba.set_num_threads(min(share, numba.config.NUMBA_NUM_THREADS))
-    fn(*args)
-    exit_spawned_rank()
+    exit_spawned_rank(_run_rank(index, fn, args))
 
 
-def exit_spawned_rank() -> None:
+def _run_rank(index: int, fn: Callable[..., Any], args: tuple) -> int:
+    """``fn(*args)``; the exit code: 0, a ``SystemExit``'s code, :data:`EXIT_PEER_LOST`
+    (quiet) when a collective failed because another rank went away, else 1 after one line
+    ``error: rank <i>: ...`` (the traceback too under ``GRAPHPIPE_DEBUG``)."""
+    try:
+        fn(*args)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException as exc:  # noqa: BLE001 - a rank reports everything, in one line
+        if collective_failed(exc):
+            return EXIT_PEER_LOST
+        if os.environ.get("GRAPHPIPE_DEBUG", "") not in ("", "0"):
+            import traceback
+
+            traceback.print_exc()
+        text = str(exc).strip().splitlines()
+        print(f"error: rank {index}: {type(exc).__name__}: {text[0] if text else ''}",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+def exit_spawned_rank(code: int = 0) -> None:
     """End a spawned rank that returned normally without running interpreter finalization:
     the streams are flushed and the process exits 0 at once. Gloo's worker threads can still
     hold work objects after ``destroy_process_group``; tearing them down during finalization
     aborts the process now and then ("terminate called without an active exception",
-    SIGABRT), which ``torch.multiprocessing.spawn`` reports as a failed rank."""
-    import sys
-
+    SIGABRT), which the launcher would report as a failed rank. ``code``: the exit status."""
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except (OSError, ValueError):
             pass
-    os._exit(0)
+    os._exit(code)
+
+
+@contextlib.contextmanager
+def _rank_environment() -> Iterator[None]:
+    """The variables spawned ranks start with: torch's C++ log at FATAL unless set or
+    ``GRAPHPIPE_DEBUG`` (a rank whose peer went away would log gloo's error before the
+    launcher's one line)."""
+    quiet = "TORCH_CPP_LOG_LEVEL" not in os.environ and os.environ.get(
+        "GRAPHPIPE_DEBUG", "") in ("", "0")
+    if quiet:
+        os.environ["TORCH_CPP_LOG_LEVEL"] = "FATAL"
+    try:
+        yield
+    finally:
+        if quiet:
+            del os.environ["TORCH_CPP_LOG_LEVEL"]
 
 
 def launch(fn: Callable[..., Any], nproc: int, args: tuple = ()) -> None:
@@ -147,20 +197,27 @@ def launch(fn: Callable[..., Any], nproc: int, args: tuple = ()) -> None:
     ``cores // nproc`` torch (and Numba) threads unless ``OMP_NUM_THREADS``
     (``NUMBA_NUM_THREADS``) is set; ``fn`` calls
     :func:`init_process_group`. ``fn`` must be importable (a module-level function).
-    Waits for all; a process that fails ends the others and raises
-    ``torch.multiprocessing.ProcessRaisedException`` / ``ProcessExitedException``."""
+    Waits for all; a rank killed, stuck or failed ends the others and raises
+    :class:`graphpipe.train.ranks.RankFailure` (one line naming the rank; ranks die with
+    this process: see :mod:`graphpipe.train.ranks`)."""
     import torch.multiprocessing as mp
 
     if isinstance(nproc, bool) or not isinstance(nproc, int) or nproc < 1:
         raise ValueError(f"'nproc' must be a positive integer (got {nproc!r})")
-    # one failed rank is reported by the exception; not also by a warning per rank ended
-    logging.getLogger("torch.multiprocessing.spawn").setLevel(logging.ERROR)
     # the rendezvous store lives here, on a port the OS picked, as torchrun's agent hosts it
     # (TORCHELASTIC_USE_AGENT_STORE): no free port to find and lose to another process
     store = dist.TCPStore("127.0.0.1", 0, nproc, True, wait_for_workers=False)
+    context = None
     try:
-        mp.spawn(_rank_entry, args=(fn, nproc, store.port, tuple(args)), nprocs=nproc, join=True)
+        with _rank_environment():
+            context = mp.start_processes(_rank_entry, nprocs=nproc, join=False, start_method="spawn",
+                                         args=(fn, nproc, store.port, tuple(args), os.getpid()))
+        supervise(context.processes)
     finally:
+        for process in context.processes if context is not None else ():
+            if process.is_alive():  # an interrupt in this process: leave no rank behind
+                process.kill()
+                process.join()
         del store
 
 

@@ -334,7 +334,7 @@ def check_same_batch(batch: Any, exchange: HeadExchange) -> None:
 # =========================================================================== process groups
 
 
-def init_from_env(timeout_s: float = 300.0) -> tuple[int, int]:
+def init_from_env(timeout_s: float | None = None) -> tuple[int, int]:
     """Join the gloo process group from torchrun's ``env://`` variables (``MASTER_ADDR``,
     ``MASTER_PORT``, ``RANK``, ``WORLD_SIZE``;
     :func:`graphpipe.train.distributed.init_process_group`); returns ``(rank, world)``."""
@@ -345,6 +345,6 @@ def init_from_env(timeout_s: float = 300.0) -> tuple[int, int]:
 def spawn_local(fn: Callable[..., Any], world: int, args: tuple = ()) -> None:
     """Run ``fn(*args)`` in ``world`` spawned local ranks with torchrun's variables on a
     free loopback port (:func:`graphpipe.train.distributed.launch`); ``fn`` calls
-    :func:`init_from_env`. Raises when a rank fails (the others are ended):
-    ``torch.multiprocessing``'s ``ProcessRaisedException`` / ``ProcessExitedException``."""
+    :func:`init_from_env`. Raises :class:`graphpipe.train.ranks.RankFailure` when a rank
+    fails, is killed or is stuck (the others are ended)."""
     launch(fn, world, args)

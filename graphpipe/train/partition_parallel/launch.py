@@ -1,6 +1,7 @@
 """Starting the ranks: under ``torchrun`` (``env://``: ``MASTER_ADDR``/``MASTER_PORT``,
-``RANK``, ``WORLD_SIZE`` set) or as ``P`` local processes (``torch.multiprocessing``
-spawn, gloo on a free loopback port).
+``RANK``, ``WORLD_SIZE`` set) or as ``P`` local processes
+(:func:`graphpipe.train.distributed.launch`: a rank killed or stuck ends the run with
+one line, :mod:`graphpipe.train.ranks`).
 
 :func:`run_partition_parallel` is the one entry point: it resolves the parts (the store's
 ``partition/k{P}/part`` written by ``graphpipe partition``, else METIS computed here with
@@ -11,6 +12,7 @@ JSON file; parameters, when asked for (tests), through an ``.npz`` (no pickle).
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import tempfile
@@ -22,7 +24,8 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from graphpipe.train.distributed import exit_spawned_rank, free_port
+from graphpipe.train.distributed import free_port, init_process_group, launch
+from graphpipe.train.ranks import check_same_run, rank_timeout_s
 
 from .trainer import PartitionConfig, PartitionTrainer
 
@@ -64,11 +67,13 @@ def _rank_main(rank: int, world: int, init: str, store_path: str, parts: np.ndar
     from graphpipe.store import open_store
 
     if init == "env://":
-        dist.init_process_group("gloo", init_method=init)
+        init_process_group("cpu")
     else:
-        dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
+        dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world,
+                                timeout=datetime.timedelta(seconds=rank_timeout_s()))
     try:
         store = open_store(store_path)
+        check_same_run(store.manifest, {"config": config, **(options or {})})
         if parts is None:
             parts = resolve_parts(store, dist.get_world_size()) if dist.get_rank() == 0 else \
                 np.zeros(store.num_nodes, dtype=np.int64)
@@ -88,11 +93,10 @@ def _rank_main(rank: int, world: int, init: str, store_path: str, parts: np.ndar
         dist.destroy_process_group()
 
 
-def _spawned_rank(rank: int, *args: Any) -> None:
-    """A spawned rank: :func:`_rank_main`, then an exit without interpreter finalization
-    (:func:`graphpipe.train.distributed.exit_spawned_rank`)."""
-    _rank_main(rank, *args)
-    exit_spawned_rank()
+def _spawned_rank(world: int, *args: Any) -> None:
+    """A rank started by :func:`graphpipe.train.distributed.launch` (``RANK`` set):
+    :func:`_rank_main` over ``env://``."""
+    _rank_main(int(os.environ["RANK"]), world, "env://", *args)
 
 
 def run_partition_parallel(store_path: str | os.PathLike, num_parts: int,
@@ -136,13 +140,12 @@ def run_partition_parallel(store_path: str | os.PathLike, num_parts: int,
     from graphpipe.store import open_store
 
     parts = resolve_parts(open_store(store_path), num_parts)
-    init = f"tcp://127.0.0.1:{free_port()}"
     target = None if out_dir is None else str(out_dir)
     if num_parts == 1:  # one rank: this process
-        return _rank_main(0, 1, init, store_path, parts, asdict(config), target, False, options)
+        return _rank_main(0, 1, f"tcp://127.0.0.1:{free_port()}", store_path, parts,
+                          asdict(config), target, False, options)
     with tempfile.TemporaryDirectory() as tmp:
         target = target or tmp
-        torch.multiprocessing.spawn(_spawned_rank, args=(num_parts, init, store_path, parts,
-                                                      asdict(config), target, True, options),
-                                    nprocs=num_parts, join=True)
+        launch(_spawned_rank, num_parts, (num_parts, store_path, parts, asdict(config), target,
+                                          True, options))
         return json.loads((Path(target) / "result.json").read_text())
