@@ -183,6 +183,7 @@ def run_node(params: dict[str, Any]) -> None:
     model = opts.make_model(name, o, shape, params["seed"])
     plan = plan_training(opened, model, evaluation=o["evaluation"], batch_size=o["batch_size"],
                          eval_batch_size=params["eval_batch_size"])
+    plan.require()
     opened = open_store(store, in_memory=plan.in_memory)
     plan.apply(opened)
     _check_eval_splits(opened, plan.evaluation)

@@ -151,6 +151,7 @@ def _open_planned(spec: dict[str, Any]) -> tuple[Any, Any, Any]:
             model = _build_model(spec, opened)
             plan = plan_training(opened, model, evaluation=spec["evaluation"],
                                  batch_size=spec["batch_size"], eval_batch_size=spec["eval_batch_size"])
+            plan.require(f"rank {local_rank()} of graphpipe train")
             opened = open_store(spec["store"], in_memory=plan.in_memory)
             plan.apply(opened)
             result = (opened, model, plan)

@@ -19,7 +19,7 @@ from typing import Any
 
 import click
 from graphpipe.cli import train_options as opts
-from graphpipe.cli._common import fail
+from graphpipe.cli._common import fail, rank_failures_reported
 
 FLOW_DEFAULTS = {"hidden": 64, "layers": 8, "dropout": 0.2, "lr": 0.01, "weight_decay": 0.0}
 
@@ -99,7 +99,8 @@ def run(params: dict[str, Any]) -> None:
     if not params["quiet"]:
         click.echo(f"{store}: {shape['feature_dim']} features, {shape['num_classes']} classes; "
                    f"model {name} {config.layers}x{config.hidden}, {stages} stage(s)")
-    result = run_flow(store, stages, config)
+    with rank_failures_reported():
+        result = run_flow(store, stages, config)
     report(result, stages, params["quiet"], params["metrics_log"])
 
 
@@ -118,5 +119,6 @@ def run_unitg(params: dict[str, Any]) -> None:
         click.echo(f"{store}: model unitg (LM {text.lm_kind} {text.lm_layers}x{text.lm_hidden}, "
                    f"GNN revgcn {config.layers}x{config.hidden}), {stages} stage(s), LM "
                    f"{'in the bubbles' if params['interleave'] and stages > 1 else 'in line'}")
-    result = run_unitg_flow(store, stages, text, config, interleave=params["interleave"])
+    with rank_failures_reported():
+        result = run_unitg_flow(store, stages, text, config, interleave=params["interleave"])
     report(result, stages, params["quiet"], params["metrics_log"])

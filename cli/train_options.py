@@ -59,23 +59,33 @@ class Mode:
     name: str
     accepts: frozenset[str]
     runner: str
+    planned: bool = False
+    """Whether the runner makes a memory plan (which refuses a run short of memory);
+    otherwise :meth:`run` refuses one that cannot take the steps' minimum first."""
 
     def run(self, params: dict[str, Any]) -> None:
         import importlib
 
         module, function = self.runner.split(":")
-        getattr(importlib.import_module(module), function)(params)
+        runner = getattr(importlib.import_module(module), function)
+        if not self.planned:
+            import torch  # noqa: F401 - its memory counts as already held
+
+            from graphpipe.train.memory_plan import require_step_memory
+
+            require_step_memory(f"graphpipe train ({self.name})")
+        runner(params)
 
 
 NODE = Mode("node classification", _RUN | _SAMPLED | {"heads", "feature_bits"},
-            "graphpipe.cli.train:run_node")
+            "graphpipe.cli.train:run_node", planned=True)
 DATA_PARALLEL = Mode("data parallel", NODE.accepts | {"nproc", "shard_parts"},
-                     "graphpipe.cli.train_ddp:run")
+                     "graphpipe.cli.train_ddp:run", planned=True)
 TYPED = Mode("typed node classification",
              (_RUN - {"device"}) | _SAMPLED | {"target_type", "heads", "feature_bits", "embedding_dim"},
-             "graphpipe.cli.train_typed:run")
+             "graphpipe.cli.train_typed:run", planned=True)
 TYPED_DATA_PARALLEL = Mode("typed data parallel", TYPED.accepts | {"nproc"},
-                           "graphpipe.cli.train_ddp:run_typed")
+                           "graphpipe.cli.train_ddp:run_typed", planned=True)
 TRANSFORMER = Mode("graph transformer", _RUN | _SEQUENCES, "graphpipe.cli.train:run_transformer")
 SEQUENCE_PARALLEL = Mode("sequence parallel", TRANSFORMER.accepts | {"seq_parallel"},
                          "graphpipe.cli.train_seqpar:run")

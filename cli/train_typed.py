@@ -70,6 +70,7 @@ def build_typed(spec: dict[str, Any]) -> tuple[Any, Any, Any]:
     plan = plan_typed_training(store, batch_size=spec["batch_size"],
                                eval_batch_size=spec["eval_batch_size"],
                                embed_dim=0 if spec["model_name"] == "mlp" else spec["embedding_dim"])
+    plan.require()
     plan.apply(store)
     dims = typed_model_dims(store)
     torch.manual_seed(spec["seed"])
@@ -108,7 +109,10 @@ def train_rank(spec: dict[str, Any]) -> None:
     """One rank of typed data-parallel training (the process group is joined); rank 0 prints."""
     from graphpipe.train.distributed import DistributedTypedTrainer
 
+    from graphpipe.train.ranks import check_same_run
+
     store, model, plan = build_typed(spec)
+    check_same_run(store.manifest, spec)
     trainer = DistributedTypedTrainer(model, store, **trainer_options(spec, plan))
     if spec["resume"] is not None:
         trainer.check_resume(spec["resume"])

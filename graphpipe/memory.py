@@ -12,16 +12,56 @@ Under ``memlimit.sh 1G`` (or a container limit) ``psutil`` still reports the hos
 memory; this function reports what is left under the cap, so ``in_memory="auto"``, the
 loader's row cache and ``graphpipe train`` pick the disk tier instead of an OOM kill.
 Anything unreadable (no cgroup fs, no permission) counts as "no limit".
+
+``GRAPHPIPE_MEMORY_LIMIT=SIZE`` (``512M``, ``2G``, bytes) is a limit on this process too,
+as if its cgroup set it: the room it leaves is ``SIZE`` less the process's resident set.
+A scheduler that enforces its limits by watching (Slurm without cgroups) can pass them
+this way, and tests use it to try every plan on any machine.
+
+A command that cannot run in what is left refuses up front (:func:`require`, a
+:class:`NotEnoughMemory`, one line and exit 2) instead of being killed by the kernel
+half-way.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
-__all__ = ["cgroup_headroom", "cgroup_limit", "usable_memory"]
+__all__ = ["LIMIT_ENV", "NotEnoughMemory", "cgroup_headroom", "cgroup_limit", "env_limit",
+           "format_size", "require", "usable_memory"]
 
 _UNLIMITED = 1 << 62  # v1 reports "no limit" as a huge page-aligned number
+LIMIT_ENV = "GRAPHPIPE_MEMORY_LIMIT"
+"""A memory limit on this process given in the environment (see the module docstring)."""
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+class NotEnoughMemory(ValueError):
+    """A command needs more memory than this process may use (exit 2, one line)."""
+
+    exit_code = 2
+
+
+def env_limit() -> int | None:
+    """Bytes of ``GRAPHPIPE_MEMORY_LIMIT`` (``512M``, ``1.5G``, ``1GiB``, bytes; IEC units),
+    None when unset. A value that is not a size is refused in one line.
+
+    >>> import os
+    >>> os.environ[LIMIT_ENV] = "1.5G"; env_limit() == 3 << 29
+    True
+    >>> del os.environ[LIMIT_ENV]; env_limit() is None
+    True
+    """
+    text = os.environ.get(LIMIT_ENV, "").strip()
+    if not text:
+        return None
+    match = re.fullmatch(r"([0-9]*\.?[0-9]+)\s*([KMGT]?)(I?B)?", text.upper())
+    value = float(match.group(1)) * _UNITS[match.group(2)] if match else 0.0
+    if not value >= 1:
+        raise ValueError(f"{LIMIT_ENV} must be a size such as 512M or 2G (got {text!r})")
+    return int(value)
 
 
 def _read_int(path: Path) -> int | None:
@@ -87,8 +127,9 @@ def _walk(mount: Path, root: str, path: str, v2: bool) -> list[tuple[Path, bool]
 
 def cgroup_headroom(proc: Path = Path("/proc/self")) -> int | None:
     """Bytes the process's memory cgroups still allow (``limit - working set``, the
-    smallest over the cgroup and its ancestors), or None when no cgroup sets a limit."""
-    best: int | None = None
+    smallest over the cgroup and its ancestors, and ``GRAPHPIPE_MEMORY_LIMIT`` less the
+    resident set), or None when nothing sets a limit."""
+    best: int | None = _env_headroom()
     for folder, v2 in _memory_cgroup_dirs(proc):
         limit = _read_int(folder / ("memory.max" if v2 else "memory.limit_in_bytes"))
         usage = _read_int(folder / ("memory.current" if v2 else "memory.usage_in_bytes"))
@@ -99,15 +140,26 @@ def cgroup_headroom(proc: Path = Path("/proc/self")) -> int | None:
     return best
 
 
+def _env_headroom() -> int | None:
+    """``GRAPHPIPE_MEMORY_LIMIT`` less this process's resident set, None when unset."""
+    limit = env_limit()
+    if limit is None:
+        return None
+    import psutil
+
+    return max(0, limit - int(psutil.Process().memory_info().rss))
+
+
 def cgroup_limit(proc: Path = Path("/proc/self")) -> int | None:
     """The smallest memory limit in bytes set on the process's cgroup or an ancestor of
-    it (``memory.max`` / ``memory.limit_in_bytes``), or None when none sets one.
+    it (``memory.max`` / ``memory.limit_in_bytes``) or by ``GRAPHPIPE_MEMORY_LIMIT``,
+    or None when none sets one.
 
     >>> limit = cgroup_limit()
     >>> limit is None or limit > 0
     True
     """
-    best: int | None = None
+    best: int | None = env_limit()
     for folder, v2 in _memory_cgroup_dirs(proc):
         limit = _read_int(folder / ("memory.max" if v2 else "memory.limit_in_bytes"))
         if limit is not None and limit < _UNLIMITED:
@@ -122,3 +174,39 @@ def usable_memory() -> int:
     available = int(psutil.virtual_memory().available)
     headroom = cgroup_headroom()
     return available if headroom is None else min(available, headroom)
+
+
+def format_size(n: int) -> str:
+    """``n`` bytes for a person: ``512 MB``, ``1.5 GB`` (binary units).
+
+    >>> format_size(3 << 29), format_size(200 << 20)
+    ('1.5 GB', '200 MB')
+    """
+    value = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if value < 1024 or unit == "GB":
+            return f"{value:.0f} {unit}" if unit != "GB" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"
+
+
+def require(need: int, what: str, usable: int | None = None) -> None:
+    """Refuse up front when ``what`` (``"graphpipe train"``...) needs ``need`` bytes more
+    than this process holds now and may not take them: raises :class:`NotEnoughMemory`
+    naming the need, what is left and the limit. ``usable``: default :func:`usable_memory`.
+
+    >>> require(1 << 20, "a small step", usable=1 << 30)
+    >>> require(1 << 30, "training", usable=200 << 20)
+    Traceback (most recent call last):
+    ...
+    graphpipe.memory.NotEnoughMemory: training needs about 1.0 GB of memory more than it holds now, but this process may use 200 MB more...
+    """
+    usable = usable_memory() if usable is None else usable
+    if usable >= need:
+        return
+    limit = cgroup_limit()
+    where = "" if limit is None else \
+        f" (memory limit {format_size(limit)}{' from ' + LIMIT_ENV if limit == env_limit() else ''})"
+    raise NotEnoughMemory(f"{what} needs about {format_size(need)} of memory more than it holds "
+                          f"now, but this process may use {format_size(usable)} more{where}; "
+                          "raise the limit or free memory")

@@ -88,3 +88,25 @@ def test_auto_leaves_features_on_disk_under_a_cap(tmp_path: Path) -> None:
     assert usable <= 300 * 2**20 and not loaded
     usable, loaded = _run_capped("2G", tmp_path / "s")
     assert usable > 600 * 2**20 and loaded
+
+
+def test_an_environment_limit_bounds_the_limit_and_the_room(monkeypatch) -> None:
+    import psutil
+
+    from graphpipe.memory import NotEnoughMemory, require
+
+    rss = psutil.Process().memory_info().rss
+    monkeypatch.setenv("GRAPHPIPE_MEMORY_LIMIT", str(rss + (64 << 20)))
+    assert cgroup_limit() <= rss + (64 << 20)
+    assert usable_memory() <= 64 << 20
+    with pytest.raises(NotEnoughMemory, match=r"^a step needs about 1.0 GB .* from GRAPHPIPE_MEMORY_LIMIT\); raise"):
+        require(1 << 30, "a step")
+    monkeypatch.setenv("GRAPHPIPE_MEMORY_LIMIT", "2G")
+    assert cgroup_limit() <= 2 << 30
+
+
+@pytest.mark.parametrize("value", ["lots", "-1G", "0", "2X"])
+def test_an_environment_limit_that_is_not_a_size_is_refused(monkeypatch, value: str) -> None:
+    monkeypatch.setenv("GRAPHPIPE_MEMORY_LIMIT", value)
+    with pytest.raises(ValueError, match="GRAPHPIPE_MEMORY_LIMIT must be a size"):
+        usable_memory()

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 
 from graphpipe import interrupt
 from graphpipe.ingest import formats
-from graphpipe.ingest.options import IngestOptions
+from graphpipe.ingest.options import IngestOptions, require_ingest_memory
 from graphpipe.ingest.pipeline import build_store
 from graphpipe.ingest.source import DatasetSource, TypedSource
 from graphpipe.store import GraphStore, open_store
@@ -67,6 +67,7 @@ def ingest(source: DatasetSource | TypedSource | str | os.PathLike, dest: str | 
     >>> tmp.cleanup()
     """
     options = options or IngestOptions()
+    require_ingest_memory(options)
     progress = _stops_on_interrupt(progress)
     if isinstance(dest, str) and dest.startswith("s3://"):
         return _ingest_remote(source, dest, options, progress=progress,

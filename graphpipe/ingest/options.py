@@ -34,6 +34,28 @@ def parse_size(text: str | int | None) -> int | None:
     return int(float(match.group(1)) * _SIZE_UNITS[match.group(2).upper()])
 
 
+INGEST_MINIMUM = 64 << 20
+"""Bytes an ingest takes beyond what the process holds when it starts, at the least:
+measured with ``memlimit.sh`` on a 1,500-node OGB folder, the process peaked 63 MB above
+its imports (Numba's runtime, the readers' buffers); the builder itself then stays
+within ``memory_limit`` (out of core)."""
+
+
+def require_ingest_memory(options: IngestOptions) -> None:
+    """Refuse up front (:class:`graphpipe.memory.NotEnoughMemory`, one line) an ingest this
+    process cannot hold: :data:`INGEST_MINIMUM`, plus ``options.memory_limit`` when one is
+    given (a builder told to use more than the process may take would be OOM-killed).
+
+    >>> require_ingest_memory(IngestOptions(memory_limit="1MB"))
+    """
+    from graphpipe.memory import format_size, require
+
+    given = parse_size(options.memory_limit)
+    what = "graphpipe ingest" if given is None else \
+        f"graphpipe ingest with a memory limit of {format_size(given)}"
+    require(INGEST_MINIMUM + (given or 0), what)
+
+
 def default_memory_limit() -> int:
     """The working-set bound used when none is given: half of the memory this process may
     use now (free RAM bounded by its cgroup limit, :func:`graphpipe.memory.usable_memory`).

@@ -25,6 +25,12 @@ left for the run. From it:
   what is left after the reserve and the cache, else ``"sampled"`` (the training
   fanouts over each split's nodes).
 
+**needed**: what the run cannot do without, beyond what the process holds when it plans:
+:data:`STEP_MINIMUM` (the steps' runtime state), plus full inference's matrices when
+``evaluation="full"`` is asked for. :meth:`TrainingPlan.require` refuses a run whose
+``usable`` is below it (``graphpipe train`` calls it: one line naming the need, exit 2,
+instead of the kernel's OOM kill half-way through the first epoch).
+
 None of these change a training step's result (the tier and the cache deliver the same
 rows, prefetch only overlaps); ``evaluation="auto"`` is ``"full"`` whenever that fits.
 
@@ -48,8 +54,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["CACHE_SHARE", "EMBED_SHARE", "FULL_INFERENCE_SHARE", "STEP_RESERVE", "TrainingPlan", "TypedTrainingPlan",
-           "plan_training", "plan_typed_training"]
+__all__ = ["CACHE_SHARE", "EMBED_SHARE", "FULL_INFERENCE_SHARE", "STEP_MINIMUM", "STEP_RESERVE",
+           "TrainingPlan", "TypedTrainingPlan", "plan_training", "plan_typed_training",
+           "require_step_memory"]
 
 STEP_RESERVE = 448 << 20
 """Bytes set aside for the training steps beyond the process's baseline: measured on
@@ -57,6 +64,11 @@ the 8.4M-node benchmark store (batch 1024, fanouts [15, 10, 5], hidden 256, 1 GB
 the first step adds ~250 MB that stays (Numba's and torch's runtime state), the batches
 in flight and the heap glibc keeps between trims (the trainer trims every
 :data:`graphpipe.train.trainer.TRIM_EVERY` batches under a cap) up to ~150 MB more."""
+STEP_MINIMUM = 240 << 20
+"""Bytes a training run takes beyond what the process holds when it plans, at the least:
+measured with ``memlimit.sh`` on a 1,500-node store (batch 128, fanouts [4, 3], hidden
+16), the process peaked 216 MB above its size at planning (Numba's and torch's runtime
+state of the first step, the first batches); a cap leaving less than this is OOM-killed."""
 CACHE_SHARE = 0.5
 """Share of the memory left after the reserve that the disk tier's CLOCK cache takes."""
 EMBED_SHARE = 0.5
@@ -65,8 +77,22 @@ FULL_INFERENCE_SHARE = 0.5
 """Share of the memory left after the reserve and the cache that full inference may take."""
 
 
+class _Needs:
+    """What a plan cannot do without: ``needed`` bytes of the ``usable`` ones."""
+
+    needed: int
+    usable: int
+
+    def require(self, what: str = "graphpipe train") -> None:
+        """Raise :class:`graphpipe.memory.NotEnoughMemory` (one line naming the need, what is
+        usable and the limit) when ``usable`` is below ``needed``."""
+        from graphpipe.memory import require
+
+        require(self.needed, what, usable=self.usable)
+
+
 @dataclass(frozen=True)
-class TrainingPlan:
+class TrainingPlan(_Needs):
     """The memory choices of a training run (see the module docstring).
 
     Attributes:
@@ -80,6 +106,7 @@ class TrainingPlan:
         evaluation: ``"full"``, ``"sampled"`` or ``"none"``.
         eval_batch_size: destinations per evaluation batch.
         full_inference_bytes: what full inference would keep in memory.
+        needed: bytes the run cannot do without (see the module docstring).
     """
 
     usable: int
@@ -92,6 +119,7 @@ class TrainingPlan:
     evaluation: str
     full_inference_bytes: int
     eval_batch_size: int
+    needed: int = STEP_MINIMUM
 
     def loader_options(self) -> dict[str, Any]:
         """The training loader's keyword arguments this plan sets."""
@@ -144,6 +172,10 @@ def plan_training(store: Any, model: Any, *, evaluation: str = "auto", batch_siz
     ('memory', 'full', 2, ['node/feat'])
     >>> plan.describe()
     'features: in memory; prefetch 2; evaluation: full, batch 4096; usable 8.0 GB'
+    >>> plan_training(store, model, usable=100 << 20).require()
+    Traceback (most recent call last):
+    ...
+    graphpipe.memory.NotEnoughMemory: graphpipe train needs about 240 MB of memory more than it holds now, but this process may use 100 MB more...
     """
     from graphpipe.memory import cgroup_limit, usable_memory
 
@@ -164,17 +196,27 @@ def plan_training(store: Any, model: Any, *, evaluation: str = "auto", batch_siz
         cache_bytes = cache_rows * (row_bytes + ROW_OVERHEAD) + (slot_table if cache_rows else 0)
         left = max(0, left - cache_bytes)
     full_bytes = _full_inference_bytes(store, model)
+    needed = STEP_MINIMUM + (full_bytes if evaluation == "full" else 0)
     if evaluation == "auto":
         evaluation = "full" if full_bytes <= FULL_INFERENCE_SHARE * left else "sampled"
     return TrainingPlan(usable=usable, limit=limit, tier=tier, in_memory=in_memory, cache_rows=cache_rows,
                         cache_bytes=cache_bytes, prefetch=1 if tier == "disk" else 2,
                         evaluation=evaluation, full_inference_bytes=full_bytes,
                         eval_batch_size=min(eval_batch_size, batch_size) if tier == "disk"
-                        else eval_batch_size)
+                        else eval_batch_size, needed=needed)
+
+
+def require_step_memory(what: str) -> None:
+    """Refuse up front (:func:`graphpipe.memory.require`) a training run that cannot take
+    :data:`STEP_MINIMUM` more bytes: the modes without a full plan (typed, link, text,
+    transformers, partition-parallel) call it once their store is open."""
+    from graphpipe.memory import require
+
+    require(STEP_MINIMUM, what)
 
 
 @dataclass(frozen=True)
-class TypedTrainingPlan:
+class TypedTrainingPlan(_Needs):
     """The memory choices of a typed training run (module docstring).
 
     Attributes:
@@ -188,6 +230,7 @@ class TypedTrainingPlan:
         eval_batch_size: seeds per evaluation batch.
         embeddings: ``"memory"`` or ``"disk"``: where the featureless types' embeddings live.
         embedding_bytes: their dense cost in memory (table, gradient, Adam's moments).
+        needed: bytes the run cannot do without (:data:`STEP_MINIMUM`).
     """
 
     usable: int
@@ -200,6 +243,7 @@ class TypedTrainingPlan:
     eval_batch_size: int
     embeddings: str = "memory"
     embedding_bytes: int = 0
+    needed: int = STEP_MINIMUM
 
     @property
     def disk_types(self) -> list[str]:

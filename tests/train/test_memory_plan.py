@@ -118,3 +118,86 @@ def test_graphpipe_train_completes_under_a_cap(tmp_path: Path) -> None:
     assert "evaluation: sampled (full inference needs 391 MB)" in plan
     assert "(cgroup limit 500 MB)" in plan
     assert lines[-1].startswith("test acc ")
+
+
+# ----------------------------------------------------------------------------- refusals
+def _cap_just_above_this_process(monkeypatch, room: int) -> None:
+    """GRAPHPIPE_MEMORY_LIMIT: this process's resident set plus ``room`` bytes."""
+    import psutil
+
+    monkeypatch.setenv("GRAPHPIPE_MEMORY_LIMIT", str(psutil.Process().memory_info().rss + room))
+
+
+def test_full_evaluation_asked_for_is_part_of_the_need() -> None:
+    from types import SimpleNamespace
+
+    from graphpipe.memory import NotEnoughMemory
+    from graphpipe.train.memory_plan import STEP_MINIMUM
+
+    store = SimpleNamespace(num_nodes=100_000, in_memory_arrays=["node/feat"], path=".")
+    model = SimpleNamespace(hidden=256, out_dim=10, uses_graph=True)
+    full = 2 * 4 * 100_000 * 256
+    assert plan_training(store, model, evaluation="auto", usable=600 * MB).needed == STEP_MINIMUM
+    plan = plan_training(store, model, evaluation="full", usable=400 * MB)
+    assert plan.needed == STEP_MINIMUM + full
+    with pytest.raises(NotEnoughMemory, match=r"^graphpipe train needs about 435 MB of memory"):
+        plan.require()
+
+
+@pytest.fixture(scope="module")
+def small_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("refuse") / "s"
+    _write_store(path, 3000, 8, train=1000)
+    return path
+
+
+@pytest.fixture(scope="module")
+def typed_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from graphpipe.ingest import ingest
+    from graphpipe.synthetic.mag import mag_dataset, write_ogb_mag
+
+    root = tmp_path_factory.mktemp("refuse_typed")
+    data = mag_dataset(papers=60, authors=70, institutions=5, fields=6, num_classes=3,
+                       feature_dim=4, seed=1)
+    ingest(write_ogb_mag(root / "src", data), root / "store")
+    return root / "store"
+
+
+@pytest.mark.parametrize("mode, args", [
+    ("node classification", []), ("typed", []), ("link prediction", ["--task", "link"]),
+    ("graph transformer", ["--model", "gt"]), ("text models", ["--model", "lm"]),
+    ("partition parallel", ["--partition-parallel", "2"]),
+])
+def test_train_refuses_up_front_under_a_limit(small_store: Path, typed_store: Path, monkeypatch,
+                                              mode: str, args: list[str]) -> None:
+    """Every mode of `graphpipe train`, 100 MB above what this process holds
+    (GRAPHPIPE_MEMORY_LIMIT): one line naming the need and the limit, exit 2."""
+    from click.testing import CliRunner
+    from graphpipe.cli.main import cli
+
+    store = typed_store if mode == "typed" else small_store
+    _cap_just_above_this_process(monkeypatch, 100 * MB)
+    result = CliRunner().invoke(cli, ["train", str(store), "--epochs", "1", *args])
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: graphpipe train"), result.output
+    assert "needs about 240 MB of memory more than it holds now" in lines[0]
+    assert "from GRAPHPIPE_MEMORY_LIMIT); raise the limit" in lines[0]
+
+
+@pytest.mark.skipif(not MEMLIMIT.is_file(), reason="memlimit.sh not on this machine")
+def test_train_refuses_under_a_cgroup_cap_instead_of_being_killed(small_store: Path) -> None:
+    """--eval full with hidden 65536: full inference needs 2 x 3000 x 65536 x 4 B = 1.5 GB;
+    under a 700 MB cap the run used to train its epoch and be OOM-killed in evaluation
+    (rc 137); now it refuses before training, in one line."""
+    cmd = [str(MEMLIMIT), "--keep-caches", "700M", sys.executable, "-m", "graphpipe.cli.main",
+           "train", str(small_store), "--eval", "full", "--hidden", "65536", "--layers", "2",
+           "--fanouts", "2,2", "--epochs", "1", "--quiet"]
+    proc = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=300)
+    if proc.returncode == 3:
+        pytest.skip(f"memlimit.sh cannot make a memory cgroup here: {proc.stderr.strip()}")
+    lines = [ln for ln in proc.stderr.splitlines() if not ln.startswith(("memlimit:", "graphpipe: "))]
+    assert proc.returncode == 2, proc.stderr
+    assert len(lines) == 1 and lines[0].startswith("error: graphpipe train needs about 1.7 GB"), \
+        proc.stderr
+    assert "(memory limit 700 MB)" in lines[0]

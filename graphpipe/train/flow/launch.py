@@ -46,10 +46,13 @@ def _rank(store_path: str, config: dict[str, Any], parts: np.ndarray, out: str,
     """One spawned rank: join the group, train its stage, write its files."""
     from graphpipe.store import open_store
     from graphpipe.train.distributed import init_process_group
+    from graphpipe.train.ranks import check_same_run
 
     init_process_group("cpu", timeout_s=config["timeout_s"])
     try:
-        data = FlowData.from_store(open_store(store_path))
+        store = open_store(store_path)
+        check_same_run(store.manifest, config)
+        data = FlowData.from_store(store)
         trainer = FlowTrainer(data, FlowConfig(**config), rank=dist.get_rank(),
                               stages=dist.get_world_size(), parts=parts)
         result = trainer.fit()
@@ -65,13 +68,16 @@ def _unitg_rank(store_path: str, text: dict[str, Any], config: dict[str, Any], p
     from graphpipe.store import GraphStore
     from graphpipe.train.distributed import init_process_group
     from graphpipe.train.flow.unitg import UniTGFlow
+    from graphpipe.train.ranks import check_same_run
     from graphpipe.train.text.build import TextConfig
     from graphpipe.train.text.task import TextTask
 
     init_process_group("cpu", timeout_s=config["timeout_s"])
     try:
         text_config = TextConfig(**text)
-        task = TextTask.from_store(GraphStore.open(store_path), text_config.max_len)
+        store = GraphStore.open(store_path)
+        check_same_run(store.manifest, {"text": text, "flow": config, "interleave": interleave})
+        task = TextTask.from_store(store, text_config.max_len)
         run = UniTGFlow(task, text_config, FlowConfig(**config), rank=dist.get_rank(),
                         stages=dist.get_world_size(), parts=parts, interleave=interleave)
         result = run.fit()
@@ -96,6 +102,7 @@ def run_unitg_flow(store_path: str | os.PathLike, stages: int, text: Any, config
     from graphpipe.store import GraphStore
     from graphpipe.train.distributed import launch
     from graphpipe.train.flow.unitg import UniTGFlow
+    from graphpipe.train.ranks import check_same_run
     from graphpipe.train.text.task import TextTask
 
     store_path = str(store_path)

@@ -9,8 +9,9 @@ parameters beside it; a run that stops (killed, out of time) and is started agai
 the same parameters skips the chunks already there. When all chunks are there they are
 copied, a chunk at a time, into ``derived/<name>`` (:class:`~graphpipe.store.StoreEditor`:
 one atomic commit; the manifest's ``derived["lm_embed"]`` records the parameters), and
-the work folder is removed. Memory: one chunk and the LM. Different parameters with a
-work folder present are refused (remove it, or pass the same ones).
+the work folder is removed. Memory: one chunk and the LM (:func:`embed_memory_need`; a
+process that may not take it is refused up front, one line naming the need). Different
+parameters with a work folder present are refused (remove it, or pass the same ones).
 """
 
 from __future__ import annotations
@@ -27,12 +28,34 @@ from typing import Any
 import numpy as np
 import torch
 
+from graphpipe.memory import require
 from graphpipe.train.text.lm import LMEncoder, build_lm, check_lm_folder
 from graphpipe.train.text.tokens import TokenInputs
 
-__all__ = ["embed_store"]
+__all__ = ["embed_memory_need", "embed_store"]
 
 DEFAULT_CHUNK_ROWS = 8192
+EMBED_RUNTIME = 64 << 20
+"""Bytes of torch's and transformers' runtime state an encoder run adds beyond its tensors."""
+
+
+def embed_memory_need(lm_path: str | os.PathLike, rows: int, batch_size: int, max_len: int) -> int:
+    """Bytes an embedding run takes beyond what the process holds when it starts: the LM's
+    weights twice (the file read, then the parameters), one chunk of ``rows`` float32
+    outputs, one batch's activations (``batch_size x max_len`` tokens of the hidden and
+    intermediate widths, and the ``heads x max_len^2`` attention scores) and
+    :data:`EMBED_RUNTIME`. From the folder's ``config.json`` and weights file."""
+    folder = check_lm_folder(lm_path)
+    config = json.loads((folder / "config.json").read_text())
+    if not isinstance(config, dict):
+        raise ValueError(f"{folder / 'config.json'}: not a JSON object")
+    hidden = int(config.get("hidden_size", 768))
+    inter = int(config.get("intermediate_size", 4 * hidden))
+    heads = int(config.get("num_attention_heads", 12))
+    weights = (folder / "model.safetensors").stat().st_size
+    tokens = batch_size * max_len
+    activations = 4 * tokens * (6 * hidden + inter) + 8 * batch_size * heads * max_len * max_len
+    return EMBED_RUNTIME + 2 * weights + 4 * rows * hidden + activations
 
 
 def _work_dir(store: Any, name: str) -> Path:
@@ -78,6 +101,8 @@ def embed_store(store: Any, lm_path: str | os.PathLike, *, name: str = "lm_emb",
 
     check_field_name(name)
     folder = check_lm_folder(lm_path)
+    require(embed_memory_need(folder, min(chunk_rows, store.num_nodes), batch_size, max_len),
+            "graphpipe embed")
     fields = fields or text_fields(store)
     params = _params(store, folder, depth, max_len, name, fields)
     if store.has_array(params["key"]):

@@ -80,3 +80,20 @@ def test_a_killed_run_resumes(store_copy: Path, lm_folder: Path, monkeypatch) ->
     np.testing.assert_array_equal(whole[:100], embed_mod._encode_chunk(
         LMEncoder(build_lm(path=lm_folder, vocab_size=0)).eval(),
         TokenInputs.from_store(fresh, 32), 0, 100, None, 64))
+
+
+def test_embed_refuses_up_front_under_a_limit(store_copy: Path, lm_folder: Path,
+                                              monkeypatch) -> None:
+    """100 MB above what this process holds (GRAPHPIPE_MEMORY_LIMIT), with batches of 4096
+    sequences: one line naming the need (their activations), exit 2, no work folder."""
+    import psutil
+
+    monkeypatch.setenv("GRAPHPIPE_MEMORY_LIMIT", str(psutil.Process().memory_info().rss + (100 << 20)))
+    need = embed_mod.embed_memory_need(lm_folder, 300, 4096, 32)
+    assert need > 100 << 20
+    result = CliRunner().invoke(cli, ["embed", str(store_copy), "--lm", str(lm_folder),
+                                      "--batch-size", "4096", "--max-len", "32"])
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: graphpipe embed needs about "), lines
+    assert not (store_copy / ".embed-lm_emb").exists()
