@@ -48,7 +48,7 @@ def embed_memory_need(lm_path: str | os.PathLike, rows: int, batch_size: int, ma
     folder = check_lm_folder(lm_path)
     config = json.loads((folder / "config.json").read_text())
     if not isinstance(config, dict):
-        raise ValueError(f"{folder / 'config.json'}: not a JSON object")
+        raise ValueError(f"{folder / 'config.json'}: not a JSON object")  # noqa: TRY004 - bad input
     hidden = int(config.get("hidden_size", 768))
     inter = int(config.get("intermediate_size", 4 * hidden))
     heads = int(config.get("num_attention_heads", 12))
