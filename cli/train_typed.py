@@ -108,7 +108,6 @@ def run(params: dict[str, Any]) -> None:
 def train_rank(spec: dict[str, Any]) -> None:
     """One rank of typed data-parallel training (the process group is joined); rank 0 prints."""
     from graphpipe.train.distributed import DistributedTypedTrainer
-
     from graphpipe.train.ranks import check_same_run
 
     store, model, plan = build_typed(spec)
