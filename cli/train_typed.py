@@ -110,8 +110,10 @@ def train_rank(spec: dict[str, Any]) -> None:
     from graphpipe.train.distributed import DistributedTypedTrainer
     from graphpipe.train.ranks import check_same_run
 
+    from graphpipe.store import open_store
+
     store, model, plan = build_typed(spec)
-    check_same_run(store.manifest, spec)
+    check_same_run(open_store(spec["store"]).manifest, spec)
     trainer = DistributedTypedTrainer(model, store, **trainer_options(spec, plan))
     if spec["resume"] is not None:
         trainer.check_resume(spec["resume"])
