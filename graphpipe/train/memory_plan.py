@@ -54,6 +54,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from graphpipe.memory import format_size as _size
+
 __all__ = ["CACHE_SHARE", "EMBED_SHARE", "FULL_INFERENCE_SHARE", "STEP_MINIMUM", "STEP_RESERVE",
            "TrainingPlan", "TypedTrainingPlan", "plan_training", "plan_typed_training",
            "require_step_memory"]
@@ -380,12 +382,3 @@ def _full_inference_bytes(store: Any, model: Any) -> int:
         return 4 * store.num_nodes * out_dim
     width = max(int(getattr(model, "hidden", 0) or 0) * int(getattr(model, "heads", 1) or 1), out_dim)
     return 2 * 4 * store.num_nodes * width
-
-
-def _size(n: int) -> str:
-    value = float(n)
-    for unit in ("B", "KB", "MB", "GB"):
-        if value < 1024 or unit == "GB":
-            return f"{value:.0f} {unit}" if unit != "GB" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{n} B"
