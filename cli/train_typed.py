@@ -107,10 +107,9 @@ def run(params: dict[str, Any]) -> None:
 
 def train_rank(spec: dict[str, Any]) -> None:
     """One rank of typed data-parallel training (the process group is joined); rank 0 prints."""
+    from graphpipe.store import open_store
     from graphpipe.train.distributed import DistributedTypedTrainer
     from graphpipe.train.ranks import check_same_run
-
-    from graphpipe.store import open_store
 
     store, model, plan = build_typed(spec)
     check_same_run(open_store(spec["store"]).manifest, spec)

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 from click.testing import CliRunner
-
 from graphpipe.cli.main import cli
+
 from graphpipe.ingest import ingest
 from graphpipe.loaders import GraphData
 from graphpipe.loaders.graph_data import add_reverse_relations

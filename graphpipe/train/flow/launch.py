@@ -102,7 +102,6 @@ def run_unitg_flow(store_path: str | os.PathLike, stages: int, text: Any, config
     from graphpipe.store import GraphStore
     from graphpipe.train.distributed import launch
     from graphpipe.train.flow.unitg import UniTGFlow
-    from graphpipe.train.ranks import check_same_run
     from graphpipe.train.text.task import TextTask
 
     store_path = str(store_path)
