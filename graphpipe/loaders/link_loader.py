@@ -227,14 +227,24 @@ class LinkNeighborLoader(NeighborLoader):
     ([0, 1, 1, 0], [0, 1, 0, 1], [1, 2], [2, 2])
     """
 
+    def __new__(cls, data: Any, *args: Any, **kwargs: Any) -> Any:
+        """A typed graph (``HeteroData``, a typed store) gets a
+        :class:`~graphpipe.loaders.TypedLinkNeighborLoader` (``edge_label_index=(relation,
+        edges)``, as PyG's loader takes it on ``HeteroData``)."""
+        if cls is LinkNeighborLoader and is_typed_data(data):
+            from graphpipe.loaders.typed_link_loader import TypedLinkNeighborLoader
+
+            return TypedLinkNeighborLoader(data, *args, **kwargs)
+        return super().__new__(cls)
+
     def __init__(self, data: Any, num_neighbors: Sequence[int] | None = None, *,
                  edge_label_index: Any = None, edge_label: Any = None, neg_sampling: Any = None,
                  neg_sampling_ratio: float | None = None, batch_size: int = 1,
                  exclude_seed_edges: bool = False, edge_label_time: Any = None,
                  time_attr: str | None = None, temporal_strategy: str = "uniform", **kwargs: Any):
         if is_typed_data(data):
-            raise ValueError("LinkNeighborLoader does not support typed graphs (HeteroData is not "
-                             "supported, nor typed stores): give one node type and one relation")
+            raise ValueError(f"{type(self).__name__} does not support typed graphs: use "
+                             "LinkNeighborLoader or TypedLinkNeighborLoader")
         for refused in ("input_nodes", "disjoint", "output", "input_time"):
             if kwargs.get(refused) not in (None, False, "minibatch"):
                 raise ValueError(f"LinkNeighborLoader does not support {refused!r}")

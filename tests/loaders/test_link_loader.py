@@ -223,12 +223,18 @@ def test_topology_only_and_ratio(link_store) -> None:
     assert len(loader) == math.ceil(read_link_split(link_store, "valid").num_pos / 8)
 
 
-def test_typed_graphs_are_refused_in_one_line() -> None:
+def test_typed_graphs_get_the_typed_link_loader() -> None:
     pytest.importorskip("torch_geometric")
     from torch_geometric.data import HeteroData
+
+    from graphpipe.loaders import TypedLinkNeighborLoader
 
     data = HeteroData()
     data["paper"].num_nodes = 3
     data["paper", "cites", "paper"].edge_index = torch.tensor([[0, 1], [1, 2]])
-    with pytest.raises(ValueError, match=r"^LinkNeighborLoader does not support typed graphs"):
+    with pytest.raises(ValueError, match=r"^'edge_label_index' must be \(relation, edges\)"):
         LinkNeighborLoader(data, [2], edge_label_index=torch.tensor([[0], [1]]))
+    rel = ("paper", "cites", "paper")
+    loader = LinkNeighborLoader(data, [2], edge_label_index=(rel, data[rel].edge_index), batch_size=2)
+    assert isinstance(loader, TypedLinkNeighborLoader)
+    assert next(iter(loader))[rel].edge_label_index.shape == (2, 2)
