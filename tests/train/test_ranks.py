@@ -187,16 +187,16 @@ def test_resume_after_the_launcher_was_killed_equals_an_uninterrupted_run(
     """SIGKILL to the launcher alone: its ranks die with it (no orphans); ``--resume`` of
     the last checkpoint ends where the uninterrupted run ends, epoch for epoch."""
     args = [store, "--epochs", "12", "--quiet", *MODES["data"]]
-    whole = _train([*args, "--metrics-log", tmp_path / "whole.jsonl"])
-    out, err = whole.communicate(timeout=WAIT_S)
-    assert whole.returncode == 0, err
     ckpt = tmp_path / "ck.pt"
+    whole = _train([*args, "--metrics-log", tmp_path / "whole.jsonl"])  # the two runs overlap
     killed = _train([*args, "--checkpoint", ckpt])
     _wait_for(ckpt.exists, "the first checkpoint")
     ranks = [p for p, c in _children(killed.pid).items() if c.startswith("gp-rank")]
     killed.kill()
     killed.communicate(timeout=WAIT_S)
     _wait_for(lambda: _gone(ranks), "the ranks to die with their launcher")
+    out, err = whole.communicate(timeout=WAIT_S)
+    assert whole.returncode == 0, err
     resumed = _train([*args, "--resume", ckpt, "--metrics-log", tmp_path / "resumed.jsonl"])
     out2, err2 = resumed.communicate(timeout=WAIT_S)
     assert resumed.returncode == 0, err2
