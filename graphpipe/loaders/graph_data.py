@@ -784,10 +784,11 @@ def node_ids(spec: Any, num_nodes: int, split: Any, repeats: bool = False) -> np
     return ids
 
 
-def resolve_typed_input(data: GraphData, input_nodes: Any) -> tuple[str, np.ndarray, bool]:
+def resolve_typed_input(data: GraphData, input_nodes: Any, repeats: bool = False) -> tuple[str, np.ndarray, bool]:
     """``(node type, int64 seed IDs, input_id by node ID)`` of a typed loader's
     ``input_nodes``: ``(ntype, ids | mask | split name | None)``, a node type alone, or None
-    (every node of ``data.target_type``); ``ValueError`` naming what is wrong.
+    (every node of ``data.target_type``); IDs may repeat with ``repeats`` (temporal
+    sampling: one tree per occurrence); ``ValueError`` naming what is wrong.
 
     >>> data = GraphData.from_dicts({"paper": 3, "author": 2},
     ...     {("author", "writes", "paper"): (np.array([0, 1]), np.array([2, 0]))},
@@ -809,7 +810,7 @@ def resolve_typed_input(data: GraphData, input_nodes: Any) -> tuple[str, np.ndar
                          f"split name | None) (got {type(input_nodes).__name__})")
     if ntype not in data.num_nodes_dict:
         raise ValueError(f"'input_nodes' names an unknown node type {ntype!r} (known: {data.node_types})")
-    ids = node_ids(spec, data.num_nodes_dict[ntype], partial(data.typed_split, ntype))
+    ids = node_ids(spec, data.num_nodes_dict[ntype], partial(data.typed_split, ntype), repeats)
     return ntype, ids, spec is None or is_mask(spec)
 
 

@@ -40,6 +40,7 @@ from graphpipe.loaders.stages.reorder import check_criterion, typed_reorder
 from graphpipe.loaders.stats import LoaderStats, StatsRef
 from graphpipe.loaders.temporal import (
     build_temporal_sampler,
+    build_typed_temporal_graph,
     check_temporal_options,
     resolve_input_time,
 )
@@ -48,6 +49,7 @@ from graphpipe.loaders.typed_tier import typed_feature_sources
 from graphpipe.ops._core.checks import check_fanouts as _check_fanouts
 from graphpipe.ops.features.degree import degree_order
 from graphpipe.ops.sampling import sample_neighbors_batches
+from graphpipe.ops.sampling.temporal_typed import sample_temporal_typed_batches
 from graphpipe.ops.sampling.types import check_frontier, resolve_fanouts
 
 __all__ = ["HeteroNeighborLoader", "NeighborLoader"]
@@ -268,9 +270,13 @@ class NeighborLoader:
     one tree per seed (``batch[t].batch``) and ``reorder_by`` the Reorder criterion, each
     equal on one node type to what the homogeneous path gives, as is ``shard`` (data
     parallel: each rank its share of the target type's seeds; a
-    :class:`~graphpipe.loaders.shard.PartitionShard` over that type's nodes). Options
-    without a typed implementation (``time_attr``, ``sampler_backend="cuda"``) are refused
-    with one line. Two papers
+    :class:`~graphpipe.loaders.shard.PartitionShard` over that type's nodes). ``time_attr``
+    is PyG's on ``HeteroData``: an attribute of node types (node times per type) or of
+    relations (edge times per relation), or on a typed store ``"time"`` / ``"node_time"`` /
+    ``"edge_time"`` (:func:`graphpipe.loaders.temporal.resolve_typed_times`); seeds' times
+    on ``batch[target].seed_time``, trees on ``batch[t].batch``
+    (:mod:`graphpipe.ops.sampling.temporal_typed`). ``sampler_backend="cuda"`` has no typed
+    implementation and is refused with one line. Two papers
     cite each other, two authors write them; seeds are papers:
 
     >>> from graphpipe.loaders import GraphData
@@ -308,7 +314,7 @@ class NeighborLoader:
                  **loader_kwargs: Any):
         self.typed = is_typed_data(data)
         if self.typed:  # options that have no typed implementation: one line each, never ignored
-            _refuse_on_typed(time_attr=time_attr, input_time=input_time, sampler_backend=sampler_backend)
+            _refuse_on_typed(sampler_backend=sampler_backend)
         self.temporal = time_attr is not None
         check_temporal_options(time_attr, input_time, temporal_strategy, sampler=sampler, shard=shard,
                                frontier=frontier, replace=replace, backend=sampler_backend, output=output)
@@ -367,7 +373,8 @@ class NeighborLoader:
             check_criterion(reorder_by)
         if self.typed:  # Reorder by byte-weighted overlaps unless asked (the order typed loaders had)
             self._build_typed(spec, fanout_order, input_nodes, features=features, disjoint=disjoint,
-                              reorder_by=reorder_by or "overlap", **options)
+                              reorder_by=reorder_by or "overlap",
+                              temporal=(time_attr, input_time, temporal_strategy), **options)
         else:
             self._build_homogeneous(seed_first_fanouts(spec, fanout_order), input_nodes, features=features,
                                     disjoint=disjoint, reorder_by=reorder_by or "match",
@@ -409,7 +416,7 @@ class NeighborLoader:
         if self.temporal:
             self.sampler = build_temporal_sampler(self.graph, time_attr, self.fanouts, strategy=temporal_strategy,
                                                   replace=replace, num_threads=num_threads)
-            self.input_time = resolve_input_time(input_time, self.input_nodes, self.sampler)
+            self.input_time = resolve_input_time(input_time, self.input_nodes, self.sampler.node_time)
         else:
             self.sampler = sampler if sampler is not None else LocalSampler(
                 self.graph.indptr, self.graph.indices, self.fanouts, replace=replace, num_threads=num_threads,
@@ -434,14 +441,14 @@ class NeighborLoader:
         self.transfer = TransferStage(self.device, self.rows, self._stats)
 
     def _build_typed(self, spec: Any, fanout_order: str, input_nodes: Any, *, features: Any, disjoint: bool,
-                     reorder_by: str, replace: bool, frontier: str, num_threads: int | None,
+                     reorder_by: str, temporal: tuple, replace: bool, frontier: str, num_threads: int | None,
                      cache: str | None, cache_rows: float, match_reorder: bool | str, sampler: Any) -> None:
         """The typed path (a typed :class:`GraphData`): one fanout list per relation, seeds of
         one node type, rows gathered per type from each type's tier (memory or disk,
         :mod:`graphpipe.loaders.typed_tier`; :class:`TypedGather`, Match per type,
         ``feature_bits`` per type), Greedy Reorder on byte-weighted typed overlaps
-        (``reorder_by``), one tree per seed with ``disjoint``; ``match_reorder="auto"`` is
-        False here."""
+        (``reorder_by``), one tree per seed with ``disjoint`` (and with ``time_attr``:
+        :mod:`graphpipe.ops.sampling.temporal_typed`); ``match_reorder="auto"`` is False here."""
         self.graph: GraphData = resolve_graph_data(self.data)
         fanouts = resolve_fanouts(spec, self.graph.edge_types)
         self.fanouts = {et: seed_first_fanouts(f, fanout_order) for et, f in fanouts.items()}
@@ -449,7 +456,14 @@ class NeighborLoader:
         self.disjoint, self.cache, self.input_time, self.sampler = bool(disjoint), None, None, sampler
         self.reorder_by = reorder_by
         self.match_reorder = False if match_reorder == "auto" else match_reorder
-        self.target_type, self.input_nodes, self._input_by_node = resolve_typed_input(self.graph, input_nodes)
+        self.target_type, self.input_nodes, self._input_by_node = resolve_typed_input(
+            self.graph, input_nodes, repeats=self.temporal)
+        self._temporal_graph, self.temporal_strategy = None, temporal[2]
+        if self.temporal:   # one tree per seed, edges no newer than the seed's time
+            self._temporal_graph = build_typed_temporal_graph(self.data, self.graph, temporal[0])
+            self.input_time = resolve_input_time(temporal[1], self.input_nodes,
+                                                 self._temporal_graph.node_time.get(self.target_type))
+            self.disjoint = True
         sources = typed_feature_sources(self.graph, features) if self.features else {}
         self.feature_tier = {t: row_tier(r) for t, r in sources.items()}
         self.rows: Any = {t: self._typed_rows(t, r, cache, cache_rows) for t, r in sources.items()}
@@ -605,7 +619,9 @@ class NeighborLoader:
         ``sampler``), reordered (Match-Reorder, shuffled epochs only), rows gathered per type.
         With ``sample_ahead`` the next window is sampled in a helper thread while the
         current one is gathered (the disk tier's reads and the sampling overlap)."""
-        batches = self.epoch_batches(epoch)   # this rank's share with a shard, as on one relation
+        batches, times, positions = self._epoch_plan(epoch)  # this rank's share with a shard
+        if self.temporal:   # each batch's seed times: input_time's, else the seeds' node times
+            times = self._typed_seed_times(batches, times)
         keys = self.batch_keys(epoch, len(batches))
         stats = self._stats.current
         starts = list(range(0, len(batches), self.window))
@@ -613,16 +629,22 @@ class NeighborLoader:
         def sample(s: int) -> list:
             seed_dicts = [{self.target_type: seeds} for seeds in batches[s:s + self.window]]
             t0 = time.perf_counter()
-            if self.disjoint:  # one tree per seed, PyG's disjoint=True
+            if self.temporal:   # one tree per seed, edges no newer than the seed's time
+                outs = sample_temporal_typed_batches(
+                    self._temporal_graph, seed_dicts, times[s:s + self.window], self.fanouts,
+                    strategy=self.temporal_strategy, replace=self.replace, keys=keys[s:s + self.window],
+                    num_threads=self.num_threads)
+            elif self.disjoint:  # one tree per seed, PyG's disjoint=True
                 outs = sample_disjoint_typed(self._sample_typed, seed_dicts, keys[s:s + self.window])
             else:
                 outs = self._sample_typed(seed_dicts, keys[s:s + self.window])
             stats.sample_s += time.perf_counter() - t0
             return outs
 
+        plan = (batches, keys, times, positions)
         if not sample_ahead or len(starts) < 2:
             for s in starts:
-                yield from self._gather_typed_window(sample(s), batches, keys, s)
+                yield from self._gather_typed_window(sample(s), plan, s)
             return
         with ThreadPoolExecutor(1, thread_name_prefix="graphpipe-sample-ahead") as pool:
             pending = pool.submit(sample, starts[0])
@@ -630,12 +652,13 @@ class NeighborLoader:
                 outs = pending.result()
                 if w + 1 < len(starts):
                     pending = pool.submit(sample, starts[w + 1])
-                yield from self._gather_typed_window(outs, batches, keys, s)
+                yield from self._gather_typed_window(outs, plan, s)
 
-    def _gather_typed_window(self, outs: list, batches: list[np.ndarray], keys: list[int],
-                             s: int) -> Iterator[HeteroMiniBatch]:
-        """The typed batches of the window starting at batch ``s``: reordered (shuffled
-        epochs only), rows gathered per type."""
+    def _gather_typed_window(self, outs: list, plan: tuple, s: int) -> Iterator[HeteroMiniBatch]:
+        """The typed batches of the window starting at batch ``s`` of the epoch's ``plan``
+        ``(batches, keys, seed times, input positions)`` (the last two None unless temporal):
+        reordered (shuffled epochs only), rows gathered per type."""
+        batches, keys, times, positions = plan
         stats = self._stats.current
         window, window_keys = batches[s:s + self.window], keys[s:s + self.window]
         order = range(len(outs))
@@ -644,10 +667,25 @@ class NeighborLoader:
                 t: r.dim * np.dtype(r.dtype).itemsize for t, r in self.rows.items()}, self.reorder_by).tolist()
         for i in order:
             t0 = time.perf_counter()
+            input_id = self.input_id(window[i]) if positions is None else self._temporal_input_id(positions[s + i])
             batch = typed_batch_from_sample(outs[i], self.gather(outs[i].n_id, window_keys[i]),
-                                            self.graph, self.target_type, self.input_id(window[i]))
+                                            self.graph, self.target_type, input_id)
+            if times is not None:   # PyG's: the seeds' times on the input type
+                batch[self.target_type].seed_time = torch.from_numpy(times[s + i])
             stats.gather_s += time.perf_counter() - t0
             yield batch if self.device.type == "cpu" else batch.to(self.device)
+
+    def _typed_seed_times(self, batches: list[np.ndarray], times: list[np.ndarray] | None) -> list[np.ndarray]:
+        """Each batch's seed times: ``input_time``'s, else the seeds' node times."""
+        if times is not None:
+            return times
+        node_time = self._temporal_graph.node_time[self.target_type]
+        return [node_time[seeds] for seeds in batches]
+
+    def _temporal_input_id(self, positions: np.ndarray) -> np.ndarray:
+        """``input_id`` of a temporal batch: the input positions (the node ID for a mask)."""
+        pos = np.asarray(positions, dtype=np.int64)
+        return self.input_nodes[pos] if self._input_by_node else pos
 
     def _sample_typed(self, seed_dicts: list[dict[str, np.ndarray]], keys: Sequence[int]) -> list:
         """The typed samples of a window's seed batches (``sampler``, else threads here)."""
@@ -670,8 +708,7 @@ class NeighborLoader:
         for i in self.reorder(outputs):
             prepared = self.gather(outputs[int(i)], key=int(keys[int(i)]))
             if positions is not None:  # temporal: from the input position (nodes may repeat)
-                pos = np.asarray(positions[int(i)], dtype=np.int64)
-                ids = self.input_nodes[pos] if self._input_by_node else pos   # PyG: node ID for a mask
+                ids = self._temporal_input_id(positions[int(i)])   # PyG: the node ID for a mask
                 prepared.batch.input_id = torch.from_numpy(np.ascontiguousarray(ids))
             yield prepared
             outputs[int(i)] = None  # free the subgraph once used
@@ -840,7 +877,7 @@ def _resolve_fanouts(num_neighbors: Any, fanouts: Any, typed: bool = False) -> A
     return _check_fanouts(chosen)
 
 
-_TYPED_DEFAULTS = {"time_attr": None, "input_time": None, "sampler_backend": ("auto", "cpu")}
+_TYPED_DEFAULTS = {"sampler_backend": ("auto", "cpu")}
 
 
 def _refuse_on_typed(**given: Any) -> None:

@@ -11,6 +11,13 @@ edge attribute (edge-level time), as PyG decides with ``Data.is_node_attr``.
 
 Seed times: ``input_time`` when given (one per input node), else the seeds' node times
 (PyG's default); edge-level time without node times needs ``input_time``.
+
+Typed graphs (:func:`resolve_typed_times`, :func:`build_typed_temporal_graph`): on a PyG
+``HeteroData`` ``time_attr`` names an attribute of node types (node-level time, per type)
+or of relations (edge-level time, per relation), never both (PyG's rule); on a typed store
+``"time"`` (the node times ``typed/<ntype>/time`` if any type has them, else the relations'
+``rel/<etype>/time``), ``"node_time"`` or ``"edge_time"``. A type or relation without
+times is not filtered (:mod:`graphpipe.ops.sampling.temporal_typed`).
 """
 
 from __future__ import annotations
@@ -29,9 +36,10 @@ from graphpipe.ops.sampling.temporal import (
     sample_temporal_batches,
     temporal_graph,
 )
+from graphpipe.ops.sampling.temporal_typed import TypedTemporalGraph, typed_temporal_graph
 
-__all__ = ["STRATEGIES", "TemporalSampler", "build_temporal_sampler", "check_temporal_options",
-           "resolve_input_time", "resolve_times"]
+__all__ = ["STRATEGIES", "TemporalSampler", "build_temporal_sampler", "build_typed_temporal_graph",
+           "check_temporal_options", "resolve_input_time", "resolve_times", "resolve_typed_times"]
 
 _NODE_NAMES = ("node_time", "nodes/time")
 _EDGE_NAMES = ("edge_time", "csc/time")
@@ -129,6 +137,75 @@ def resolve_times(data: Any, time_attr: str) -> tuple[np.ndarray | None, np.ndar
                      f"attribute of 'data'")
 
 
+def _hetero_times(data: Any, graph: Any, time_attr: str) -> tuple[dict | None, dict | None]:
+    """A ``HeteroData``'s node times per type or edge times per relation (CSC order)."""
+    nodes = {t: data[t][time_attr] for t in data.node_types if time_attr in data[t]}
+    edges = {tuple(et): data[et][time_attr] for et in data.edge_types if time_attr in data[et]}
+    if nodes and edges:
+        raise ValueError(f"The time attribute '{time_attr}' holds both node-level and edge-level information")
+    if not nodes and not edges:
+        raise ValueError(f"The time attribute '{time_attr}' is neither a node-level nor an edge-level "
+                         f"attribute of 'data'")
+    as_np = {k: np.asarray(v.detach().cpu().numpy() if hasattr(v, "detach") else v).reshape(-1)
+             for k, v in (nodes or edges).items()}
+    if nodes:
+        return as_np, None
+    return None, {et: t[graph.edge_order[et]] if et in graph.edge_order else t for et, t in as_np.items()}
+
+
+def _typed_store_times(graph: Any, time_attr: str) -> tuple[dict | None, dict | None]:
+    """A typed store's node times per type or edge times per relation."""
+    nodes = {t: v for t in graph.node_types if (v := graph.typed_node_time(t)) is not None}
+    edges = {et: v for et in graph.edge_types if (v := graph.typed_edge_time(et)) is not None}
+    where = getattr(graph.store, "path", "the data")
+    if time_attr == "time":
+        if not nodes and not edges:
+            raise ValueError(f"time_attr='time': {where} has no timestamps (typed/<ntype>/time or "
+                             "rel/<etype>/time)")
+        return (nodes, None) if nodes else (None, edges)
+    if time_attr in _NODE_NAMES:
+        if not nodes:
+            raise ValueError(f"time_attr={time_attr!r}: {where} has no node timestamps (typed/<ntype>/time)")
+        return nodes, None
+    if time_attr in _EDGE_NAMES:
+        if not edges:
+            raise ValueError(f"time_attr={time_attr!r}: {where} has no edge timestamps (rel/<etype>/time)")
+        return None, edges
+    raise ValueError(f"time_attr on a typed store must be 'time', 'node_time' or 'edge_time' (got {time_attr!r})")
+
+
+def resolve_typed_times(data: Any, graph: Any, time_attr: str) -> tuple[dict | None, dict | None]:
+    """``(node times {ntype: (N_t,)}, edge times {etype: (E_r,)} in CSC order)`` named by
+    ``time_attr`` in a typed loader's ``data`` (a ``HeteroData``, else the typed
+    :class:`graphpipe.loaders.graph_data.GraphData` ``graph`` read from a store); one is None."""
+    if not isinstance(time_attr, str):
+        raise ValueError(f"'time_attr' must be a string (got {time_attr!r})")  # noqa: TRY004 - the project reports bad arguments as ValueError
+    if type(data).__name__ == "HeteroData":
+        return _hetero_times(data, graph, time_attr)
+    if graph.store is None:
+        raise ValueError(f"time_attr={time_attr!r}: the typed graph has no timestamps (give a HeteroData "
+                         "or a typed store with typed/<ntype>/time or rel/<etype>/time)")
+    return _typed_store_times(graph, time_attr)
+
+
+def build_typed_temporal_graph(data: Any, graph: Any, time_attr: str) -> TypedTemporalGraph:
+    """The :class:`TypedTemporalGraph` of a typed loader over ``data`` (rows sorted by time once).
+
+    >>> import torch
+    >>> from torch_geometric.data import HeteroData
+    >>> from graphpipe.loaders.graph_data import GraphData
+    >>> hetero = HeteroData()
+    >>> hetero["paper"].num_nodes, hetero["author"].num_nodes = 1, 2
+    >>> hetero["author"].time = torch.tensor([4, 2])
+    >>> hetero["author", "writes", "paper"].edge_index = torch.tensor([[0, 1], [0, 0]])
+    >>> tg = build_typed_temporal_graph(hetero, GraphData.from_pyg(hetero), "time")
+    >>> tg.level, tg.relations[("author", "writes", "paper")].key.tolist()
+    ('node', [2, 4])
+    """
+    node_time, edge_time = resolve_typed_times(data, graph, time_attr)
+    return typed_temporal_graph(graph.graph, node_time=node_time, edge_time=edge_time)
+
+
 def build_temporal_sampler(data: Any, time_attr: str, fanouts: Sequence[int], *, strategy: str,
                            replace: bool, num_threads: int | None) -> TemporalSampler:
     """The :class:`TemporalSampler` of a loader over ``data`` (graph sorted by time once)."""
@@ -164,11 +241,13 @@ def check_temporal_options(time_attr: str | None, input_time: Any, strategy: Any
         raise ValueError(f"temporal sampling yields MiniBatches (got output={output!r})")
 
 
-def resolve_input_time(input_time: Any, input_nodes: np.ndarray, sampler: TemporalSampler) -> np.ndarray | None:
+def resolve_input_time(input_time: Any, input_nodes: np.ndarray, seed_node_time: np.ndarray | None
+                       ) -> np.ndarray | None:
     """int64 ``(len(input_nodes),)`` seed times from ``input_time`` (a tensor or array), or
-    None to use the seeds' node times (refused when the data has only edge times)."""
+    None to use the seeds' node times ``seed_node_time`` (refused when it is None: the
+    data has only edge times, or none for the seeds' type)."""
     if input_time is None:
-        if sampler.node_time is None:
+        if seed_node_time is None:
             raise ValueError("edge-level temporal sampling needs 'input_time' (the time of each input "
                              "node), as the data has no node timestamps")
         return None

@@ -556,7 +556,7 @@ def test_edge_features_follow_their_edges(tmp_path):
     assert RELS[0] in merged.edge_features
 
 
-@pytest.mark.parametrize(("option", "value"), [("time_attr", "time"), ("sampler_backend", "cuda")])
+@pytest.mark.parametrize(("option", "value"), [("sampler_backend", "cuda")])
 def test_options_without_a_typed_path_are_refused_in_one_line(option, value):
     data, _ = make_data()
     with pytest.raises(ValueError, match=rf"^{option}=.* is not supported on typed graphs[^\n]*$"):

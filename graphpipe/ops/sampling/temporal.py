@@ -35,8 +35,9 @@ times by :func:`sample_temporal`, before any kernel reads them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numba
 import numpy as np
@@ -46,7 +47,7 @@ from graphpipe.ops.sampling.cpu import _choose_positions, _pool, _scratch_for
 from graphpipe.ops.sampling.keys import _stream_key, tree_hop_keys
 from graphpipe.ops.sampling.types import SampledBlock, SampleOutput
 
-__all__ = ["STRATEGIES", "TemporalGraph", "check_seed_time", "sample_temporal", "sample_temporal_batches",
+__all__ = ["STRATEGIES", "TemporalGraph", "check_seed_time", "run_window", "sample_temporal", "sample_temporal_batches",
            "temporal_graph"]
 
 STRATEGIES = ("uniform", "last")
@@ -63,6 +64,7 @@ class TemporalGraph:
             ``(time, slot)``.
         key: int64 ``(E,)``: the time of ``order``'s slots (non-decreasing per row).
         level: ``"edge"`` (edge times) or ``"node"`` (the neighbour's node time).
+        num_src: source nodes (a typed relation's source type); ``-1``: the ``N`` rows.
     """
 
     indptr: np.ndarray
@@ -70,11 +72,13 @@ class TemporalGraph:
     order: np.ndarray
     key: np.ndarray
     level: str
+    num_src: int = -1
 
     def __post_init__(self) -> None:
         """Every array the kernels index with is checked once here (``O(N + E)``)."""
         indptr, indices = check_csc(self.indptr, self.indices)
-        n, e = indptr.shape[0] - 1, indices.shape[0]
+        e = indices.shape[0]
+        n = indptr.shape[0] - 1 if self.num_src < 0 else self.num_src
         if int(np.diff(indptr).min(initial=0)) < 0:
             raise ValueError("'indptr' must be non-decreasing")
         if e and (int(indices.min()) < 0 or int(indices.max()) >= n):
@@ -118,7 +122,7 @@ def _sort_rows(indptr, times):  # pragma: no cover - compiled
 
 
 def temporal_graph(indptr: np.ndarray, indices: np.ndarray, *, node_time: np.ndarray | None = None,
-                   edge_time: np.ndarray | None = None) -> TemporalGraph:
+                   edge_time: np.ndarray | None = None, num_src: int | None = None) -> TemporalGraph:
     """Prepare a CSC graph for :func:`sample_temporal` (sorts every row by time once).
 
     Args:
@@ -127,6 +131,8 @@ def temporal_graph(indptr: np.ndarray, indices: np.ndarray, *, node_time: np.nda
             whose time is at least ``node_time[u]``.
         edge_time: int ``(E,)`` edge timestamps in CSC order (a store's ``csc/time``);
             takes precedence over ``node_time`` (give one of them).
+        num_src: source nodes when they are not the ``N`` destinations (a typed
+            relation; ``node_time`` then has ``num_src`` entries).
 
     >>> import numpy as np
     >>> g = temporal_graph(np.array([0, 3]), np.array([0, 0, 0]), edge_time=np.array([5, 1, 3]))
@@ -134,7 +140,7 @@ def temporal_graph(indptr: np.ndarray, indices: np.ndarray, *, node_time: np.nda
     ([1, 2, 0], [1, 3, 5], 'edge')
     """
     indptr, indices = check_csc(indptr, indices)
-    n = indptr.shape[0] - 1
+    n = indptr.shape[0] - 1 if num_src is None else int(num_src)
     if int(np.diff(indptr).min(initial=0)) < 0:   # before the row sort slices by it
         raise ValueError("'indptr' must be non-decreasing")
     if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= n):  # before node_time[indices]
@@ -146,7 +152,7 @@ def temporal_graph(indptr: np.ndarray, indices: np.ndarray, *, node_time: np.nda
     else:
         times, level = _as_times(node_time, n, "node_time")[indices], "node"
     order, key = _sort_rows(indptr, times)
-    return TemporalGraph(indptr, indices, order, key, level)
+    return TemporalGraph(indptr, indices, order, key, level, -1 if num_src is None else n)
 
 
 def check_seed_time(seed_time: np.ndarray, count: int) -> np.ndarray:
@@ -373,13 +379,19 @@ def sample_temporal_batches(graph: TemporalGraph, seed_batches: Sequence[np.ndar
     if not len(keys) == len(seed_times) == len(seed_batches):
         raise ValueError(f"one key and one seed_time per batch ({len(seed_batches)} batches, "
                          f"{len(keys)} keys, {len(seed_times)} seed_times)")
-    threads = min(int(num_threads or numba.get_num_threads()), max(1, len(seed_batches)))
+    args = [(graph, b, t, fanouts) for b, t in zip(seed_batches, seed_times)]
+    return run_window(sample_temporal, args, keys, {"strategy": strategy, "replace": replace}, num_threads)
+
+
+def run_window(sample: Callable[..., Any], args: Sequence[tuple], keys: Sequence[int], options: dict,
+               num_threads: int | None) -> list[Any]:
+    """``[sample(*args[i], seed=keys[i], **options)]`` in parallel threads (the kernels
+    release the GIL); the results do not depend on ``num_threads``."""
+    threads = min(int(num_threads or numba.get_num_threads()), max(1, len(args)))
     if threads < 1:
         raise ValueError(f"'num_threads' must be >= 1 (got {num_threads})")
-    args = [(graph, b, t, fanouts) for b, t in zip(seed_batches, seed_times)]
-    options = {"strategy": strategy, "replace": replace}
     if threads == 1:
-        return [sample_temporal(*a, seed=int(k), **options) for a, k in zip(args, keys)]
+        return [sample(*a, seed=int(k), **options) for a, k in zip(args, keys)]
     pool = _pool(threads)
-    futures = [pool.submit(sample_temporal, *a, seed=int(k), **options) for a, k in zip(args, keys)]
+    futures = [pool.submit(sample, *a, seed=int(k), **options) for a, k in zip(args, keys)]
     return [f.result() for f in futures]

@@ -30,7 +30,7 @@ from graphpipe.ops._core.rng import mix64_py
 
 __all__ = ["DEFAULT_ETYPE", "DEFAULT_NTYPE", "FRONTIERS", "EdgeType", "HeteroCSC",
            "HeteroSampleOutput", "SampleOutput", "SampledBlock", "as_etype", "assemble",
-           "check_frontier", "check_seed_dict", "etype_str", "relation_key", "resolve_fanouts",
+           "check_frontier", "check_seed_dict", "etype_str", "relation_key", "relation_salt", "resolve_fanouts",
            "split_graph_args"]
 
 FRONTIERS = ("new", "all")
@@ -293,10 +293,16 @@ def relation_key(hkey: int, etype: EdgeType) -> int:
     """
     if tuple(etype) == DEFAULT_ETYPE:
         return int(hkey)
+    return mix64_py(int(hkey) ^ relation_salt(etype))
+
+
+def relation_salt(etype: EdgeType) -> int:
+    """``mix64(fnv1a(name))`` of relation ``etype``: what :func:`relation_key` mixes into a
+    hop key (vectorised callers XOR it into many hop keys at once)."""
     h = 0xCBF29CE484222325
     for b in etype_str(etype).encode():
         h = ((h ^ b) * 0x100000001B3) & ((1 << 64) - 1)
-    return mix64_py(int(hkey) ^ mix64_py(h))
+    return mix64_py(h)
 
 
 def split_graph_args(args: Sequence[Any], batch_name: str = "seeds") -> tuple[Any, Any, Any]:
