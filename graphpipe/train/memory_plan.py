@@ -66,11 +66,13 @@ the 8.4M-node benchmark store (batch 1024, fanouts [15, 10, 5], hidden 256, 1 GB
 the first step adds ~250 MB that stays (Numba's and torch's runtime state), the batches
 in flight and the heap glibc keeps between trims (the trainer trims every
 :data:`graphpipe.train.trainer.TRIM_EVERY` batches under a cap) up to ~150 MB more."""
-STEP_MINIMUM = 240 << 20
-"""Bytes a training run takes beyond what the process holds when it plans, at the least:
-measured with ``memlimit.sh`` on a 1,500-node store (batch 128, fanouts [4, 3], hidden
-16), the process peaked 216 MB above its size at planning (Numba's and torch's runtime
-state of the first step, the first batches); a cap leaving less than this is OOM-killed."""
+STEP_MINIMUM = 200 << 20
+"""Bytes a training run takes beyond what the process holds when it plans, at the least.
+Measured with ``memlimit.sh``: the runs took 216 MB (a 1,500-node store, batch 128) and
+231 MB (200K nodes, batch 500) above their size at planning (Numba's and torch's runtime
+state of the first step, the first batches), and a cap that left 206 MB was OOM-killed.
+Below this floor no run measured survives; just above it a run may still be killed
+(the floor errs on the side of never refusing a run that would complete)."""
 CACHE_SHARE = 0.5
 """Share of the memory left after the reserve that the disk tier's CLOCK cache takes."""
 EMBED_SHARE = 0.5
@@ -177,7 +179,7 @@ def plan_training(store: Any, model: Any, *, evaluation: str = "auto", batch_siz
     >>> plan_training(store, model, usable=100 << 20).require()
     Traceback (most recent call last):
     ...
-    graphpipe.memory.NotEnoughMemory: graphpipe train needs about 240 MB of memory more than it holds now, but this process may use 100 MB more...
+    graphpipe.memory.NotEnoughMemory: graphpipe train needs about 200 MB of memory more than it holds now, but this process may use 100 MB more...
     """
     from graphpipe.memory import cgroup_limit, usable_memory
 
