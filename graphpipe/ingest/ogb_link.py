@@ -190,10 +190,13 @@ def _split_folder(ogb: OgbRawFolder, split: str | None) -> Path:
 def _master_inverse(name: str) -> bool | None:
     """OGB's ``add_inverse_edge`` for a folder named like an OGB dataset (``ogbl_collab``)."""
     import csv
+    import importlib.util
 
-    import ogb.linkproppred
-
-    master = Path(ogb.linkproppred.__file__).parent / "master.csv"
+    # the file only: importing ogb.linkproppred imports PyG, scikit-learn and pandas (seconds)
+    spec = importlib.util.find_spec("ogb")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError("No module named 'ogb'", name="ogb")
+    master = Path(list(spec.submodule_search_locations)[0]) / "linkproppred" / "master.csv"
     with open(master, newline="") as fh:
         rows = {row[0]: row[1:] for row in csv.reader(fh)}
     names = rows.get("", [])
