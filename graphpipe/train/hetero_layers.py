@@ -40,7 +40,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from graphpipe.ops.aggregate import aggregate, aggregate_heads, edge_softmax, sddmm_scores
-from graphpipe.train.layers import LocalGraph, add_self_loops, csc_from_edge_index
+from graphpipe.train.layers import LocalGraph, add_self_loops, csc_from_edge_index, transform_first
 
 __all__ = ["EdgeType", "HeteroGATConv", "HeteroSAGEConv", "RelGraphConv", "TypedGraph", "etype_key",
            "transform_first"]
@@ -226,27 +226,6 @@ class RelGraphConv(nn.Module):
             out[etype[2]].add_(_mean_from(table, g))
 
 
-_GATHER_COST = 16  # multiply-adds of GEMM work one gathered (random-access) element costs
-
-
-def transform_first(in_dim: int, out_dim: int, g: LocalGraph) -> bool:
-    """Where the linear map of a relation goes (WiseGraph's linear placement): before the
-    gather (a GEMM over the ``num_src`` sources, then ``E`` rows of ``out_dim`` gathered)
-    or after it (``E`` rows of ``in_dim`` gathered, a GEMM over the ``num_dst``
-    destinations), whichever costs fewer multiply-adds plus gathered elements. Both
-    give the same value: the mean is linear.
-
-    >>> import torch
-    >>> g = LocalGraph(torch.tensor([0, 3]), torch.tensor([0, 1, 2]), 1, 3)
-    >>> transform_first(128, 16, g), transform_first(16, 128, g)
-    (True, False)
-    """
-    edges = int(g.indices.shape[0])
-    before = g.num_src * in_dim * out_dim + edges * out_dim * _GATHER_COST
-    after = g.num_dst * in_dim * out_dim + edges * in_dim * _GATHER_COST
-    return before < after
-
-
 class HeteroSAGEConv(nn.Module):
     """Heterogeneous GraphSAGE: per relation ``lin_l(mean_{v -r-> u} x_v) + lin_r(x_u)``
     (``lin_l`` with the bias), summed over the relations into each type.
@@ -282,9 +261,12 @@ class HeteroSAGEConv(nn.Module):
             src, _, dst = etype
             if g is None or src not in x_dict or dst not in x_dict:
                 continue
-            key = etype_key(etype)
-            h = self.lin_l[key](_mean_from(x_dict[src], g)) + \
-                self.lin_r[key](x_dict[dst][: g.num_dst])
+            key, lin = etype_key(etype), self.lin_l[etype_key(etype)]
+            if transform_first(lin.in_features, lin.out_features, g):
+                h = _mean_from(x_dict[src] @ lin.weight.t(), g) + lin.bias
+            else:
+                h = lin(_mean_from(x_dict[src], g))
+            h = h.addmm_(x_dict[dst][: g.num_dst], self.lin_r[key].weight.t())
             out[dst] = h if dst not in out else out[dst] + h
         return out
 
