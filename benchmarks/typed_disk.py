@@ -171,10 +171,10 @@ def run_method(method: str, work: Path, fanouts: list[int], batch: int, batches:
         x = torch.from_numpy(arr)
         gather = lambda i: x.index_select(0, torch.from_numpy(i)).numpy()
     else:  # gp_tier: the loader's tier for papers, alone, on the same IDs
-        from graphpipe.loaders.graph_data import resolve_hetero_data
+        from graphpipe.loaders.graph_data import resolve_graph_data
         from graphpipe.loaders.typed_tier import typed_feature_sources
 
-        data = resolve_hetero_data(GraphStore.open(work / "store"))
+        data = resolve_graph_data(GraphStore.open(work / "store"))
         gather = typed_feature_sources(data, "disk")["paper"].gather
     open_s = time.perf_counter() - t_open
     gather(np.arange(8, dtype=np.int64))  # warm-up: threads, compiled kernels
