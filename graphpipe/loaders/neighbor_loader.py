@@ -32,7 +32,13 @@ from graphpipe.loaders.minibatch import MiniBatch
 from graphpipe.loaders.prefetch import END, Prefetcher, data_loader_kwargs, draw_seed
 from graphpipe.loaders.prepared import PreparedBatch
 from graphpipe.loaders.rows import DegreeCachedRows, QuantizedRowSource, RowSource
-from graphpipe.loaders.sampler import BaseSampler, LocalSampler, SamplerInput, warm_sampling_kernels
+from graphpipe.loaders.sampler import (
+    BaseSampler,
+    LocalSampler,
+    SamplerInput,
+    resolve_sampler_backend,
+    warm_sampling_kernels,
+)
 from graphpipe.loaders.shard import BaseShard
 from graphpipe.loaders.stages import GatherStage, ReorderStage, SampleStage, TransferStage
 from graphpipe.loaders.stages.gather import RowCounts, TypedGather
@@ -275,8 +281,9 @@ class NeighborLoader:
     relations (edge times per relation), or on a typed store ``"time"`` / ``"node_time"`` /
     ``"edge_time"`` (:func:`graphpipe.loaders.temporal.resolve_typed_times`); seeds' times
     on ``batch[target].seed_time``, trees on ``batch[t].batch``
-    (:mod:`graphpipe.ops.sampling.temporal_typed`). ``sampler_backend="cuda"`` has no typed
-    implementation and is refused with one line. Two papers
+    (:mod:`graphpipe.ops.sampling.temporal_typed`). ``sampler_backend="cuda"`` samples on the
+    GPU (the relation loop over the CUDA hop kernels,
+    :mod:`graphpipe.ops.sampling.cuda_typed`), the CPU's batches bit for bit. Two papers
     cite each other, two authors write them; seeds are papers:
 
     >>> from graphpipe.loaders import GraphData
@@ -313,8 +320,6 @@ class NeighborLoader:
                  time_attr: str | None = None, input_time: Any = None, temporal_strategy: str = "uniform",
                  **loader_kwargs: Any):
         self.typed = is_typed_data(data)
-        if self.typed:  # options that have no typed implementation: one line each, never ignored
-            _refuse_on_typed(sampler_backend=sampler_backend)
         self.temporal = time_attr is not None
         check_temporal_options(time_attr, input_time, temporal_strategy, sampler=sampler, shard=shard,
                                frontier=frontier, replace=replace, backend=sampler_backend, output=output)
@@ -373,7 +378,7 @@ class NeighborLoader:
             check_criterion(reorder_by)
         if self.typed:  # Reorder by byte-weighted overlaps unless asked (the order typed loaders had)
             self._build_typed(spec, fanout_order, input_nodes, features=features, disjoint=disjoint,
-                              reorder_by=reorder_by or "overlap",
+                              reorder_by=reorder_by or "overlap", sampler_backend=sampler_backend,
                               temporal=(time_attr, input_time, temporal_strategy), **options)
         else:
             self._build_homogeneous(seed_first_fanouts(spec, fanout_order), input_nodes, features=features,
@@ -441,7 +446,8 @@ class NeighborLoader:
         self.transfer = TransferStage(self.device, self.rows, self._stats)
 
     def _build_typed(self, spec: Any, fanout_order: str, input_nodes: Any, *, features: Any, disjoint: bool,
-                     reorder_by: str, temporal: tuple, replace: bool, frontier: str, num_threads: int | None,
+                     reorder_by: str, sampler_backend: str, temporal: tuple, replace: bool, frontier: str,
+                     num_threads: int | None,
                      cache: str | None, cache_rows: float, match_reorder: bool | str, sampler: Any) -> None:
         """The typed path (a typed :class:`GraphData`): one fanout list per relation, seeds of
         one node type, rows gathered per type from each type's tier (memory or disk,
@@ -464,6 +470,13 @@ class NeighborLoader:
             self.input_time = resolve_input_time(temporal[1], self.input_nodes,
                                                  self._temporal_graph.node_time.get(self.target_type))
             self.disjoint = True
+        # the GPU sampler: every relation's CSC copied once, the CPU's samples (cuda_typed)
+        self.sampler_backend = "cpu" if sampler is not None else resolve_sampler_backend(sampler_backend, self.device)
+        self._device_relations = None
+        if self.sampler_backend == "cuda" and not self.temporal:
+            from graphpipe.ops.sampling.cuda_typed import device_relations
+
+            self._device_relations = device_relations(self.graph.graph)
         sources = typed_feature_sources(self.graph, features) if self.features else {}
         self.feature_tier = {t: row_tier(r) for t, r in sources.items()}
         self.rows: Any = {t: self._typed_rows(t, r, cache, cache_rows) for t, r in sources.items()}
@@ -691,6 +704,12 @@ class NeighborLoader:
         """The typed samples of a window's seed batches (``sampler``, else threads here)."""
         if self.sampler is not None:
             return self.sampler.sample(seed_dicts, self.fanouts, keys, replace=self.replace, frontier=self.frontier)
+        if self._device_relations is not None:   # on the GPU, batch after batch
+            from graphpipe.ops.sampling.cuda_typed import sample_typed_cuda
+
+            return [sample_typed_cuda(self.graph.graph, d, self.fanouts, replace=self.replace, seed=int(k),
+                                      frontier=self.frontier, relations=self._device_relations)
+                    for d, k in zip(seed_dicts, keys)]
         return sample_neighbors_batches(self.graph.graph, seed_dicts, self.fanouts, seeds=keys,
                                         replace=self.replace, frontier=self.frontier, num_threads=self.num_threads)
 
@@ -875,20 +894,6 @@ def _resolve_fanouts(num_neighbors: Any, fanouts: Any, typed: bool = False) -> A
         raise ValueError("'num_neighbors' as a dict (one list per relation) needs a typed graph "
                          "(a HeteroData or a typed store)")
     return _check_fanouts(chosen)
-
-
-_TYPED_DEFAULTS = {"sampler_backend": ("auto", "cpu")}
-
-
-def _refuse_on_typed(**given: Any) -> None:
-    """``ValueError`` (one line) for an option a typed graph has no implementation of."""
-    for name, value in given.items():
-        allowed = _TYPED_DEFAULTS[name]
-        ok = value in allowed if isinstance(allowed, tuple) else (
-            value is allowed if allowed is None or isinstance(allowed, bool) else value == allowed)
-        if not ok:
-            raise ValueError(f"{name}={value!r} is not supported on typed graphs (HeteroData, typed "
-                             "stores): leave it at its default")
 
 
 def _positive(name: str, value: Any, minimum: int = 1) -> int:

@@ -556,13 +556,6 @@ def test_edge_features_follow_their_edges(tmp_path):
     assert RELS[0] in merged.edge_features
 
 
-@pytest.mark.parametrize(("option", "value"), [("sampler_backend", "cuda")])
-def test_options_without_a_typed_path_are_refused_in_one_line(option, value):
-    data, _ = make_data()
-    with pytest.raises(ValueError, match=rf"^{option}=.* is not supported on typed graphs[^\n]*$"):
-        HeteroNeighborLoader(data, [2], input_nodes="paper", **{option: value})
-
-
 def test_loader_options_shared_with_one_relation_work_on_typed_graphs():
     """progress, fanout_order="dgl" (input layer first, per relation too, and DGL's
     frontier "all" as on one relation), len(dataset), the caller's data kept as

@@ -1,8 +1,9 @@
 """``sample_neighbors``: one entry point for every sampler backend and every graph, the same
 output on each backend. A graph of one relation is given as its CSC ``(indptr, indices)``, a
 typed graph as a :class:`~graphpipe.ops.sampling.types.HeteroCSC`; the number of relations
-picks the kernel (:mod:`graphpipe.ops.sampling.cpu`). Typed graphs sample on the CPU or the
-reference.
+picks the kernel (:mod:`graphpipe.ops.sampling.cpu`). Typed graphs sample on the CPU, the
+reference or the GPU (``"cuda"``: the relation loop over the one-relation CUDA hop kernels,
+:mod:`graphpipe.ops.sampling.cuda_typed`, the CPU's sample bit for bit; ``"auto"``: the CPU).
 
 Backends (``backend=``):
 
@@ -48,7 +49,7 @@ __all__ = ["BACKENDS", "TYPED_BACKENDS", "canonical_local_ids", "sample_hetero_n
            "sample_neighbors"]
 
 BACKENDS = ("auto", "reference", "cpu", "cuda")
-TYPED_BACKENDS = ("auto", "cpu", "reference")
+TYPED_BACKENDS = ("auto", "cpu", "reference", "cuda")
 
 
 def _on_gpu(*arrays: Any) -> bool:
@@ -184,10 +185,18 @@ def sample_neighbors(*graph_seeds_fanouts: Any, replace: bool = False, seed: int
 
 def _sample_typed(graph: HeteroCSC, seeds: Any, fanouts: Any, *, replace: bool, seed: int,
                   backend: str, frontier: str) -> HeteroSampleOutput:
-    """The typed form of :func:`sample_neighbors` on ``"cpu"`` or ``"reference"``."""
+    """The typed form of :func:`sample_neighbors` on ``"cpu"``, ``"reference"`` or ``"cuda"``
+    (:mod:`graphpipe.ops.sampling.cuda_typed`, the CPU's sample; ``"auto"``: the CPU)."""
     if backend not in TYPED_BACKENDS:
         raise ValueError(f"'backend' must be one of {TYPED_BACKENDS} for a typed graph "
                          f"(got {backend!r})")
+    if backend == "cuda":
+        if not numba_cuda_available():
+            raise ValueError("'backend'='cuda' needs numba.cuda (no usable GPU and "
+                             "NUMBA_ENABLE_CUDASIM is not set)")
+        from graphpipe.ops.sampling.cuda_typed import sample_typed_cuda
+
+        return sample_typed_cuda(graph, seeds, fanouts, replace=replace, seed=seed, frontier=frontier)
     if backend == "reference":
         return sample_hetero_neighbors_reference(graph, seeds, fanouts, replace=replace,
                                                  seed=seed, frontier=frontier)

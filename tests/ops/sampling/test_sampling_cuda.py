@@ -29,6 +29,7 @@ CASES = [
     "fig8_example_m9",
     "relabel_kernel",
     "value_errors",
+    "typed_equals_cpu",
 ]
 
 
@@ -302,6 +303,36 @@ def check_value_errors() -> None:
             assert message in str(exc), (message, str(exc))
         else:
             raise AssertionError(f"no ValueError for {message}")
+
+
+def check_typed_equals_cpu() -> None:
+    """The typed GPU sampler (the relation loop over the CUDA hop kernels) returns the CPU
+    typed sampler's sample bit for bit: nodes, local IDs, edges, counts (three types,
+    four relations, replace, frontier "all", a type reached only in hop 2)."""
+    import numpy as np
+
+    from graphpipe.ops.sampling import HeteroCSC, sample_neighbors
+
+    rng = np.random.default_rng(0)
+    num = {"paper": 30, "author": 20, "inst": 6}
+    rels = [("paper", "cites", "paper"), ("author", "writes", "paper"), ("paper", "rev_writes", "author"),
+            ("inst", "employs", "author")]
+    csc = {}
+    for s, _, d in rels:
+        dst = np.sort(rng.integers(0, num[d], 60))
+        indptr = np.zeros(num[d] + 1, np.int64)
+        np.cumsum(np.bincount(dst, minlength=num[d]), out=indptr[1:])
+        csc[(s, _, d)] = (indptr, rng.integers(0, num[s], 60))
+    graph = HeteroCSC.from_arrays(num, csc)
+    for fanouts, replace, frontier in [([3, 2], False, "new"), ([2, 2], True, "new"), ([-1, 2], False, "all")]:
+        args = (graph, {"paper": np.array([0, 5, 7])}, fanouts)
+        cpu = sample_neighbors(*args, replace=replace, seed=4, frontier=frontier, backend="cpu")
+        gpu = sample_neighbors(*args, replace=replace, seed=4, frontier=frontier, backend="cuda")
+        assert all(np.array_equal(cpu.n_id[t], gpu.n_id[t]) for t in num)
+        for field in ("row", "col", "edge_ids"):
+            assert all(np.array_equal(getattr(cpu, field)[et], getattr(gpu, field)[et]) for et in rels), field
+        assert cpu.num_sampled_nodes == gpu.num_sampled_nodes and cpu.num_sampled_edges == gpu.num_sampled_edges
+        assert cpu.n_id["inst"].shape[0] > 0 and sum(a.shape[0] for a in cpu.row.values()) > 20
 
 
 if __name__ == "__main__":
