@@ -852,13 +852,6 @@ def _node_features(data: _NodeData, block_rows: int) -> Iterator[RowBlock]:
 # edge list
 
 
-@dataclass
-class _EdgeScan:
-    num_edges: int = 0
-    max_id: int = -1
-    min_id: int = 0
-
-
 class _NeedsMap(Exception):
     """A negative integer ID appeared while the IDs were assumed to be dense."""
 

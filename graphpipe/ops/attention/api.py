@@ -156,11 +156,6 @@ class AttentionPattern:
             self._plans[key] = _cpu.build_plan(ptr.numpy(), target)
         return self._plans[key]
 
-    def query_of_entry(self) -> torch.Tensor:
-        """int64 ``(nnz,)``: the query (row) of every entry."""
-        return torch.repeat_interleave(torch.arange(self.num_queries, device=self.device),
-                                       self.indptr[1:] - self.indptr[:-1], output_size=self.nnz)
-
 
 def _check_index(name: str, t: object) -> None:
     if not isinstance(t, torch.Tensor) or t.dim() != 1 or t.dtype != torch.int64:

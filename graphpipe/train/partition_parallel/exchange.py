@@ -52,9 +52,6 @@ class ExchangeStats:
     def total_sent(self, phases: tuple[str, ...] = ("forward", "backward")) -> int:
         return sum(self.sent.get(p, 0) for p in phases)
 
-    def total_received(self, phases: tuple[str, ...] = ("forward", "backward")) -> int:
-        return sum(self.received.get(p, 0) for p in phases)
-
     def reset(self) -> None:
         self.sent.clear()
         self.received.clear()

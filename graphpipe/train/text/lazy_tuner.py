@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from typing import Any
 
 import numpy as np
 import torch
@@ -135,7 +134,3 @@ class GroupBatches:
         counts = np.bincount(self.groups, minlength=self.num_groups)
         return float(sum(c * d for c, d in zip(counts, depths)) / max(1, counts.sum() * num_layers))
 
-
-def describe_groups(groups: np.ndarray, num_groups: int) -> dict[str, Any]:
-    """Sizes of the groups (for the run's first line)."""
-    return {f"C{g + 1}": int(c) for g, c in enumerate(np.bincount(groups, minlength=num_groups))}
