@@ -26,7 +26,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
 import hetero_sampling
 
-from graphpipe.ops.sampling import sample_hetero_neighbors_batches
+from graphpipe.ops.sampling import sample_neighbors_batches
 
 
 def main() -> None:
@@ -39,8 +39,8 @@ def main() -> None:
     batches = [rng.choice(graph.num_nodes["paper"], 1024, replace=False) for _ in range(20)]
 
     def window(i: int) -> None:
-        sample_hetero_neighbors_batches(graph, [{"paper": b} for b in batches[i:i + 4]], [15, 10],
-                                        seeds=list(range(i, i + 4)), num_threads=1)
+        sample_neighbors_batches(graph, [{"paper": b} for b in batches[i:i + 4]], [15, 10],
+                                 seeds=list(range(i, i + 4)), num_threads=1)
 
     window(0)  # compile / load the kernels
     cpu, wall = [], []

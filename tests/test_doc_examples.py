@@ -22,7 +22,6 @@ from graphpipe.loaders import (
     ClusterLoader,
     GraphData,
     HeteroMiniBatch,
-    HeteroNeighborLoader,
     MiniBatch,
     NeighborLoader,
     PartitionShard,
@@ -37,7 +36,7 @@ from graphpipe.loaders.temporal import TemporalSampler
 from graphpipe.ops.aggregate import aggregate
 from graphpipe.ops.attention import sparse_attention
 from graphpipe.ops.negative import degree_weight, negative_sample
-from graphpipe.ops.sampling import HeteroCSC, sample_hetero_neighbors, sample_neighbors
+from graphpipe.ops.sampling import HeteroCSC, sample_neighbors
 from graphpipe.ops.sampling.temporal import sample_temporal, temporal_graph
 from graphpipe.service import Client
 from graphpipe.service.replicas import ReplicaSet
@@ -69,8 +68,7 @@ ENTRY_POINTS = [GraphStore.open, ingest, NeighborLoader, MiniBatch.to_pyg, Clust
                 sample_neighbors, aggregate, sparse_attention, Client, Trainer, from_pyg, to_pyg_backend,
                 DisjointSampler, GraphStore.labels_for_evaluator, write_papers100m_bin,
                 NpzStreamWriter, read_generated, read_split_files,
-                HeteroNeighborLoader, HeteroMiniBatch.to_pyg, GraphData, HeteroCSC,
-                sample_hetero_neighbors, SeedShard, PartitionShard, DistributedTrainer,
+                HeteroMiniBatch.to_pyg, GraphData, HeteroCSC, SeedShard, PartitionShard, DistributedTrainer,
                 TypedStoreWriter, TypedFace, mag_dataset, write_ogb_mag, mag240m_dataset,
                 sample_temporal, temporal_graph, TemporalSampler, GraphStore.node_time,
                 LinkNeighborLoader, plan_link_batch, exclude_seed_edges, negative_sample, degree_weight,

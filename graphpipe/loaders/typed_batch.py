@@ -325,12 +325,12 @@ class HeteroMiniBatch:
         ``batch_size`` and ``input_id`` on the target type.
 
         >>> import numpy as np
-        >>> from graphpipe.loaders import GraphData, HeteroNeighborLoader
+        >>> from graphpipe.loaders import GraphData, NeighborLoader
         >>> data = GraphData.from_dicts(
         ...     {"paper": 3, "author": 2},
         ...     {("author", "writes", "paper"): (np.array([0, 1, 1]), np.array([0, 0, 2]))},
         ...     x={"paper": np.eye(3, dtype=np.float32)}, y={"paper": np.array([1, 0, 1])})
-        >>> loader = HeteroNeighborLoader(data, [2], input_nodes="paper", batch_size=2, seed=0)
+        >>> loader = NeighborLoader(data, [2], input_nodes="paper", batch_size=2, seed=0)
         >>> pyg = next(iter(loader)).to_pyg()
         >>> pyg["paper"].batch_size, pyg["paper"].n_id.tolist(), pyg["author"].n_id.tolist()
         (2, [0, 1], [0, 1])

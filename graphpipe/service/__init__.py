@@ -1,8 +1,8 @@
 """The sampling / ID-map service (Arrow Flight): ``graphpipe serve STORE``.
 
 Python users call it through :class:`Client` and plug :class:`RemoteSampler` into
-:class:`graphpipe.loaders.NeighborLoader` (:class:`RemoteHeteroSampler` into
-:class:`graphpipe.loaders.HeteroNeighborLoader`); the protocol below is plain Arrow Flight,
+:class:`graphpipe.loaders.NeighborLoader` (:class:`RemoteHeteroSampler` on a typed
+graph); the protocol below is plain Arrow Flight,
 so any language with a Flight client can call it. Rooms: :mod:`.server` (the Flight server,
 calls, errors, drain), its handlers :mod:`.sample` (``sample``, ``sample_typed``) and
 :mod:`.lookup` (``lookup``, ``reverse_lookup``, ``features``) over :mod:`.requests`

@@ -1,6 +1,6 @@
 """Python client of the sampling / ID-map service, and the loader samplers that ask the
 service: :class:`RemoteSampler` (``NeighborLoader``) and :class:`RemoteHeteroSampler`
-(``HeteroNeighborLoader``, over ``sample_typed``) (protocol: :mod:`graphpipe.service`).
+(``NeighborLoader`` on a typed graph, over ``sample_typed``) (protocol: :mod:`graphpipe.service`).
 
 Server errors surface as Python exceptions carrying the server's message:
 ``ValueError`` (invalid argument: malformed request, limit exceeded), ``KeyError``
@@ -683,7 +683,7 @@ class RemoteSampler(BaseSampler):
 
 class RemoteHeteroSampler:
     """The typed loader's sampler that samples on a graphpipe service:
-    ``HeteroNeighborLoader(store, fanouts, ..., sampler=RemoteHeteroSampler(url))``.
+    ``NeighborLoader(store, fanouts, ..., sampler=RemoteHeteroSampler(url))``.
 
     For the same seeds, fanouts and keys the service returns exactly what the local typed
     sampler returns on the same graph, so a loader over the service yields the batches of
@@ -699,7 +699,7 @@ class RemoteHeteroSampler:
 
     >>> import os, tempfile
     >>> import numpy as np, torch
-    >>> from graphpipe.loaders import HeteroNeighborLoader
+    >>> from graphpipe.loaders import NeighborLoader
     >>> from graphpipe.service import SamplingServer
     >>> from graphpipe.store.writer import TypedStoreWriter
     >>> tmp = tempfile.TemporaryDirectory()
@@ -711,8 +711,8 @@ class RemoteHeteroSampler:
     >>> server = SamplingServer(path, "grpc://127.0.0.1:0", threads=1)
     >>> remote = RemoteHeteroSampler(f"grpc://127.0.0.1:{server.port}")
     >>> kw = dict(input_nodes=("paper", None), batch_size=2, seed=3)
-    >>> local_batches = list(HeteroNeighborLoader(remote.graph_data(path), [2], **kw))
-    >>> remote_batches = list(HeteroNeighborLoader(remote.graph_data(path), [2], sampler=remote, **kw))
+    >>> local_batches = list(NeighborLoader(remote.graph_data(path), [2], **kw))
+    >>> remote_batches = list(NeighborLoader(remote.graph_data(path), [2], sampler=remote, **kw))
     >>> all(torch.equal(a.n_id[t], b.n_id[t]) for a, b in zip(local_batches, remote_batches)
     ...     for t in a.n_id)
     True

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from graphpipe.ingest import ingest
-from graphpipe.loaders import HeteroNeighborLoader
+from graphpipe.loaders import NeighborLoader
 from graphpipe.ops.sampling import sample_neighbors_batches
 from graphpipe.service import Client, RemoteHeteroSampler, SamplingServer
 from graphpipe.synthetic.mag import mag_dataset, write_ogb_mag
@@ -38,8 +38,8 @@ def test_remote_loader_yields_the_local_loaders_batches(server, typed_store):
     remote = RemoteHeteroSampler(_url(server))
     data = remote.graph_data(typed_store)
     kw = {"input_nodes": ("paper", "train"), "batch_size": 64, "shuffle": True, "seed": 7}
-    local = list(HeteroNeighborLoader(data, [4, 3], **kw))
-    over = list(HeteroNeighborLoader(data, [4, 3], sampler=remote, **kw))
+    local = list(NeighborLoader(data, [4, 3], **kw))
+    over = list(NeighborLoader(data, [4, 3], sampler=remote, **kw))
     assert len(local) == len(over) > 2
     for a, b in zip(local, over):
         assert all(torch.equal(a.n_id[t], b.n_id[t]) for t in a.n_id)
@@ -139,6 +139,6 @@ def test_a_one_type_store_is_the_one_relation_case(tmp_path, fanouts, replace, f
 def test_a_loader_over_another_graph_is_refused(server, typed_store):
     remote = RemoteHeteroSampler(_url(server))
     with pytest.raises(ValueError, match="is not the one the service samples"):
-        HeteroNeighborLoader(typed_store, [2], input_nodes=("paper", None), batch_size=8,
-                             sampler=remote)  # the stored relations only: no reverses
+        NeighborLoader(typed_store, [2], input_nodes=("paper", None), batch_size=8,
+                       sampler=remote)  # the stored relations only: no reverses
     remote.close()

@@ -6,13 +6,10 @@ the same output on every backend), for a graph of one relation (its CSC) or a ty
 the Numba CPU kernels (:mod:`.cpu`), the numba.cuda kernels (:mod:`.cuda`), the ID map it
 fills (:mod:`.idmap`), PinSAGE random walks (:mod:`.random_walk`) and temporal sampling
 (:mod:`.temporal`: :func:`sample_temporal` over a :func:`temporal_graph`, one tree per seed,
-its oracle in :mod:`.temporal_reference`).
+its oracle in :mod:`.temporal_reference`)."""
 
-``sample_hetero_neighbors`` and ``sample_hetero_neighbors_batches`` are the former names of
-the typed forms of :func:`sample_neighbors` and :func:`sample_neighbors_batches`."""
-
-from .api import BACKENDS, sample_hetero_neighbors, sample_neighbors
-from .cpu import sample_hetero_neighbors_batches, sample_hop_global, sample_neighbors_batches
+from .api import BACKENDS, sample_neighbors
+from .cpu import sample_hop_global, sample_neighbors_batches
 from .keys import batch_key, hop_key, stream_keys
 from .reference import (
     sample_hetero_neighbors_reference,
@@ -42,3 +39,5 @@ __all__ = ["BACKENDS", "DEFAULT_ETYPE", "DEFAULT_NTYPE", "FRONTIERS", "EdgeType"
            "sample_hop_global", "sample_hop_global_reference", "sample_neighbors",
            "sample_neighbors_batches", "sample_neighbors_reference", "sample_temporal",
            "sample_temporal_reference", "stream_keys", "temporal_graph"]
+
+sample_hetero_neighbors, sample_hetero_neighbors_batches = sample_neighbors, sample_neighbors_batches  # former names

@@ -45,8 +45,7 @@ from graphpipe.ops.sampling.types import (
 )
 from graphpipe.ops.sampling.types import assemble as _assemble
 
-__all__ = ["BACKENDS", "TYPED_BACKENDS", "canonical_local_ids", "sample_hetero_neighbors",
-           "sample_neighbors"]
+__all__ = ["BACKENDS", "TYPED_BACKENDS", "canonical_local_ids", "sample_neighbors"]
 
 BACKENDS = ("auto", "reference", "cpu", "cuda")
 TYPED_BACKENDS = ("auto", "cpu", "reference", "cuda")
@@ -201,10 +200,6 @@ def _sample_typed(graph: HeteroCSC, seeds: Any, fanouts: Any, *, replace: bool, 
         return sample_hetero_neighbors_reference(graph, seeds, fanouts, replace=replace,
                                                  seed=seed, frontier=frontier)
     return _cpu.sample_typed(graph, seeds, fanouts, replace=replace, seed=seed, frontier=frontier)
-
-
-sample_hetero_neighbors = sample_neighbors
-"""The typed form's former name (kept while callers switch)."""
 
 
 def _host(a: Any) -> np.ndarray:

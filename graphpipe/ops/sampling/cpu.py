@@ -91,7 +91,6 @@ from graphpipe.ops.sampling.types import (
 from graphpipe.ops.sampling.types import assemble as _assemble
 
 __all__ = [
-    "sample_hetero_neighbors_batches",
     "sample_hop_global",
     "sample_neighbors",
     "sample_neighbors_batches",
@@ -585,10 +584,6 @@ def sample_neighbors_batches(*graph_batches_fanouts: Any, seeds: Sequence[int],
         return [run(*job) for job in jobs]
     pool = _pool(min(threads, len(jobs)))
     return [f.result() for f in [pool.submit(run, *job) for job in jobs]]
-
-
-sample_hetero_neighbors_batches = sample_neighbors_batches
-"""The typed form's former name (kept while callers switch)."""
 
 
 def sample_hop_global(
