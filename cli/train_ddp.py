@@ -134,29 +134,23 @@ def rank_main(spec: dict[str, Any]) -> None:
 
 
 def _open_planned(spec: dict[str, Any]) -> tuple[Any, Any, Any]:
-    """``(store, model, plan)``: local ranks make their memory plan one after another, so
-    each sees the memory the ones before it took."""
-    import os
-
-    import torch.distributed as dist
-
+    """``(store, model, plan)``: local ranks make their memory plan one after another
+    (:func:`graphpipe.train.distributed.in_turn`)."""
     from graphpipe.store import open_store
-    from graphpipe.train.distributed import local_rank
+    from graphpipe.train.distributed import in_turn, local_rank
     from graphpipe.train.memory_plan import plan_training
 
-    result = None
-    for turn in range(int(os.environ.get("LOCAL_WORLD_SIZE", "1"))):
-        if turn == local_rank():
-            opened = open_store(spec["store"])
-            model = _build_model(spec, opened)
-            plan = plan_training(opened, model, evaluation=spec["evaluation"],
-                                 batch_size=spec["batch_size"], eval_batch_size=spec["eval_batch_size"])
-            plan.require(f"rank {local_rank()} of graphpipe train")
-            opened = open_store(spec["store"], in_memory=plan.in_memory)
-            plan.apply(opened)
-            result = (opened, model, plan)
-        dist.barrier()
-    return result
+    def build() -> tuple[Any, Any, Any]:
+        opened = open_store(spec["store"])
+        model = _build_model(spec, opened)
+        plan = plan_training(opened, model, evaluation=spec["evaluation"],
+                             batch_size=spec["batch_size"], eval_batch_size=spec["eval_batch_size"])
+        plan.require(f"rank {local_rank()} of graphpipe train")
+        opened = open_store(spec["store"], in_memory=plan.in_memory)
+        plan.apply(opened)
+        return opened, model, plan
+
+    return in_turn(build)
 
 
 def _train(spec: dict[str, Any]) -> None:

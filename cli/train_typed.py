@@ -108,10 +108,10 @@ def run(params: dict[str, Any]) -> None:
 def train_rank(spec: dict[str, Any]) -> None:
     """One rank of typed data-parallel training (the process group is joined); rank 0 prints."""
     from graphpipe.store import open_store
-    from graphpipe.train.distributed import DistributedTypedTrainer
+    from graphpipe.train.distributed import DistributedTypedTrainer, in_turn
     from graphpipe.train.ranks import check_same_run
 
-    store, model, plan = build_typed(spec)
+    store, model, plan = in_turn(lambda: build_typed(spec))  # each plan sees the ranks before it
     check_same_run(open_store(spec["store"]).manifest, spec)
     trainer = DistributedTypedTrainer(model, store, **trainer_options(spec, plan))
     if spec["resume"] is not None:

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from graphpipe.loaders.graph_data import is_typed_data
+from graphpipe.loaders.link_edges import EdgeBatches, edge_pairs
 from graphpipe.loaders.link_exclude import MAX_PAIR_NODES, exclude_seed_edges
 from graphpipe.loaders.link_seeds import LinkSeeds, plan_link_batch, resolve_negatives
 from graphpipe.loaders.link_temporal import (
@@ -104,16 +105,6 @@ class _LinkTransfer:
         return _as_link(self.inner(prepared), prepared.link)
 
 
-def _edge_array(value: Any, name: str) -> np.ndarray:
-    if isinstance(value, torch.Tensor):
-        value = value.detach().cpu().numpy()
-    arr = np.asarray(value)
-    if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
-        raise ValueError(f"'edge_label_index' {name} must be 1-D integer node IDs (got {arr.dtype} "
-                         f"{arr.shape})")
-    return arr.astype(np.int64, copy=False)
-
-
 def _resolve_edges(edge_label_index: Any, data: Any) -> tuple[np.ndarray, np.ndarray]:
     """``(src, dst)`` of the supervision edges: a link split name of a store, ``(src, dst)``,
     a ``(2, P)`` array / tensor, or None (every edge of the graph)."""
@@ -132,17 +123,7 @@ def _resolve_edges(edge_label_index: Any, data: Any) -> tuple[np.ndarray, np.nda
                              f"link splits: {link_split_names(data.store)}")
         link = read_link_split(data.store, edge_label_index)
         return link.src, link.dst
-    if isinstance(edge_label_index, (tuple, list)) and len(edge_label_index) == 2:
-        src, dst = (_edge_array(v, n) for v, n in zip(edge_label_index, ("src", "dst")))
-    else:
-        both = edge_label_index.detach().cpu().numpy() if isinstance(edge_label_index, torch.Tensor) \
-            else np.asarray(edge_label_index)
-        if both.ndim != 2 or both.shape[0] != 2:
-            raise ValueError(f"'edge_label_index' must be (src, dst), a (2, P) array or a link split "
-                             f"name (got shape {both.shape})")
-        src, dst = _edge_array(both[0], "src"), _edge_array(both[1], "dst")
-    if src.shape != dst.shape:
-        raise ValueError(f"'edge_label_index' src and dst differ in length ({src.size} vs {dst.size})")
+    src, dst = edge_pairs(edge_label_index, "(src, dst), a (2, P) array or a link split name")
     for arr in (src, dst):
         if arr.size and (int(arr.min()) < 0 or int(arr.max()) >= data.num_nodes):
             raise ValueError(f"'edge_label_index' must hold node IDs in [0, {data.num_nodes})")
@@ -162,7 +143,7 @@ def _resolve_label(edge_label: Any, num_pos: int, neg: Any) -> torch.Tensor | No
     return label
 
 
-class LinkNeighborLoader(NeighborLoader):
+class LinkNeighborLoader(EdgeBatches, NeighborLoader):
     """Mini-batches of edges with their endpoints' sampled neighbourhoods, PyG's
     ``LinkNeighborLoader`` API and batch attributes, read from a graphpipe store (or any
     ``data`` a :class:`~graphpipe.loaders.NeighborLoader` takes).
@@ -270,25 +251,6 @@ class LinkNeighborLoader(NeighborLoader):
             setup_temporal_link(self, time_attr, temporal_strategy, kwargs)
             self.edge_time = resolve_edge_label_time(edge_label_time, edge_label_index, self.graph,
                                                      self.edge_src.shape[0])
-
-    @property
-    def dataset(self) -> range:
-        """``range(len(edge_label_index))``: the positions of the supervision edges, PyG's."""
-        return range(int(self.edge_src.shape[0]))
-
-    def __len__(self) -> int:
-        n = int(self.edge_src.shape[0])
-        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
-
-    def epoch_edge_batches(self, epoch: int) -> list[np.ndarray]:
-        """Positions (in ``edge_label_index``) of each batch's positive edges in ``epoch``."""
-        ids = np.arange(self.edge_src.shape[0], dtype=np.int64)
-        if self.shuffle:
-            ids = np.random.default_rng([self.seed, epoch, 0]).permutation(ids)
-        batches = [ids[i:i + self.batch_size] for i in range(0, len(ids), self.batch_size)]
-        if self.drop_last and batches and len(batches[-1]) < self.batch_size:
-            batches.pop()
-        return batches
 
     def plan(self, positions: np.ndarray, key: int) -> LinkSeeds:
         """The :class:`LinkSeeds` of the positives at ``positions`` (negatives from ``key``)."""

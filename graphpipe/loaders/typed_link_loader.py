@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from graphpipe.loaders.link_loader import LinkNeighborLoader, _edge_array
+from graphpipe.loaders.link_edges import EdgeBatches, edge_pairs
 from graphpipe.loaders.link_seeds import resolve_negatives
 from graphpipe.loaders.neighbor_loader import NeighborLoader
 from graphpipe.loaders.typed_batch import HeteroMiniBatch, typed_batch_from_sample
@@ -108,7 +108,7 @@ def exclude_typed_seed_edges(out: HeteroSampleOutput, relation: EdgeType, src: n
     return replace(out, row=row, col=col, edge_ids=ids, num_sampled_edges=counts)
 
 
-class TypedLinkNeighborLoader(NeighborLoader):
+class TypedLinkNeighborLoader(EdgeBatches, NeighborLoader):
     """Mini-batches of one relation's edges with their endpoints' sampled typed
     neighbourhoods (module docstring), PyG's ``LinkNeighborLoader`` on ``HeteroData``.
 
@@ -172,23 +172,11 @@ class TypedLinkNeighborLoader(NeighborLoader):
             indptr, indices = self.graph.typed_csc(et)
             dst = np.repeat(np.arange(len(indptr) - 1, dtype=np.int64), np.diff(np.asarray(indptr)))
             return np.asarray(indices, dtype=np.int64), dst
-        if isinstance(edges, (tuple, list)) and len(edges) == 2:
-            src, dst = (_edge_array(v, n) for v, n in zip(edges, ("src", "dst")))
-        else:
-            both = edges.detach().cpu().numpy() if isinstance(edges, torch.Tensor) else np.asarray(edges)
-            if both.ndim != 2 or both.shape[0] != 2:
-                raise ValueError(f"'edge_label_index' edges must be (src, dst) or (2, P) (got {both.shape})")
-            src, dst = _edge_array(both[0], "src"), _edge_array(both[1], "dst")
-        if src.shape != dst.shape:
-            raise ValueError(f"'edge_label_index' src and dst differ in length ({src.size} vs {dst.size})")
+        src, dst = edge_pairs(edges, "(relation, (src, dst) or a (2, P) array)")
         for arr, t in ((src, et[0]), (dst, et[2])):
             if arr.size and (int(arr.min()) < 0 or int(arr.max()) >= counts[t]):
                 raise ValueError(f"'edge_label_index' must hold {t!r} IDs in [0, {counts[t]})")
         return src, dst
-
-    dataset = LinkNeighborLoader.dataset
-    __len__ = LinkNeighborLoader.__len__
-    epoch_edge_batches = LinkNeighborLoader.epoch_edge_batches
 
     def _seed_dict(self, seeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         s, _, d = self.relation

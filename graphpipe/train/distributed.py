@@ -64,7 +64,7 @@ from graphpipe.train.ranks import (
 from graphpipe.train.trainer import Trainer, TypedTrainer
 
 __all__ = ["SHARDS", "DataParallel", "DistributedTrainer", "DistributedTypedTrainer", "RankCounters",
-           "exit_spawned_rank", "free_port", "init_process_group", "launch", "launched_by_torchrun", "local_rank", "stored_partition"]
+           "exit_spawned_rank", "free_port", "in_turn", "init_process_group", "launch", "launched_by_torchrun", "local_rank", "stored_partition"]
 
 SHARDS = ("seeds", "parts")
 _SPLITS = ("train", "valid", "test")
@@ -94,6 +94,18 @@ def launched_by_torchrun() -> bool:
 def local_rank() -> int:
     """``LOCAL_RANK`` (the rank on this machine), 0 when unset."""
     return int(os.environ.get("LOCAL_RANK", "0"))
+
+
+def in_turn(build: Callable[[], Any]) -> Any:
+    """``build()`` on this machine's ranks one after another (``LOCAL_RANK`` order, a
+    barrier of the default group after each turn), so that each rank's memory plan sees
+    the memory the ranks before it took; returns this rank's result."""
+    result = None
+    for turn in range(int(os.environ.get("LOCAL_WORLD_SIZE", "1"))):
+        if turn == local_rank():
+            result = build()
+        dist.barrier()
+    return result
 
 
 def init_process_group(device: str | torch.device = "cpu", *, timeout_s: float | None = None
