@@ -1,4 +1,4 @@
-"""Match-Reorder per node type (issue 17): feature rows read per epoch by HeteroNeighborLoader
+"""Match-Reorder per node type (issue 17): feature rows read per epoch by the typed NeighborLoader
 with ``match_reorder`` False / "match" / True, with and without the per-type degree cache,
 on the ogbn-mag-like graph of ``hetero_sampling.py`` (features on papers, 128-d, and on
 authors, 64-d, so two types carry rows). One shuffled epoch of the train papers, the same
@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from hetero_sampling import FANOUTS, mag_like, with_reverse
 
-from graphpipe.loaders import GraphData, HeteroNeighborLoader
+from graphpipe.loaders import GraphData, NeighborLoader
 
 
 def main() -> None:
@@ -42,9 +42,9 @@ def main() -> None:
     plain_bytes = None
     for cache in (None, "degree"):
         for mode in (False, "match", True):
-            loader = HeteroNeighborLoader(data, FANOUTS, input_nodes=("paper", "train"), batch_size=args.batch,
-                                          shuffle=True, seed=0, window=args.window, match_reorder=mode,
-                                          cache=cache, cache_rows=0.1, prefetch=0)
+            loader = NeighborLoader(data, FANOUTS, input_nodes=("paper", "train"), batch_size=args.batch,
+                                    shuffle=True, seed=0, window=args.window, match_reorder=mode,
+                                    cache=cache, cache_rows=0.1, prefetch=0)
             t0 = time.perf_counter()
             for _ in loader:
                 pass

@@ -1,5 +1,5 @@
 """Heterogeneous neighbour sampling: graphpipe's typed Fused-Map sampler and
-HeteroNeighborLoader vs PyG's heterogeneous NeighborLoader and DGL / GraphBolt's
+NeighborLoader (typed) vs PyG's heterogeneous NeighborLoader and DGL / GraphBolt's
 heterogeneous samplers, on the same typed graph and seeds, in one run.
 
 Graph: ogbn-mag-like (``graphpipe.synthetic.mag.mag_dataset`` when present, else the
@@ -13,11 +13,11 @@ Seeds: papers, batch 1024, fanouts [15, 10] for every relation (PyG's hetero exa
 The same seed batches for every contender; rounds interleave the contenders so all see
 the same load. Metric: seeds per second (best and median round), ratio ours / PyG.
 
-- ``sample``: the sampler alone. Ours: ``sample_hetero_neighbors_batches`` (windows of 8
+- ``sample``: the sampler alone. Ours: ``sample_neighbors_batches`` (windows of 8
   batches, 1 and 2 threads). PyG: ``NeighborSampler.sample_from_nodes`` (torch-sparse's
   ``hetero_neighbor_sample``: one thread, no pyg-lib wheel for torch 2.13).
 - ``loader``: sampling + feature rows of every type + the batch object. Ours:
-  ``HeteroNeighborLoader`` (``prefetch=0``, so the work is in the timed thread;
+  ``NeighborLoader`` on the typed graph (``prefetch=0``, so the work is in the timed thread;
   ``+to_pyg`` also builds the ``HeteroData``). PyG: ``NeighborLoader`` (``num_workers=0``).
 - DGL 2.1 / GraphBolt (``--skip-dgl`` leaves them out): a subprocess with
   ``.venv-dgl/bin/python benchmarks/peers/dgl_hetero_sampling.py`` (``make peers``; or
@@ -51,8 +51,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from graphpipe.loaders import GraphData, HeteroNeighborLoader
-from graphpipe.ops.sampling import sample_hetero_neighbors_batches
+from graphpipe.loaders import GraphData, NeighborLoader
+from graphpipe.ops.sampling import sample_neighbors_batches
 
 FANOUTS = [15, 10]
 BATCH = 1024
@@ -127,9 +127,9 @@ def contenders(data: GraphData, pyg, batches: list[np.ndarray], peer: DglPeer | 
     def ours_sample(threads: int, frontier: str = "new"):
         def run():
             for s in range(0, len(batches), 8):
-                sample_hetero_neighbors_batches(data.graph, [{"paper": b} for b in batches[s:s + 8]],
-                                                FANOUTS, seeds=keys[s:s + 8], num_threads=threads,
-                                                frontier=frontier)
+                sample_neighbors_batches(data.graph, [{"paper": b} for b in batches[s:s + 8]],
+                                         FANOUTS, seeds=keys[s:s + 8], num_threads=threads,
+                                         frontier=frontier)
         return run
 
     def pyg_sample():
@@ -137,8 +137,8 @@ def contenders(data: GraphData, pyg, batches: list[np.ndarray], peer: DglPeer | 
             pyg_sampler.sample_from_nodes(NodeSamplerInput(None, torch.from_numpy(b), input_type="paper"))
 
     def ours_loader(to_pyg: bool):
-        loader = HeteroNeighborLoader(data, FANOUTS, input_nodes=("paper", seeds), batch_size=BATCH,
-                                      seed=0, prefetch=0)
+        loader = NeighborLoader(data, FANOUTS, input_nodes=("paper", seeds), batch_size=BATCH,
+                                seed=0, prefetch=0)
 
         def run():
             for batch in loader:
@@ -179,8 +179,8 @@ def work_per_batch(data: GraphData, pyg, batches: list[np.ndarray]) -> dict[str,
 
     out = {}
     for frontier in ("new", "all"):
-        res = sample_hetero_neighbors_batches(data.graph, [{"paper": b} for b in batches], FANOUTS,
-                                              seeds=list(range(len(batches))), frontier=frontier)
+        res = sample_neighbors_batches(data.graph, [{"paper": b} for b in batches], FANOUTS,
+                                       seeds=list(range(len(batches))), frontier=frontier)
         out[f"graphpipe frontier={frontier}"] = (
             float(np.mean([sum(len(r) for r in o.row.values()) for o in res])),
             float(np.mean([sum(len(n) for n in o.n_id.values()) for o in res])))
