@@ -37,7 +37,8 @@ _SPLITS = ("train", "valid", "test")
 @dataclass
 class FlowConfig:
     """The settings of a Flow Parallelism run (``microbatches`` None: the Auto Scheduler's
-    rule, :func:`~.schedule.microbatch_count`)."""
+    rule, :func:`~.schedule.microbatch_count`; ``timeout_s`` None: how long a rank waits
+    for the others, :func:`graphpipe.train.ranks.rank_timeout_s`)."""
 
     hidden: int = 64
     layers: int = 8
@@ -48,7 +49,7 @@ class FlowConfig:
     microbatches: int | None = None
     seed: int = 0
     eval_every: int = 1
-    timeout_s: float = 1800.0
+    timeout_s: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -87,8 +87,11 @@ class UniTGFlow:
         record["delta"] = self.schedule.delta
 
     def _sync(self) -> None:
-        """Every node with text through its group's exit, into stage 0's input rows."""
-        if self.lm.steps_taken == self._synced_at:
+        """Every node with text through its group's exit, into stage 0's input rows; not
+        before the LM has taken one epoch of steps [R: with the LM in the bubbles, a
+        sync at 0.3J could otherwise swap the raw features for an LM that has barely
+        started], nor again when it has taken no step since the last sync."""
+        if self.lm.steps_taken == self._synced_at or self.lm.steps_taken < len(self.lm.loader):
             return
         self._synced_at = self.lm.steps_taken
         nodes = self.text_nodes
