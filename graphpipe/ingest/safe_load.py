@@ -13,8 +13,8 @@ nothing here calls :mod:`pickle`:
   dtype) are accepted. torch's unpickler reads pickle protocols up to 3 only
   (OGB writes ``processed/data_processed`` with protocol 4): such a file is
   refused, never handed to :mod:`pickle`.
-- ``.npz``/``.npy`` files are read with ``allow_pickle=False``: an object-array
-  member is refused, never unpickled.
+- ``.npz``/``.npy`` files are read with ``allow_pickle=False`` (:mod:`.npz_stream`): an
+  object-array member is refused, never unpickled.
 
 Every refusal is an :class:`IngestError` naming the file.
 """
@@ -128,25 +128,3 @@ def load_torch_file(path: str | os.PathLike, display: str, *, way_out: str = "")
     check_plain(loaded, display)
     return loaded
 
-
-def load_npz(path: str | os.PathLike, display: str) -> dict[str, np.ndarray]:
-    """Every member of an ``.npz`` file, read with ``allow_pickle=False``: an object-array
-    member (which only a pickle can hold) is refused with an :class:`IngestError`."""
-    arrays: dict[str, np.ndarray] = {}
-    try:
-        archive = np.load(path, allow_pickle=False)
-        if not isinstance(archive, np.lib.npyio.NpzFile):
-            raise IngestError(f"{display}: not an .npz archive")
-        with archive:
-            for key in archive.files:
-                try:
-                    arrays[key] = archive[key]
-                except ValueError as exc:
-                    raise IngestError(f"{display}: member {key!r} refused ({_one_line(exc)})") from None
-    except IngestError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - bad zip, bad header, truncated member
-        raise IngestError(f"{display}: cannot read npz ({_one_line(exc)})") from None
-    for key, value in arrays.items():
-        check_plain(value, display, key)
-    return arrays

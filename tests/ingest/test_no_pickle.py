@@ -24,7 +24,7 @@ from graphpipe.cli.main import cli
 
 from graphpipe.ingest import ingest
 from graphpipe.ingest.errors import IngestError
-from graphpipe.ingest.safe_load import load_npz, load_torch_file
+from graphpipe.ingest.safe_load import load_torch_file
 from graphpipe.synthetic import community_graph, write_ogb_raw
 
 
@@ -195,11 +195,3 @@ def test_non_plain_content_refused(tmp_path, value, message):
     with pytest.raises(IngestError, match=message):
         load_torch_file(path, "f.pt")
 
-
-def test_load_npz_refuses_a_plain_npy_and_non_numeric_members(tmp_path):
-    np.save(tmp_path / "a.npy", np.arange(3))
-    with pytest.raises(IngestError, match="a.npy: not an .npz archive"):
-        load_npz(tmp_path / "a.npy", "a.npy")
-    np.savez(tmp_path / "b.npz", ok=np.arange(2), names=np.array(["x"]))
-    with pytest.raises(IngestError, match="b.npz: names: dtype <U1 refused"):
-        load_npz(tmp_path / "b.npz", "b.npz")
