@@ -18,6 +18,7 @@ import re
 import signal
 import subprocess
 import sys
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,11 @@ FENCE = re.compile(r"^(?P<indent> {0,3})```(?P<lang>[\w+-]*)[^\n]*\n(?P<body>.*?
                    re.DOTALL | re.MULTILINE)
 NOTE = re.compile(r"<!--\s*(not run|needs):\s*(?P<what>[^>]*?)\s*-->\s*$")
 RUNNABLE = {"python": "python", "py": "python", "bash": "bash", "sh": "bash", "shell": "bash"}
+#: files run this many at a time (each in its own process and folder: their interpreter
+#: starts and imports overlap) ...
+CONCURRENT_FILES = 2
+#: ... except those that start ranks on a free loopback port, which run alone afterwards
+ALONE = ("--nproc", "--seq-parallel", "torchrun")
 
 RUNNER = r'''
 import json, os, subprocess, sys, traceback
@@ -73,8 +79,8 @@ def _doc_param(doc: Path):
     return pytest.param(doc, marks=marks, id=str(doc.relative_to(ROOT)))
 
 
-@pytest.mark.parametrize("doc", [_doc_param(doc) for doc in DOCS])
-def test_every_code_block_runs(doc: Path, tmp_path: Path) -> None:
+def _run_blocks(doc: Path, tmp_path: Path) -> tuple[int, str]:
+    """Run ``doc``'s blocks as the module docstring says; ``(exit code, output's tail)``."""
     blocks = code_blocks(doc.read_text(encoding="utf-8"))
     runnable = [(lang, line, body) for lang, line, body, not_run, _ in blocks if not not_run]
     assert runnable or not blocks, f"{doc.name}: no block runs"
@@ -96,7 +102,35 @@ def test_every_code_block_runs(doc: Path, tmp_path: Path) -> None:
                 os.killpg(proc.pid, signal.SIGTERM)
             except ProcessLookupError:
                 pass
-    assert code == 0, log.read_text()[-8000:]
+    return code, log.read_text()[-8000:]
+
+
+def _alone(doc: Path) -> bool:
+    return any(flag in doc.read_text(encoding="utf-8") for flag in ALONE)
+
+
+@pytest.fixture(scope="module")
+def doc_runs(request, tmp_path_factory) -> dict[Path, Future]:
+    """The selected files, ``CONCURRENT_FILES`` at a time, started with the first of them;
+    not the ones that run alone, nor those marked (their skip rule decides in their test)."""
+    docs = [item.callspec.params["doc"] for item in request.session.items
+            if item.path == Path(__file__) and item.originalname == "test_every_code_block_runs"
+            and item.get_closest_marker("requires_pyg_sampler") is None
+            and not _alone(item.callspec.params["doc"])]
+    pool = ThreadPoolExecutor(max_workers=CONCURRENT_FILES)
+    runs = {doc: pool.submit(_run_blocks, doc, tmp_path_factory.mktemp("doc")) for doc in docs}
+    yield runs
+    pool.shutdown(wait=True, cancel_futures=True)
+
+
+@pytest.mark.parametrize("doc", [_doc_param(doc) for doc in DOCS])
+def test_every_code_block_runs(doc: Path, doc_runs: dict[Path, Future], tmp_path: Path) -> None:
+    if doc in doc_runs:
+        code, output = doc_runs[doc].result()
+    else:
+        wait(doc_runs.values())  # what runs alone starts when the others are done
+        code, output = _run_blocks(doc, tmp_path)
+    assert code == 0, output
 
 
 def test_the_block_parser_sees_fences_notes_and_languages() -> None:
