@@ -235,10 +235,61 @@ def _pick(graph_key, order, lo, k, count, strategy, replace, state, out, base, s
 
 
 @numba.njit(cache=True, nogil=True)
+def _relation_trees(indptr, indices, order, key, dst_ids, dst_tree, begin, end, seed_time, fanout, replace,
+                    strategy, rkeys, src_ids, src_tree, table_keys, table_vals, count, num_src,
+                    scratch_set, scratch_slots):  # pragma: no cover - compiled
+    """One relation in one hop over the frontier ``dst_ids[begin:end]`` (trees ``dst_tree``):
+    each row's valid edges picked from the stream ``(rkeys[tree], node)``, sources inserted
+    per (tree, node) into the source type's arrays and table (``count`` nodes so far; on one
+    node type ``src_ids`` may be ``dst_ids`` itself). Returns ``(e_dst, e_src, e_slot,
+    src_ids, src_tree, table_keys, table_vals, count)``; the arrays may be reallocated."""
+    e_dst = np.empty(16, dtype=np.int64)
+    e_src = np.empty(16, dtype=np.int64)
+    e_slot = np.empty(16, dtype=np.int64)
+    num_edges = 0
+    for d in range(begin, end):
+        v, t = dst_ids[d], dst_tree[d]
+        lo = indptr[v]
+        k = _valid_count(key, lo, indptr[v + 1], seed_time[t])
+        c = _count_for(k, fanout, replace)
+        if c == 0:
+            continue
+        e_slot = _grow(e_slot, num_edges + c)
+        e_dst = _grow(e_dst, num_edges + c)
+        e_src = _grow(e_src, num_edges + c)
+        _pick(key, order, lo, k, c, strategy, replace, _stream_key(rkeys[t], v), e_slot, num_edges,
+              scratch_set, scratch_slots)
+        for q in range(num_edges, num_edges + c):
+            u = indices[e_slot[q]]
+            if 2 * (count + 1) > table_keys.shape[0]:
+                table_keys, table_vals = _rehash(table_keys, table_vals, 2 * table_keys.shape[0])
+            local = _insert(table_keys, table_vals, t * num_src + u, count)
+            if local == count:
+                src_ids = _grow(src_ids, count + 1)
+                src_tree = _grow(src_tree, count + 1)
+                src_ids[count] = u
+                src_tree[count] = t
+                count += 1
+            e_dst[q] = d
+            e_src[q] = local
+        num_edges += c
+    return (e_dst[:num_edges], e_src[:num_edges], e_slot[:num_edges], src_ids, src_tree, table_keys,
+            table_vals, count)
+
+
+@numba.njit(cache=True, nogil=True)
+def _append(out, used, part):  # pragma: no cover - compiled
+    out = _grow(out, used + part.shape[0])
+    out[used:used + part.shape[0]] = part
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
 def _sample_trees(indptr, indices, order, key, seeds, seed_time, fanouts, replace, strategy, hkeys,
                   scratch_set, scratch_slots):  # pragma: no cover - compiled
-    """Every tree of a batch, hop by hop (module docstring). Returns ``(n_id, tree,
-    layer_end (H+1,), e_dst, e_src, e_slot, edge_end (H+1,))``."""
+    """Every tree of a batch, hop by hop (module docstring): one :func:`_relation_trees` call
+    per hop, the node type its own source type. Returns ``(n_id, tree, layer_end (H+1,),
+    e_dst, e_src, e_slot, edge_end (H+1,))``."""
     n = indptr.shape[0] - 1
     b = seeds.shape[0]
     n_id = np.empty(max(16, 4 * b), dtype=np.int64)
@@ -261,34 +312,15 @@ def _sample_trees(indptr, indices, order, key, seeds, seed_time, fanouts, replac
     e_slot = np.empty(16, dtype=np.int64)
     num_nodes, num_edges, first = b, 0, 0
     for h in range(hops):
-        fanout = fanouts[h]
         last = num_nodes
-        for d in range(first, last):   # the frontier: the nodes the hop before reached first
-            v, t = n_id[d], tree[d]
-            lo = indptr[v]
-            k = _valid_count(key, lo, indptr[v + 1], seed_time[t])
-            count = _count_for(k, fanout, replace)
-            if count == 0:
-                continue
-            e_slot = _grow(e_slot, num_edges + count)
-            e_dst = _grow(e_dst, num_edges + count)
-            e_src = _grow(e_src, num_edges + count)
-            _pick(key, order, lo, k, count, strategy, replace, _stream_key(hkeys[t, h], v), e_slot,
-                  num_edges, scratch_set, scratch_slots)
-            for q in range(num_edges, num_edges + count):
-                u = indices[e_slot[q]]
-                if 2 * (num_nodes + 1) > table_keys.shape[0]:
-                    table_keys, table_vals = _rehash(table_keys, table_vals, 2 * table_keys.shape[0])
-                local = _insert(table_keys, table_vals, t * n + u, num_nodes)
-                if local == num_nodes:
-                    n_id = _grow(n_id, num_nodes + 1)
-                    tree = _grow(tree, num_nodes + 1)
-                    n_id[num_nodes] = u
-                    tree[num_nodes] = t
-                    num_nodes += 1
-                e_dst[q] = d
-                e_src[q] = local
-            num_edges += count
+        d, s, sl, n_id, tree, table_keys, table_vals, num_nodes = _relation_trees(
+            indptr, indices, order, key, n_id, tree, first, last, seed_time, fanouts[h], replace, strategy,
+            np.ascontiguousarray(hkeys[:, h]), n_id, tree, table_keys, table_vals, num_nodes, n,
+            scratch_set, scratch_slots)
+        e_dst = _append(e_dst, num_edges, d)
+        e_src = _append(e_src, num_edges, s)
+        e_slot = _append(e_slot, num_edges, sl)
+        num_edges += d.shape[0]
         first = last
         layer_end[h + 1] = num_nodes
         edge_end[h + 1] = num_edges

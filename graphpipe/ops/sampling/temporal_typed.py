@@ -27,22 +27,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numba
 import numpy as np
 
 from graphpipe.ops._core.checks import check_choice, check_node_ids
 from graphpipe.ops._core.rng import mix64_np
 from graphpipe.ops.sampling.cpu import _scratch_for
-from graphpipe.ops.sampling.keys import _stream_key, tree_hop_keys
+from graphpipe.ops.sampling.keys import tree_hop_keys
 from graphpipe.ops.sampling.temporal import (
     STRATEGIES,
     TemporalGraph,
-    _count_for,
-    _grow,
     _insert,
-    _pick,
-    _rehash,
-    _valid_count,
+    _relation_trees,
     check_seed_time,
     run_window,
     temporal_graph,
@@ -116,47 +111,6 @@ def typed_temporal_graph(graph: HeteroCSC, *, node_time: Mapping[str, Any] | Non
                                        **({"edge_time": times} if level == "edge" else {"node_time": times}))
     node_times = {} if level == "edge" else {t: check_seed_time(v, graph.num_nodes[t]) for t, v in given.items()}
     return TypedTemporalGraph(dict(graph.num_nodes), list(graph.edge_types), relations, node_times, level)
-
-
-@numba.njit(cache=True, nogil=True)
-def _relation_trees(indptr, indices, order, key, dst_ids, dst_tree, begin, end, seed_time, fanout, replace,
-                    strategy, rkeys, src_ids, src_tree, table_keys, table_vals, count, num_src,
-                    scratch_set, scratch_slots):  # pragma: no cover - compiled
-    """One relation in one hop over the frontier ``dst_ids[begin:end]`` (trees ``dst_tree``):
-    valid edges picked, sources inserted per (tree, node) into the source type's arrays and
-    table. Returns ``(e_dst, e_src, e_slot, src_ids, src_tree, table_keys, table_vals, count)``."""
-    e_dst = np.empty(16, dtype=np.int64)
-    e_src = np.empty(16, dtype=np.int64)
-    e_slot = np.empty(16, dtype=np.int64)
-    num_edges = 0
-    for d in range(begin, end):
-        v, t = dst_ids[d], dst_tree[d]
-        lo = indptr[v]
-        k = _valid_count(key, lo, indptr[v + 1], seed_time[t])
-        c = _count_for(k, fanout, replace)
-        if c == 0:
-            continue
-        e_slot = _grow(e_slot, num_edges + c)
-        e_dst = _grow(e_dst, num_edges + c)
-        e_src = _grow(e_src, num_edges + c)
-        _pick(key, order, lo, k, c, strategy, replace, _stream_key(rkeys[t], v), e_slot, num_edges,
-              scratch_set, scratch_slots)
-        for q in range(num_edges, num_edges + c):
-            u = indices[e_slot[q]]
-            if 2 * (count + 1) > table_keys.shape[0]:
-                table_keys, table_vals = _rehash(table_keys, table_vals, 2 * table_keys.shape[0])
-            local = _insert(table_keys, table_vals, t * num_src + u, count)
-            if local == count:
-                src_ids = _grow(src_ids, count + 1)
-                src_tree = _grow(src_tree, count + 1)
-                src_ids[count] = u
-                src_tree[count] = t
-                count += 1
-            e_dst[q] = d
-            e_src[q] = local
-        num_edges += c
-    return (e_dst[:num_edges], e_src[:num_edges], e_slot[:num_edges], src_ids, src_tree, table_keys,
-            table_vals, count)
 
 
 def _type_state(ids: np.ndarray, num_nodes: int) -> list[Any]:
