@@ -32,12 +32,11 @@ from graphpipe.ops._core.rng import bounded as _bounded
 from graphpipe.ops._core.rng import bounded_py as _bounded_py
 from graphpipe.ops._core.rng import uniform32 as _uniform32
 from graphpipe.ops._core.rng import uniform32_py as _uniform32_py
-from graphpipe.ops.sampling.cpu import _insert_seeds
+from graphpipe.ops.sampling.cpu import _hop_reserve, _insert_seeds
 from graphpipe.ops.sampling.idmap import (
     EMPTY_KEY,
     HASH_MIX,
     table_capacity,
-    table_grow,
     table_insert_or_get,
 )
 from graphpipe.ops.sampling.keys import _stream_key, _stream_key_py, batch_key, hop_key
@@ -97,17 +96,7 @@ def _walk_hop(indptr, indices, n_id, num_nodes, num_dst, k, num_walks, walk_leng
             sel_counts[total + q] = (np.int64(1) << _MAX_COUNT_BITS) - (key >> _NODE_BITS)
         total += take
         local_indptr[i + 1] = total
-    bound = num_nodes + total
-    bound = min(bound, num_graph_nodes)
-    if n_id.shape[0] < bound:
-        grown = np.empty(bound, dtype=np.int64)
-        grown[:num_nodes] = n_id[:num_nodes]
-        n_id = grown
-    if keys.shape[0] < 2 * bound:
-        size = keys.shape[0]
-        while size < 2 * bound:
-            size *= 2
-        keys, values = table_grow(keys, values, size, HASH_MIX)
+    n_id, keys, values = _hop_reserve(n_id, num_nodes, total, keys, values, num_graph_nodes)
     local_src = np.empty(total, dtype=np.int64)
     for e in range(total):
         u = sel_nodes[e]
