@@ -228,7 +228,7 @@ def speed_pyg(store, batches: list[np.ndarray]):
 
 
 def run_dgl(mode: str, data_dir: Path, count: int, threads: int, extra: int) -> dict:
-    py = ROOT / ".venv-dgl" / "bin" / "python"
+    py = Path(os.environ.get("GRAPHPIPE_DGL_PYTHON") or ROOT / ".venv-dgl" / "bin" / "python")
     if not py.exists():
         return {"error": f"{py} not found"}
     proc = subprocess.run([str(py), str(ROOT / "benchmarks" / "peers" / "dgl_train.py"), mode,
