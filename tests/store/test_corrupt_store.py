@@ -23,8 +23,7 @@ import signal
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -38,8 +37,6 @@ from graphpipe.store.validate import validate
 
 N, E, DIM, CHUNK_ROWS = 64, 512, 8, 16
 SUBPROCESS_TIMEOUT_S = 240
-#: children (loader runs, byte-flip sweeps) run this many at a time, each its own process
-CONCURRENT_CHILDREN = 3
 
 
 def _build(dest: Path) -> dict[str, np.ndarray]:
@@ -302,27 +299,9 @@ def _assert_clean_exit(proc: subprocess.CompletedProcess, benign: bool, case: st
         assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
 
 
-@pytest.fixture(scope="module")
-def children() -> Iterator[ThreadPoolExecutor]:
-    """Runs the children of this module's subprocess tests ``CONCURRENT_CHILDREN`` at a
-    time (their interpreter starts and imports overlap); each test checks its own child."""
-    pool = ThreadPoolExecutor(max_workers=CONCURRENT_CHILDREN)
-    yield pool
-    pool.shutdown(wait=True, cancel_futures=True)
-
-
-@pytest.fixture(scope="module")
-def loader_runs(clean, tmp_path_factory, children) -> dict[str, Future]:
-    """The loader script on each of ``LOADER_CASES``' damaged copies, all submitted at once."""
-    root = tmp_path_factory.mktemp("loader_cases")
-    return {case: children.submit(_run, [sys.executable, "-c", LOADER_SCRIPT,
-                                         str(_damaged(clean, root, case))])
-            for case in LOADER_CASES}
-
-
 @pytest.mark.parametrize("case", LOADER_CASES)
-def test_neighbor_loader_in_a_subprocess(loader_runs, case):
-    proc = loader_runs[case].result()
+def test_neighbor_loader_in_a_subprocess(clean, tmp_path, case):
+    proc = _run([sys.executable, "-c", LOADER_SCRIPT, str(_damaged(clean, tmp_path, case))])
     _assert_clean_exit(proc, CASES[case][1], case)
     if CASES[case][1]:
         assert proc.stdout.strip() == "ok 4"
@@ -391,26 +370,15 @@ FUZZ_FILES = ["csc/indptr/c/0", "csc/indices/c/0", "node/label/c/0", "csc/indice
               "manifest.json", "tables/splits.parquet"]
 
 
-@pytest.fixture(scope="module")
-def fuzz_runs(clean, tmp_path_factory, children) -> dict[str, Future]:
-    """The every-byte sweep of each of ``FUZZ_FILES``, each on its own copy of the clean
-    store, all submitted at once."""
-    root = tmp_path_factory.mktemp("fuzz")
-    runs = {}
-    for i, relpath in enumerate(FUZZ_FILES):
-        store = root / f"fuzz{i}"
-        shutil.copytree(clean[0], store)
-        runs[relpath] = children.submit(_run, [sys.executable, "-c", FUZZ_SCRIPT, str(store), relpath],
-                                        env={**os.environ, "NUMBA_NUM_THREADS": "2"})
-    return runs
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("relpath", FUZZ_FILES)
-def test_every_flipped_byte(clean, fuzz_runs, relpath):
+def test_every_flipped_byte(clean, tmp_path, relpath):
     """Each byte of the file flipped in turn, a loader epoch each: a clean refusal or a
     finished epoch, never a signal (the corpus above picks the interesting cases)."""
-    proc = fuzz_runs[relpath].result()
+    store = tmp_path / "fuzz"
+    shutil.copytree(clean[0], store)
+    proc = _run([sys.executable, "-c", FUZZ_SCRIPT, str(store), relpath],
+                env={**os.environ, "NUMBA_NUM_THREADS": "2"})
     assert proc.returncode == 0, f"exit {proc.returncode}: {proc.stderr[-2000:]}"
     total, refused = map(int, proc.stdout.split())
     assert total == (clean[0] / relpath).stat().st_size
