@@ -196,7 +196,7 @@ def _master_inverse(name: str) -> bool | None:
     spec = importlib.util.find_spec("ogb")
     if spec is None or not spec.submodule_search_locations:
         raise ModuleNotFoundError("No module named 'ogb'", name="ogb")
-    master = Path(list(spec.submodule_search_locations)[0]) / "linkproppred" / "master.csv"
+    master = Path(next(iter(spec.submodule_search_locations))) / "linkproppred" / "master.csv"
     with open(master, newline="") as fh:
         rows = {row[0]: row[1:] for row in csv.reader(fh)}
     names = rows.get("", [])
