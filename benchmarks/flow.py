@@ -72,7 +72,8 @@ def main() -> None:
     if "unitg" in args.parts:
         runs += [("unitg 2 stages, LM in line", lambda: run_unitg_flow(
                      store, 2, text, flow, interleave=False)),
-                 ("unitg 2 stages, interleaved", lambda: run_unitg_flow(store, 2, text, flow))]
+                 ("unitg 2 stages, interleaved", lambda: run_unitg_flow(store, 2, text, flow,
+                                                                           interleave=True))]
     for name, fn in runs:
         t0 = time.perf_counter()
         rows.append(_row(name, fn(), time.perf_counter() - t0))

@@ -6,10 +6,11 @@ by node count and ``M <= P``). One line per epoch (loss, accuracies, epoch time,
 fraction), then ``test acc <value>`` (at the best valid epoch). ``--pipeline 1``: one
 process, no process group.
 
-``--model unitg --pipeline P``: UniTG with that GNN, the LM (Lazy Tuner) on stage 0 in
-the pipeline's bubbles (Bubble Interleaver; ``--no-interleave``: in line before each GNN
-epoch), the Modality Collaborator's syncs into stage 0's inputs
-(:mod:`graphpipe.train.flow.unitg`).
+``--model unitg --pipeline P``: UniTG with that GNN, the LM (Lazy Tuner) on stage 0, in
+line before each GNN epoch (the default: the same steps on every run), or with
+``--interleave`` in the pipeline's bubbles (Bubble Interleaver: the LM takes the steps the
+bubbles have time for, so the result depends on timing), the Modality Collaborator's
+syncs into stage 0's inputs (:mod:`graphpipe.train.flow.unitg`).
 """
 
 from __future__ import annotations
@@ -26,9 +27,10 @@ FLOW_DEFAULTS = {"hidden": 64, "layers": 8, "dropout": 0.2, "lr": 0.01, "weight_
 
 def flow_options(fn):
     """``--pipeline``, ``--microbatches`` and ``--interleave`` of `graphpipe train`."""
-    fn = click.option("--interleave/--no-interleave", default=True, show_default=True,
-                      help="unitg --pipeline: the LM's steps run in the pipeline's bubbles "
-                           "(else in line, before each GNN epoch).")(fn)
+    fn = click.option("--interleave/--no-interleave", default=False, show_default=True,
+                      help="unitg --pipeline: the LM's steps run in the pipeline's bubbles, as "
+                           "many as they have time for (timing-dependent; default: every step "
+                           "in line, before each GNN epoch).")(fn)
     fn = click.option("--microbatches", type=click.IntRange(1), default=None,
                       help="--pipeline: graph microbatches per step [16/8/4 by node count, "
                            "at most P].")(fn)

@@ -44,7 +44,7 @@ def test_train_revgcn_one_stage(store: str, tmp_path) -> None:
     (["--pipeline", "2", "--fanouts", "5,5"], "--fanouts: not used by flow parallel"),
     (["--model", "revgcn", "--hidden", "15"], "must be even"),
     (["--microbatches", "2"], "--microbatches: not used by node classification"),
-    (["--pipeline", "2", "--no-interleave"], "interleave: not used by flow parallel"),
+    (["--pipeline", "2", "--interleave"], "interleave: not used by flow parallel"),
     (["--model", "tape", "--pipeline", "2"], "--pipeline: not used by text models"),
 ])
 def test_bad_options(store: str, args: list[str], message: str) -> None:

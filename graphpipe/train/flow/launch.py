@@ -95,10 +95,12 @@ def _prepare(store: Any, stages: int, config: FlowConfig) -> tuple[FlowConfig, n
 
 
 def run_unitg_flow(store_path: str | os.PathLike, stages: int, text: Any, config: FlowConfig, *,
-                   interleave: bool = True) -> dict[str, Any]:
+                   interleave: bool = False) -> dict[str, Any]:
     """UniTG with its GNN on ``stages`` stages (:mod:`.unitg`; ``text``: a
     :class:`~graphpipe.train.text.build.TextConfig`); rank 0's result. One stage: in
-    process, the LM's steps in line (a single stage has no bubbles)."""
+    process, the LM's steps in line (a single stage has no bubbles). ``interleave``: the
+    Bubble Interleaver (the LM takes the steps the bubbles have time for: the result then
+    depends on timing; off by default, so a run's result is the same every time)."""
     from graphpipe.store import GraphStore
     from graphpipe.train.distributed import launch
     from graphpipe.train.flow.unitg import UniTGFlow

@@ -7,10 +7,11 @@ same losses) replaces stage 0's input rows with LM embeddings.
 
 Where the LM's steps run (``interleave``):
 
-- ``True`` — the **Bubble Interleaver** (:mod:`.interleaver`): a thread on stage 0 runs
+- ``True`` — the **Bubble Interleaver** (the LM takes as many steps as the bubbles have
+  time for, so the result depends on timing) (:mod:`.interleaver`): a thread on stage 0 runs
   the LM's ``lm_epochs`` passes only while the stage waits for a message; the GNN's
   epochs never wait for the LM except at a sync (between two LM steps);
-- ``False`` — in line: before each GNN epoch, stage 0 runs that epoch's share of the LM's
+- ``False`` (the default: the same steps, so the same result, on every run) — in line: before each GNN epoch, stage 0 runs that epoch's share of the LM's
   steps (spread over the first ``lm_share · J`` epochs, as the one-process
   :class:`~graphpipe.train.text.unitg.UniTGTrainer`), and the other stages wait.
 
@@ -42,7 +43,7 @@ class UniTGFlow:
     """One rank of a pipelined UniTG run (module docstring)."""
 
     def __init__(self, task: TextTask, text: TextConfig, flow: FlowConfig, *, rank: int = 0,
-                 stages: int = 1, parts: np.ndarray | None = None, interleave: bool = True):
+                 stages: int = 1, parts: np.ndarray | None = None, interleave: bool = False):
         self.task, self.text, self.rank, self.interleave = task, text, rank, interleave
         self.schedule = SyncSchedule(flow.epochs, patience=text.sync_patience)
         self.syncs, self._synced_at = 0, -1
