@@ -12,7 +12,10 @@ Checks, each printed as ``ok``/``FAIL`` with its figures:
 3. sparse attention: ``sparse_attention(..., backend="triton")`` forward and backward on
    CUDA tensors against the CPU kernel;
 4. the loader: ``NeighborLoader(device="cuda", sampler_backend="cuda")`` batches equal the CPU
-   loader's (same node sets, ``x == X[n_id]`` bit for bit), float32 and float16 features.
+   loader's (same node sets, ``x == X[n_id]`` bit for bit), float32 and float16 features;
+5. the typed loader: ``NeighborLoader(typed_graph, device="cuda", sampler_backend="cuda")``
+   batches equal the CPU typed loader's (``n_id`` per type, ``x[t] == X_t[n_id[t]]`` bit for
+   bit, float32 papers and float16 authors).
 """
 
 from __future__ import annotations
@@ -143,11 +146,58 @@ def check_loader(dtype: str) -> str:
     return f"{len(gpu)} batches equal to the CPU loader's ({dtype}), cuda epoch {t_gpu:.2f} s"
 
 
+def _typed_graph():
+    from graphpipe.loaders import GraphData
+
+    rng = np.random.default_rng(6)
+    papers, authors = 50_000, 30_000
+    writes = (rng.integers(0, authors, 200_000), rng.integers(0, papers, 200_000))
+    edges = {("author", "writes", "paper"): writes,
+             ("paper", "rev_writes", "author"): (writes[1], writes[0]),
+             ("paper", "cites", "paper"): (rng.integers(0, papers, 300_000),
+                                           rng.integers(0, papers, 300_000))}
+    x = {"paper": rng.standard_normal((papers, 64), dtype=np.float32),
+         "author": rng.standard_normal((authors, 32), dtype=np.float32).astype(np.float16)}
+    data = GraphData.from_dicts({"paper": papers, "author": authors}, edges, x=x,
+                                y={"paper": rng.integers(0, 8, papers)},
+                                splits={"paper": {"train": np.arange(0, papers, 3)}})
+    return data, x
+
+
+def check_typed_loader() -> str:
+    from graphpipe.loaders import NeighborLoader
+
+    data, x = _typed_graph()
+    kw = {"num_neighbors": [10, 5], "input_nodes": ("paper", "train"), "batch_size": 1024,
+          "shuffle": True, "seed": 3}
+    cpu = list(NeighborLoader(data, **kw, device="cpu", sampler_backend="cpu"))
+    start = time.perf_counter()
+    gpu = list(NeighborLoader(data, **kw, device="cuda", sampler_backend="cuda"))
+    t_gpu = time.perf_counter() - start
+    bits = {"paper": np.uint32, "author": np.uint16}
+
+    def key(batch) -> tuple:   # a batch by its seeds (a reorder may permute batches)
+        return tuple(sorted(batch.n_id_dict["paper"][:batch["paper"].batch_size].cpu().tolist()))
+
+    by_seeds = {key(a): a for a in cpu}
+    assert len(gpu) == len(cpu) and set(map(key, gpu)) == set(by_seeds)
+    for b in gpu:
+        a = by_seeds[key(b)]
+        for t in ("paper", "author"):
+            got, want = b.n_id_dict[t].cpu(), a.n_id_dict[t]
+            assert torch.equal(torch.sort(got).values, torch.sort(want).values), t
+            assert b.x_dict[t].is_cuda
+            assert np.array_equal(b.x_dict[t].cpu().numpy().view(bits[t]),
+                                  x[t][got.numpy()].view(bits[t])), t
+    return f"{len(gpu)} typed batches equal to the CPU loader's, cuda epoch {t_gpu:.2f} s"
+
+
 def main() -> None:
     print(torch.cuda.get_device_name(0), "torch", torch.__version__)
     checks = [("sampling", check_sampling), ("aggregate", check_aggregate),
               ("attention", check_attention), ("loader float32", lambda: check_loader("float32")),
-              ("loader float16", lambda: check_loader("float16"))]
+              ("loader float16", lambda: check_loader("float16")),
+              ("typed loader", check_typed_loader)]
     failed = 0
     for name, fn in checks:
         try:
