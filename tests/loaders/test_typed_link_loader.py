@@ -35,6 +35,7 @@ def _pairs(n_id_src, n_id_dst, index) -> set[tuple[int, int]]:
     return set(zip(n_id_src[index[0]].tolist(), n_id_dst[index[1]].tolist()))
 
 
+@pytest.mark.requires_pyg_sampler
 @pytest.mark.parametrize("relation", [WRITES, CITES])
 def test_batches_equal_pygs_with_all_neighbours(hetero, relation) -> None:
     ours = TypedLinkNeighborLoader(GraphData.from_pyg(hetero), [-1, -1],
@@ -62,6 +63,7 @@ def test_batches_equal_pygs_with_all_neighbours(hetero, relation) -> None:
         assert torch.equal(mine["paper"].x, hetero["paper"].x[mine["paper"].n_id])
 
 
+@pytest.mark.requires_pyg_sampler
 def test_binary_negatives_have_pygs_layout(hetero) -> None:
     edges = hetero[WRITES].edge_index
     ours = TypedLinkNeighborLoader(GraphData.from_pyg(hetero), [3], edge_label_index=(WRITES, edges),
