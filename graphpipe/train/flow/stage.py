@@ -30,18 +30,16 @@ import torch.distributed as dist
 from torch.nn import functional as F
 
 from graphpipe.train.flow.microbatches import Microbatch
+from graphpipe.train.loop import EpochSums
 
 __all__ = ["StageDriver", "StepStats"]
 
 
 @dataclass
-class StepStats:
-    """What one step of one stage measured (loss figures: the last stage's)."""
+class StepStats(EpochSums):
+    """What one step of one stage measured (:class:`~graphpipe.train.loop.EpochSums`'s loss
+    figures: the last stage's), and the stage's idle time and message waits."""
 
-    loss_sum: float = 0.0
-    correct: int = 0
-    seen: int = 0
-    seconds: float = 0.0
     idle: float = 0.0
     waits: list[float] = field(default_factory=list)
 
