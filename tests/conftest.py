@@ -177,3 +177,43 @@ def run_in_numpy1_env(script: str, *args: str, timeout: int = 600) -> str:
 def numpy1_env():
     """:func:`run_in_numpy1_env`: ``numpy1_env(script_or_file, *args) -> stdout``."""
     return run_in_numpy1_env
+
+
+def run_train(args: list, env: dict, launcher: list[str] | None = None) -> subprocess.CompletedProcess:
+    """``graphpipe train *args`` in a fresh interpreter (``launcher``: e.g. torchrun's module)."""
+    cmd = [sys.executable, *(launcher or []), "-m", "graphpipe.cli.main", "train", *map(str, args)]
+    return subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=600, env=env)
+
+
+def check_nproc_then_torchrun_resume(store: Path, tmp_path: Path, first_args: list, common: list,
+                                     env: dict) -> str:
+    """``train STORE --nproc 2 *first_args --epochs 1`` with a checkpoint and a metrics log,
+    then ``--resume`` to epoch 2 under torchrun with one rank; checks what both data-parallel
+    paths promise (rank 0 prints once, both ranks logged, the resume starts at epoch 1) and
+    returns the first run's stdout for the caller's own checks."""
+    import json
+    import re
+
+    ckpt, log = tmp_path / "ck.pt", tmp_path / "log.jsonl"
+    first = run_train([store, "--nproc", "2", *first_args, "--epochs", "1", "--checkpoint", ckpt,
+                       "--metrics-log", log, *common], env)
+    assert first.returncode == 0, first.stderr[-2000:]
+    lines = first.stdout.strip().splitlines()
+    assert re.fullmatch(r"test acc \d\.\d{4}", lines[-1]), first.stdout
+    assert sum(line.startswith("epoch") for line in lines) == 1          # rank 0 prints, once
+    record = json.loads(log.read_text())
+    assert [r["rank"] for r in record["ranks"]] == [0, 1]
+    torchrun = ["-m", "torch.distributed.run", "--standalone", "--nnodes", "1", "--nproc-per-node", "1"]
+    second = run_train([store, "--epochs", "2", "--resume", ckpt, *common], env, launcher=torchrun)
+    assert second.returncode == 0, second.stderr[-2000:]
+    assert "data parallel: 1 ranks (gloo)" in second.stdout
+    assert re.search(r"^epoch\s+1 ", second.stdout, re.MULTILINE)
+    assert not re.search(r"^epoch\s+0 ", second.stdout, re.MULTILINE)
+    assert re.fullmatch(r"test acc \d\.\d{4}", second.stdout.strip().splitlines()[-1])
+    return first.stdout
+
+
+@pytest.fixture(scope="session")
+def nproc_then_torchrun_resume():
+    """:func:`check_nproc_then_torchrun_resume`."""
+    return check_nproc_then_torchrun_resume

@@ -5,11 +5,7 @@ parallel does not take are refused in the parent, one line, exit 2."""
 
 from __future__ import annotations
 
-import json
 import os
-import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -32,29 +28,10 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root / "store"
 
 
-def _run(args: list, launcher: list[str] | None = None) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, *(launcher or []), "-m", "graphpipe.cli.main", "train", *map(str, args)]
-    return subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=600, env=ENV)
-
-
-def test_nproc_two_then_torchrun_resume_with_one(store: Path, tmp_path: Path) -> None:
-    ckpt, log = tmp_path / "ck.pt", tmp_path / "log.jsonl"
-    first = _run([store, "--nproc", "2", "--epochs", "1", "--checkpoint", ckpt, "--metrics-log", log,
-                  *COMMON])
-    assert first.returncode == 0, first.stderr[-2000:]
-    lines = first.stdout.strip().splitlines()
-    assert re.fullmatch(r"test acc \d\.\d{4}", lines[-1]), first.stdout
-    assert "data parallel: 2 ranks (gloo), 64 seeds per step" in first.stdout
-    assert sum(line.startswith("epoch") for line in lines) == 1          # rank 0 prints, once
-    record = json.loads(log.read_text())
-    assert [r["rank"] for r in record["ranks"]] == [0, 1]
-    torchrun = ["-m", "torch.distributed.run", "--standalone", "--nnodes", "1", "--nproc-per-node", "1"]
-    second = _run([store, "--epochs", "2", "--resume", ckpt, *COMMON], launcher=torchrun)
-    assert second.returncode == 0, second.stderr[-2000:]
-    assert "data parallel: 1 ranks (gloo)" in second.stdout
-    assert re.search(r"^epoch\s+1 ", second.stdout, re.MULTILINE)
-    assert not re.search(r"^epoch\s+0 ", second.stdout, re.MULTILINE)
-    assert re.fullmatch(r"test acc \d\.\d{4}", second.stdout.strip().splitlines()[-1])
+def test_nproc_two_then_torchrun_resume_with_one(store: Path, tmp_path: Path,
+                                                  nproc_then_torchrun_resume) -> None:
+    out = nproc_then_torchrun_resume(store, tmp_path, [], COMMON, ENV)
+    assert "data parallel: 2 ranks (gloo), 64 seeds per step" in out
 
 
 @pytest.mark.parametrize("args, message", [
