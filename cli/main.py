@@ -58,7 +58,10 @@ def cli(debug: bool) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; returns the exit code (errors print one line and exit non-zero)."""
+    """Run the CLI; returns the exit code (errors print one line and exit non-zero). A
+    process of its own (``argv`` None) that was interrupted, or that is a ``torchrun`` rank,
+    ends at once after flushing (:func:`graphpipe.interrupt.end_process`): finalization
+    would run Zarr's unfinished writes or tear down gloo's threads after the last line."""
     from graphpipe import interrupt
 
     interrupt.install()  # Ctrl-C is remembered, so nothing is committed after it
@@ -67,6 +70,14 @@ def main(argv: list[str] | None = None) -> int:
         from graphpipe.jit_notice import announce_compilation
 
         announce_compilation()  # one stderr line when the Numba kernels compile (first run)
+    code = _run(args if argv is not None else None)
+    if argv is None and (code == 130 or _is_torchrun_rank()):
+        interrupt.end_process(code)
+    return code
+
+
+def _run(argv: list[str] | None) -> int:
+    """The command's exit code: click's, or the one of its error."""
     try:  # not standalone: a Ctrl-C outside a command (parsing, importing it) is ours too
         code = cli.main(args=argv, prog_name="graphpipe", standalone_mode=False)
     except (KeyboardInterrupt, click.exceptions.Abort):
@@ -78,6 +89,16 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:
         return int(exc.code or 0)
     return code if isinstance(code, int) else 0
+
+
+def _is_torchrun_rank() -> bool:
+    """Whether this process ran as one rank of a process group (torchrun's variables set
+    and ``torch.distributed`` used)."""
+    if "torch.distributed" not in sys.modules:
+        return False
+    from graphpipe.train.distributed import launched_by_torchrun
+
+    return launched_by_torchrun()
 
 
 if __name__ == "__main__":

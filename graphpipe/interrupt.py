@@ -17,7 +17,9 @@ False
 
 from __future__ import annotations
 
+import os
 import signal
+import sys
 import threading
 from types import FrameType
 
@@ -44,3 +46,18 @@ def check() -> None:
     """Raise ``KeyboardInterrupt`` if SIGINT arrived since :func:`install`."""
     if _seen.is_set():
         raise KeyboardInterrupt
+
+
+def end_process(code: int) -> None:
+    """Flush stdout and stderr, then end this process with ``code`` at once, without
+    interpreter finalization. For a process whose work is done (or given up) while other
+    threads may still run: a Zarr write an interrupt cut short (its event loop then prints
+    "Task was destroyed" and "cannot schedule new futures" after the error line), or gloo's
+    workers after ``destroy_process_group`` (torn down during finalization they abort the
+    process now and then: SIGABRT, "terminate called without an active exception")."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)

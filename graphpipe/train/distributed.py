@@ -51,6 +51,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from graphpipe.interrupt import end_process
 from graphpipe.loaders import NeighborLoader
 from graphpipe.loaders.shard import BaseShard, PartitionShard, SeedShard
 from graphpipe.train.loop import EpochSums
@@ -172,17 +173,12 @@ def _run_rank(index: int, fn: Callable[..., Any], args: tuple) -> int:
 
 
 def exit_spawned_rank(code: int = 0) -> None:
-    """End a spawned rank that returned normally without running interpreter finalization:
-    the streams are flushed and the process exits 0 at once. Gloo's worker threads can still
-    hold work objects after ``destroy_process_group``; tearing them down during finalization
-    aborts the process now and then ("terminate called without an active exception",
-    SIGABRT), which the launcher would report as a failed rank. ``code``: the exit status."""
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
-    os._exit(code)
+    """End a spawned rank that returned normally without running interpreter finalization
+    (:func:`graphpipe.interrupt.end_process`): gloo's worker threads can still hold work
+    objects after ``destroy_process_group``; torn down during finalization they abort the
+    process now and then (SIGABRT), which the launcher would report as a failed rank.
+    ``code``: the exit status."""
+    end_process(code)
 
 
 @contextlib.contextmanager

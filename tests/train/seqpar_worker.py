@@ -21,6 +21,7 @@ from torch.nn import functional as F
 from graphpipe.loaders import ClusterLoader
 from graphpipe.synthetic import community_graph
 from graphpipe.train import build_model
+from graphpipe.train.distributed import exit_spawned_rank
 from graphpipe.train.sequence_parallel import (
     HeadExchange,
     all_reduce_gradients,
@@ -141,6 +142,7 @@ def main() -> None:
         torch.save(results, out)
     dist.barrier()
     dist.destroy_process_group()
+    exit_spawned_rank(0)  # as graphpipe's ranks end: no finalization tearing down gloo (SIGABRT)
 
 
 if __name__ == "__main__":

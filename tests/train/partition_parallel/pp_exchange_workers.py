@@ -10,6 +10,8 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from graphpipe.train.distributed import exit_spawned_rank
+
 
 def exchange_rank(rank: int, world: int, port: int, data: str, out: str) -> None:
     """Exchange the rows of X at each width, backward through a fixed linear loss, save
@@ -41,6 +43,7 @@ def exchange_rank(rank: int, world: int, port: int, data: str, out: str) -> None
         dist.barrier()
     finally:
         dist.destroy_process_group()
+    exit_spawned_rank(0)  # as graphpipe's ranks end: no finalization tearing down gloo (SIGABRT)
 
 
 def _stale_epochs(part, x: torch.Tensor, g: torch.Tensor) -> dict:
