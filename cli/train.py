@@ -137,12 +137,27 @@ def command(**params: Any) -> None:
     interleaved or dense. --task link trains a link predictor; --model lm, unitg, tape or
     glem trains language models on node text; --nproc, --seq-parallel and
     --partition-parallel train over several processes."""
+    check_device(params["device"])
     mode = opts.choose(params, is_typed_store(params["store"]))
     opts.refuse_unaccepted(mode)
     try:
         mode.run(params)
     except KeyboardInterrupt:
         opts.interrupted(params["checkpoint"])
+
+
+def check_device(name: str) -> None:
+    """``--device`` names a device this torch can use, else one line (exit 2): a CUDA
+    device needs a CUDA build of torch and a visible GPU."""
+    import torch
+
+    try:
+        device = torch.device(name)
+    except (RuntimeError, ValueError) as exc:
+        fail(f"--device {name!r}: {str(exc).splitlines()[0]}")
+    if device.type == "cuda" and not torch.cuda.is_available():
+        fail(f"--device {name}: CUDA is not available to this torch {torch.__version__} "
+             "(a CPU build, or no GPU visible); use --device cpu")
 
 
 def is_typed_store(path: str) -> bool:

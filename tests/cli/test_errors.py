@@ -34,6 +34,15 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, args: list[str]) -> No
     assert "no-such-store" in _one_error_line(result.output)
 
 
+@pytest.mark.parametrize("device, says", [("tpu9", "--device 'tpu9'"), ("cuda", "CUDA is not available")])
+def test_train_refuses_a_device_this_torch_cannot_use(tmp_path: Path, device: str, says: str) -> None:
+    if device == "cuda" and __import__("torch").cuda.is_available():
+        pytest.skip("a GPU is visible: --device cuda is usable here")
+    result = CliRunner().invoke(cli, ["train", str(tmp_path), "--device", device])
+    assert result.exit_code == 2, result.output
+    assert says in _one_error_line(result.output)
+
+
 def test_derive_commands_refuse_a_non_store(tmp_path: Path) -> None:
     (tmp_path / "plain").mkdir()
     for command in (["centrality"], ["partition", "--parts", "2"]):
