@@ -1,5 +1,5 @@
-"""The text path (issue 26) on a real GPU: ``graphpipe train --model lm|unitg --device cuda``
-on the 4K-node ``graphpipe generate tag`` store, as a user runs it (each a ``graphpipe``
+"""The text path (issue 26) on a real GPU: ``graphpipe train --model sage|lm|unitg --device
+cuda`` (the GNN on the raw features, the LM alone, both in one job) on the 4K-node ``graphpipe generate tag`` store, as a user runs it (each a ``graphpipe``
 process), beside the same commands with ``--device cpu`` when ``--cpu`` is given.
 
     python benchmarks/gpu_text_check.py --dir /tmp/tag            # on a machine with CUDA
@@ -17,7 +17,8 @@ import sys
 import time
 from pathlib import Path
 
-RUNS = {"lm": ["--epochs", "3"], "unitg": ["--epochs", "100", "--lm-epochs", "3"]}
+RUNS = {"sage": ["--epochs", "20"], "lm": ["--epochs", "3"],
+        "unitg": ["--epochs", "100", "--lm-epochs", "3"]}
 
 
 def _graphpipe(*args: str) -> tuple[int, str, float]:

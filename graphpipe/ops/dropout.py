@@ -101,8 +101,9 @@ def relu_dropout(x: torch.Tensor, p: float, training: bool, *, relu: bool = True
     if not 0.0 <= p < 1.0:
         raise ValueError(f"'p' must be in [0, 1) (got {p!r})")
     if not training or p == 0.0 or x.device.type != "cpu" or x.dtype not in (torch.float32, torch.float64):
-        h = (F.relu(x, inplace=inplace) if relu else x)
-        return F.dropout(h, p=p, training=training, inplace=inplace and training)
+        # ReLU may overwrite x, dropout may not then: ReLU's backward reads its output
+        h = F.relu(x, inplace=inplace) if relu else x
+        return F.dropout(h, p=p, training=training, inplace=inplace and training and not relu)
     seed = int(torch.randint(0, 1 << 62, (1,)))
     return _ReluDropout.apply(x, float(p), bool(relu), seed, bool(inplace))
 

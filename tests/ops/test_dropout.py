@@ -79,3 +79,18 @@ def test_inplace_equals_out_of_place_and_backpropagates() -> None:
     assert b.data_ptr() == h.data_ptr() and torch.equal(a, b)
     b.sum().backward()
     assert torch.equal(grad_a, w.grad)
+
+
+@pytest.mark.parametrize("relu", [True, False])
+def test_inplace_fallback_backpropagates(relu: bool) -> None:
+    """The torch fallback (a CUDA tensor or, here, bfloat16) with ``inplace=True``, as every
+    GNN's activation calls it: ReLU's output must survive for its backward (an in-place
+    dropout on it broke every GNN step on a GPU)."""
+    w = torch.randn(6, 5, dtype=torch.bfloat16, requires_grad=True)
+    x = torch.randn(40, 6, dtype=torch.bfloat16)
+    torch.manual_seed(9)
+    out = relu_dropout(x @ w, 0.4, True, inplace=True)
+    out.sum().backward()
+    kept = (out != 0).to(torch.bfloat16) * (1 / 0.6)  # dropout's scale; ReLU zeros drop too
+    want = x.t() @ torch.ones(40, 5, dtype=torch.bfloat16).mul(kept)
+    torch.testing.assert_close(w.grad, want)
