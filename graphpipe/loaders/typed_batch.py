@@ -18,13 +18,14 @@ their labels.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
 
+from graphpipe.loaders.lazy_edge_ids import LazyEdgeIds
 from graphpipe.loaders.minibatch import Block
 from graphpipe.ops.sampling.types import hop_block_shapes
 
@@ -107,7 +108,10 @@ class HeteroMiniBatch:
             ``n_id[dst]`` (PyG's convention); hop 1's edges first, then hop 2's, ...
             Every relation of the graph is present (possibly with no edges).
         e_id: ``{etype: int64 (E_r,)}`` each edge's position in the relation's input edge
-            list (``data[etype].edge_index`` of a HeteroData), or its CSC slot for a store.
+            list (``data[etype].edge_index`` of a HeteroData), or its CSC slot for a store
+            without an edge order; a loader's batch looks each relation up when it is first
+            read (:class:`graphpipe.loaders.lazy_edge_ids.LazyEdgeIds`: a batch whose
+            ``e_id`` is never read leaves the store's ``csc/edge_id`` untouched).
         num_sampled_nodes: ``{ntype: [seeds, new in hop 1, ...]}`` (PyG's, for
             ``trim_to_layer``).
         num_sampled_edges: ``{etype: [edges of hop 1, ...]}``.
@@ -123,7 +127,7 @@ class HeteroMiniBatch:
     batch_size: int
     target_type: str
     edge_index: dict[EdgeType, torch.Tensor]
-    e_id: dict[EdgeType, torch.Tensor]
+    e_id: MutableMapping[EdgeType, torch.Tensor]
     num_sampled_nodes: dict[str, list[int]] = field(default_factory=dict)
     num_sampled_edges: dict[EdgeType, list[int]] = field(default_factory=dict)
     input_id: torch.Tensor | None = None
@@ -285,8 +289,11 @@ class HeteroMiniBatch:
     def _map(self, fn: Callable[[torch.Tensor], torch.Tensor], names: tuple[str, ...] = ()) -> HeteroMiniBatch:
         """A copy with ``fn`` applied to every tensor, or only to the attributes ``names``
         (``"x"``, ``"edge_index"``, ...) of every type."""
-        def each(name: str, d: dict) -> dict:
-            if names and name not in names:
+        def each(name: str, d: MutableMapping) -> MutableMapping:
+            moved = not names or name in names
+            if isinstance(d, LazyEdgeIds):   # e_id: what is not looked up is moved at lookup
+                return d.map(fn if moved else None)
+            if not moved:
                 return dict(d)
             return {k: fn(v) if isinstance(v, torch.Tensor) else v for k, v in d.items()}
 
@@ -362,7 +369,7 @@ def typed_batch_from_sample(out: Any, x: dict[str, torch.Tensor], graph: Any, ta
         n_id={t: torch.from_numpy(v) for t, v in out.n_id.items()}, x=x,
         y=y_dict.get(target_type), batch_size=int(input_id.shape[0]), target_type=target_type,
         edge_index={et: torch.from_numpy(np.stack([out.row[et], out.col[et]])) for et in out.row},
-        e_id={et: torch.from_numpy(order[et][e] if et in order else e) for et, e in out.edge_ids.items()},
+        e_id=LazyEdgeIds(out.edge_ids, order),
         num_sampled_nodes=out.num_sampled_nodes, num_sampled_edges=out.num_sampled_edges,
         input_id=torch.from_numpy(np.ascontiguousarray(input_id, dtype=np.int64)), y_dict=y_dict,
         edge_attr={et: torch.from_numpy(np.asarray(f[out.edge_ids[et]]))
