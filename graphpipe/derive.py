@@ -13,23 +13,28 @@ sits above both, like the loaders; the CLI commands ``graphpipe centrality``,
   (int64), entry ``manifest["derived"]["partition_k{K}"]`` (:mod:`graphpipe.ops.partition`).
 - :func:`write_mean_features`: a featureless type's features as the mean of its neighbours'
   over one relation (the OGB-LSC MAG240M baseline's author and institution features),
-  written out of core as the type's feature array ``typed/<type>/feat`` (so every loader and
+  written out of core in bounded memory (the other type's features read in sequential
+  blocks, resumable) as the type's feature array ``typed/<type>/feat`` (so every loader and
   trainer uses them), entry ``manifest["derived"]["mean_features_<type>"]``
   (:mod:`graphpipe.ops.features.neighbour_mean`).
 """
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from graphpipe.ops.features.degree import degree_groups, degree_order
-from graphpipe.ops.features.neighbour_mean import neighbour_mean_blocks, transpose_csc
+from graphpipe.ops.features.neighbour_mean import neighbour_mean_blocks
 from graphpipe.ops.partition import cluster_permutation, metis_partition
 from graphpipe.store.derived import DEGREE_GROUP_KEY, DEGREE_ORDER_KEY, partition_keys
 from graphpipe.store.errors import StoreError
-from graphpipe.store.schema import etype_key, node_key, parse_etype
+from graphpipe.store.schema import etype_key, node_key, parse_etype, rel_array_key
 from graphpipe.store.writer import StoreEditor
 
 __all__ = ["write_centrality", "write_mean_features", "write_partition"]
@@ -108,44 +113,106 @@ def write_partition(store: Any, num_parts: int, *, recursive: bool = False, seed
     return store.add_derived(name, arrays, entry, replace=exists)
 
 
-def _mean_neighbours(store: Any, ntype: str, etype: tuple[str, str, str]
-                     ) -> tuple[str, np.ndarray, np.ndarray]:
-    """(the other type, indptr, indices): ``ntype``'s neighbours over ``etype`` as rows of the
-    other type's features (the relation's CSC, or its transpose when ``ntype`` is its source)."""
+def _mean_layout(store: Any, ntype: str, etype: tuple[str, str, str]
+                 ) -> tuple[str, str, np.ndarray, np.ndarray]:
+    """(the other type, layout, indptr, indices): the relation's stored CSC as the
+    neighbours of ``ntype`` (:mod:`graphpipe.ops.features.neighbour_mean`): grouped by the
+    output rows when ``ntype`` is its destination, by the other type's rows when ``ntype``
+    is its source (no transpose: the CSC is streamed in the other type's row order)."""
     src, _, dst = etype
     if ntype not in (src, dst) or src == dst:
         raise StoreError(f"{store.path}: relation {etype_key(etype)!r} must join {ntype!r} to "
                          f"another type")
     indptr, indices = store.typed_csc(etype)
-    if dst == ntype:
-        return src, np.asarray(indptr), indices
-    num_src = store.num_nodes_dict[src]
-    t_indptr, t_dst, _ = transpose_csc(np.asarray(indptr, np.int64),
-                                       np.asarray(indices, np.int64), num_src)
-    return dst, t_indptr, t_dst
+    return (src, "rows", indptr, indices) if dst == ntype else (dst, "sources", indptr, indices)
+
+
+def _work_params(store: Any, ntype: str, etype: tuple[str, str, str], other: str, x: np.ndarray,
+                 accumulate: np.dtype) -> dict[str, Any]:
+    """What a resumed run must share with the one that wrote the parts: the inputs'
+    checksums (a re-derived source type or a re-ingested relation starts afresh)."""
+    arrays = store.manifest.get("arrays") or {}
+    checksum = lambda key: (arrays.get(key) or {}).get("checksum")  # noqa: E731
+    return {"ntype": ntype, "via": etype_key(etype), "source_type": other,
+            "rows": int(store.num_nodes_dict[ntype]), "shape": [int(v) for v in x.shape],
+            "dtype": str(x.dtype), "accumulate": str(np.dtype(accumulate)),
+            "source_checksum": checksum(node_key(other, "feat")),
+            "relation_checksum": checksum(rel_array_key(store.manifest, etype, "csc/indices"))}
+
+
+def _open_work(work: Path, params: dict[str, Any]) -> int:
+    """Create ``work`` or reuse it: the first output row not yet in its parts (0 when the
+    parts were written for other inputs: they are removed)."""
+    spec = work / "params.json"
+    if work.is_dir() and (not spec.is_file() or json.loads(spec.read_text()) != params):
+        shutil.rmtree(work)
+    if not work.is_dir():
+        tmp = work.with_name(work.name + ".new")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        (tmp / "params.json").write_text(json.dumps(params, indent=1))
+        os.replace(tmp, work)
+    done = 0
+    for r0, r1, _path in _parts(work):
+        if r0 != done:
+            break
+        done = r1
+    return done
+
+
+def _parts(work: Path) -> list[tuple[int, int, Path]]:
+    """The finished parts ``part-<first>-<end>.npy`` of ``work``, by first row."""
+    found = []
+    for path in work.glob("part-*-*.npy"):
+        first, end = path.stem.split("-")[1:3]
+        found.append((int(first), int(end), path))
+    return sorted(found)
+
+
+def _save_part(work: Path, r0: int, rows: np.ndarray) -> None:
+    path = work / f"part-{r0:012d}-{r0 + rows.shape[0]:012d}.npy"
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as fh:
+        np.save(fh, rows)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
 
 
 def write_mean_features(store: Any, ntype: str, via: str | tuple[str, str, str], *,
-                        memory_bytes: int = 256 << 20, replace: bool = False) -> dict[str, Any]:
+                        memory_bytes: int = 256 << 20, accumulate: Any = np.float64,
+                        replace: bool = False) -> dict[str, Any]:
     """Give ``ntype`` features: the mean of its neighbours' features over relation ``via``.
 
     The OGB-LSC MAG240M baseline's preprocessing: an author is the mean of the papers it
     writes (``via="author___writes___paper"``), an institution the mean of its authors'
     (derived) features (``via="author___affiliated_with___institution"``, run after the
     authors'). ``ntype`` may be either end of ``via``; the other end must have features.
-    Computed out of core (:func:`graphpipe.ops.features.neighbour_mean.neighbour_mean_blocks`:
-    the other type's features are read a bounded block of rows at a time, the result written
-    a block at a time; the relation's topology, transposed when ``ntype`` is its source, is
-    held in memory) in float64, stored in the other type's dtype (float16 stays float16) as
-    ``typed/<ntype>/feat`` with entry ``manifest["derived"]["mean_features_<ntype>"]``, in
-    one atomic step. A node without neighbours gets a zero row. Handles opened before do
-    not see the new array: open the store again.
+
+    Out of core in bounded memory
+    (:func:`graphpipe.ops.features.neighbour_mean.neighbour_mean_blocks`): the sums of a
+    block of ``ntype``'s rows are held while the other type's features stream past in
+    sequential blocks of rows (never read in random order), each output block one pass;
+    the relation's stored CSC is read in order, a bounded chunk at a time. Memory:
+    ``memory_bytes`` and the open store. Summed in ``accumulate`` (float64: the sum of
+    float16/float32 rows is exact in practice and the result the NumPy reference's bit
+    for bit; float32 halves the passes, within float32 rounding), divided, stored in the
+    other type's dtype (float16 stays float16) as ``typed/<ntype>/feat`` with entry
+    ``manifest["derived"]["mean_features_<ntype>"]``. A node without neighbours gets a
+    zero row.
+
+    Resumable and atomic: each finished block is saved under
+    ``STORE/.derive-mean_features_<ntype>/``; a run stopped part-way and started again
+    (same inputs) starts after the last saved block; at the end the blocks are copied into
+    the store in one atomic commit and the folder removed. Handles opened before do not
+    see the new array: open the store again.
 
     Args:
         store: a typed :class:`graphpipe.store.GraphStore`.
         ntype: the node type to give features.
         via: the relation ``"src___rel___dst"`` (or a tuple) joining it to a featured type.
-        memory_bytes: the working memory of the computation (about).
+        memory_bytes: the working memory of the computation.
+        accumulate: float64 (default) or float32 sums.
         replace: overwrite features ``ntype`` already has (without it they are an error).
 
     Returns:
@@ -162,6 +229,8 @@ def write_mean_features(store: Any, ntype: str, via: str | tuple[str, str, str],
     >>> entry = write_mean_features(open_store(tmp.name + "/s"), "author", "author___writes___paper")
     >>> open_store(tmp.name + "/s").typed_features("author")[:, 0].tolist()
     [2.0, 3.0, 0.0]
+    >>> entry["passes"], entry["source_bytes_read"]
+    (1, 8)
     >>> tmp.cleanup()
     """
     if not getattr(store, "is_typed", False):
@@ -176,22 +245,70 @@ def write_mean_features(store: Any, ntype: str, via: str | tuple[str, str, str],
     if store.typed_features(ntype) is not None and not replace:
         raise StoreError(f"{store.path}: type {ntype!r} already has features; pass "
                          f"replace=True (--overwrite) to replace them")
-    other, indptr, indices = _mean_neighbours(store, ntype, etype)
+    other, grouped, indptr, indices = _mean_layout(store, ntype, etype)
     x = store.typed_features(other)
     if x is None:
         raise StoreError(f"{store.path}: type {other!r} has no features to average (derive "
                          f"them first)")
     n, key = store.num_nodes_dict[ntype], node_key(ntype, "feat")
-    deg = np.diff(np.asarray(indptr, np.int64))
+    work = Path(store.path) / f".derive-mean_features_{ntype}"
+    params = _work_params(store, ntype, etype, other, x, accumulate)
+    resumed = _open_work(work, params)
+    counter = _ReadCounter(x)
+    blocks = neighbour_mean_blocks(indptr, indices, counter, grouped=grouped, num_rows=n,
+                                   memory_bytes=memory_bytes, accumulate=accumulate,
+                                   start=resumed)
+    passes = 0
+    for r0, rows in blocks:
+        _save_part(work, r0, rows)
+        passes += 1
+    deg = _degrees(indptr, indices, grouped, n)
     entry = {"method": "mean", "via": etype_key(etype), "source_type": other,
-             "dtype": str(x.dtype), "without_neighbours": int((deg == 0).sum()),
-             "arrays": {"feat": key}}
+             "dtype": str(x.dtype), "accumulate": params["accumulate"],
+             "without_neighbours": int((deg == 0).sum()), "arrays": {"feat": key},
+             "resumed_at_row": resumed, "passes": passes,
+             "source_bytes_read": counter.bytes_read}
+    _commit_parts(store, work, key, (n, int(x.shape[1])), x.dtype, entry, ntype)
+    shutil.rmtree(work, ignore_errors=True)
+    return entry
+
+
+class _ReadCounter:
+    """``x`` with a count of the bytes its row slices read (the passes' sequential reads)."""
+
+    def __init__(self, x: np.ndarray):
+        self.x, self.bytes_read = x, 0
+        self.shape, self.dtype, self.ndim = x.shape, x.dtype, x.ndim
+
+    def __getitem__(self, rows: slice) -> np.ndarray:
+        got = self.x[rows]
+        self.bytes_read += int(got.nbytes)
+        return got
+
+
+def _degrees(indptr: np.ndarray, indices: np.ndarray, grouped: str, n: int) -> np.ndarray:
+    """Degree of each output row (``"sources"``: counted a bounded chunk of ``indices`` at
+    a time)."""
+    if grouped == "rows":
+        return np.diff(np.asarray(indptr, np.int64))
+    deg = np.zeros(n, dtype=np.int64)
+    for c0 in range(0, indices.shape[0], 1 << 24):
+        deg += np.bincount(np.asarray(indices[c0:c0 + (1 << 24)]), minlength=n)
+    return deg
+
+
+def _commit_parts(store: Any, work: Path, key: str, shape: tuple[int, int], dtype: np.dtype,
+                  entry: dict[str, Any], ntype: str) -> None:
+    """Copy the parts of ``work`` into ``key`` a part at a time, in one atomic commit."""
     with StoreEditor(store.path) as editor:
-        rows = editor.row_writer(key, (n, int(x.shape[1])), x.dtype,
-                                 replace=store.typed_features(ntype) is not None)
+        rows = editor.row_writer(key, shape, dtype, replace=store.typed_features(ntype) is not None)
         try:
-            for block in neighbour_mean_blocks(indptr, indices, x, memory_bytes=memory_bytes):
-                rows.write(block)
+            for r0, r1, path in _parts(work):
+                part = np.load(path, mmap_mode="r")
+                if r0 != rows.rows_written or part.shape != (r1 - r0, shape[1]):
+                    raise StoreError(f"{path}: a part out of place (remove {work} and run again)")
+                for c0 in range(0, part.shape[0], 1 << 16):
+                    rows.write(part[c0:c0 + (1 << 16)])
             rows.close()
         except BaseException:
             rows.abort()
@@ -201,4 +318,3 @@ def write_mean_features(store: Any, ntype: str, via: str | tuple[str, str, str],
             editor.manifest["derived"] = {}
         editor.manifest["derived"][f"mean_features_{ntype}"] = entry
         editor.commit()
-    return entry

@@ -121,3 +121,75 @@ def test_cli_derives_and_refuses_with_one_line(mag_store):
         assert result.exit_code == 2 and message in result.output, result.output
         assert len(result.output.strip().splitlines()) == 1
     assert not any(p.name.startswith(".pending") for p in Path(mag_store).iterdir())
+
+
+def _interrupt_after(monkeypatch, parts: int) -> None:
+    """The next derive stops (as at Ctrl-C) once ``parts`` blocks are saved."""
+    import graphpipe.derive as derive_mod
+
+    save, saved = derive_mod._save_part, []
+
+    def save_then_stop(work, r0, rows):
+        if len(saved) == parts:
+            raise KeyboardInterrupt
+        save(work, r0, rows)
+        saved.append(r0)
+
+    monkeypatch.setattr(derive_mod, "_save_part", save_then_stop)
+
+
+@pytest.mark.parametrize("ntype, via", [("author", WRITES), ("institution", AFFILIATED)])
+def test_interrupted_run_leaves_the_store_alone_and_resumes(mag, mag_store, monkeypatch,
+                                                            ntype, via):
+    """Killed after two blocks: no features, no pending folder, the blocks kept; run again:
+    it starts after them and the result is the uninterrupted one, bit for bit."""
+    if ntype == "institution":  # institutions average the authors' derived features
+        write_mean_features(open_store(mag_store), "author", WRITES)
+    store = open_store(mag_store)
+    x = np.asarray(store.typed_features("paper" if ntype == "author" else "author"))
+    src, dst = (np.asarray(v, np.int64) for v in mag.edges[via])
+    owner, other = (src, dst) if ntype == "author" else (dst, src)
+    want = _mean_by(owner, other, x, store.num_nodes_dict[ntype])
+    memory = 4 * 8 * 40  # a few output rows per pass: many blocks
+    with monkeypatch.context() as m:
+        _interrupt_after(m, 2)
+        with pytest.raises(KeyboardInterrupt):
+            write_mean_features(store, ntype, via, memory_bytes=memory)
+    work = Path(mag_store) / f".derive-mean_features_{ntype}"
+    parts = sorted(p.name for p in work.glob("part-*.npy"))
+    assert len(parts) == 2 and open_store(mag_store).typed_features(ntype) is None
+    assert not any(p.name.startswith(".pending") for p in Path(mag_store).iterdir())
+    entry = write_mean_features(open_store(mag_store), ntype, via, memory_bytes=memory)
+    assert entry["resumed_at_row"] == int(parts[1].split("-")[2].split(".")[0]) > 0
+    assert np.array_equal(np.asarray(open_store(mag_store).typed_features(ntype)), want)
+    assert not work.exists()
+
+
+def test_resume_starts_afresh_when_the_inputs_changed(mag, mag_store, monkeypatch):
+    """Blocks saved for other inputs (here: float32 sums) are not reused."""
+    with monkeypatch.context() as m:
+        _interrupt_after(m, 1)
+        with pytest.raises(KeyboardInterrupt):
+            write_mean_features(open_store(mag_store), "author", WRITES, memory_bytes=1024,
+                                accumulate=np.float32)
+    entry = write_mean_features(open_store(mag_store), "author", WRITES, memory_bytes=1024)
+    assert entry["resumed_at_row"] == 0 and entry["accumulate"] == "float64"
+    a_src, p_dst = (np.asarray(v, np.int64) for v in mag.edges[WRITES])
+    paper_x = np.asarray(open_store(mag_store).typed_features("paper"))
+    assert np.array_equal(np.asarray(open_store(mag_store).typed_features("author")),
+                          _mean_by(a_src, p_dst, paper_x, 500))
+
+
+def test_passes_and_bytes_read_follow_the_plan(mag, mag_store):
+    """The paper features are read in sequential blocks, once per pass (a block of author
+    sums): bytes read <= passes x the table, passes = the plan's."""
+    from graphpipe.ops.features.neighbour_mean import plan_neighbour_mean
+
+    paper_x = open_store(mag_store).typed_features("paper")
+    table = paper_x.nbytes
+    memory = 8 * 12 * 100 * 2  # 100 author sums (float64 + float32 out) per pass
+    entry = write_mean_features(open_store(mag_store), "author", WRITES, memory_bytes=memory)
+    assert plan_neighbour_mean(8, paper_x.dtype, memory).passes(500) == entry["passes"] == 5
+    assert table < entry["source_bytes_read"] <= entry["passes"] * table
+    one = write_mean_features(open_store(mag_store), "author", WRITES, replace=True)
+    assert one["passes"] == 1 and one["source_bytes_read"] == table
