@@ -21,7 +21,8 @@ by its destination):
 The computation (:func:`neighbour_mean_blocks`) never reads ``x`` in random order: it
 holds the sums of one block of output rows (the accumulator) and streams ``x`` in
 sequential blocks of rows past it, scatter-adding each block's rows into the sums of the
-edges whose source lies in it (a Numba kernel), blocks without such edges skipped; then it
+edges whose source lies in it (a Numba kernel; blocks without such edges skipped, and of a
+block only the rows such edges name are converted when they are fewer than half), then it
 divides by the degree and yields the block. Output blocks are a pass each, so ``x`` is
 read ``passes`` times (:func:`plan_neighbour_mean`): once when the sums of all output rows
 fit the budget. Memory (``memory_bytes``): half for the accumulator and its output
@@ -123,13 +124,24 @@ def _scatter_add(acc, counts, block, src, dst):  # pragma: no cover - compiled
         counts[dst[e]] += 1
 
 
-def _read_block(x: np.ndarray, s0: int, s1: int, acc: np.dtype) -> np.ndarray:
-    """Rows ``s0 .. s1-1`` of ``x`` in one sequential read, as the accumulator's dtype
-    (float16 widened exactly; float32/64 kept when not wider than it)."""
-    rows = x[s0:s1]
+def _as_acc(rows: np.ndarray, acc: np.dtype) -> np.ndarray:
+    """``rows`` as the kernel reads them: float16 widened exactly to the accumulator's dtype,
+    float32/64 kept when not wider than it."""
     if rows.dtype.itemsize < 4 or rows.dtype.itemsize > acc.itemsize:
         return np.asarray(rows, dtype=acc)
     return np.ascontiguousarray(rows)
+
+
+def _read_rows(x: np.ndarray, s0: int, s1: int, src: np.ndarray, acc: np.dtype
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """``(rows, src')``: the rows of ``x[s0:s1]`` that ``src`` (local to ``s0``) names, read
+    in ascending order, and ``src`` re-indexed into them. One slice of the whole block when
+    it needs half of its rows or more; else only those rows (the pages between them are
+    read ahead all the same, but none is converted or copied for nothing)."""
+    needed, inverse = np.unique(src, return_inverse=True)
+    if 2 * needed.size >= s1 - s0:
+        return _as_acc(x[s0:s1], acc), src
+    return _as_acc(x[needed + s0], acc), inverse.reshape(-1).astype(np.int64)
 
 
 def _finish(acc: np.ndarray, counts: np.ndarray, dtype: np.dtype) -> np.ndarray:
@@ -150,7 +162,6 @@ def _pass_by_sources(indptr, indices, x, r0, r1, plan: MeanPlan, n: int):
         s1 = int(np.searchsorted(indptr, e_first + plan.max_edges, side="right")) - 1
         s1 = min(m, s0 + plan.source_rows, max(s0 + 1, s1))
         bounds = np.asarray(indptr[s0:s1 + 1], dtype=np.int64)
-        block = None
         for c0 in range(int(bounds[0]), int(bounds[-1]), plan.max_edges):  # one row: chunked
             c1 = min(c0 + plan.max_edges, int(bounds[-1]))
             out = _ids(indices, c0, c1, n, "output rows")
@@ -158,8 +169,8 @@ def _pass_by_sources(indptr, indices, x, r0, r1, plan: MeanPlan, n: int):
             if keep.size == 0:
                 continue
             src = np.searchsorted(bounds, keep + c0, side="right") - 1
-            block = _read_block(x, s0, s1, plan.accumulate) if block is None else block
-            _scatter_add(acc, counts, block, src, out[keep] - r0)
+            rows, src = _read_rows(x, s0, s1, src, plan.accumulate)
+            _scatter_add(acc, counts, rows, src, out[keep] - r0)
         s0 = s1
     return acc, counts
 
@@ -188,8 +199,8 @@ def _pass_by_rows(indptr, indices, x, r0, r1, plan: MeanPlan):
         for s0 in starts.tolist():
             s1 = min(x.shape[0], s0 + plan.source_rows)
             e0, e1 = np.searchsorted(src, [s0, s1])
-            _scatter_add(acc, counts, _read_block(x, s0, s1, plan.accumulate),
-                         src[e0:e1] - s0, dst[e0:e1])
+            rows, local = _read_rows(x, s0, s1, src[e0:e1] - s0, plan.accumulate)
+            _scatter_add(acc, counts, rows, local, dst[e0:e1])
     return acc, counts
 
 

@@ -43,14 +43,19 @@ def _by_sources(indptr, indices, sources):
 
 
 class Reads:
-    """``x`` recording every row slice read (start, stop)."""
+    """``x`` recording every read: ``(first row, end row, rows)`` of a slice or of an
+    ascending array of rows (anything else fails the test)."""
 
     def __init__(self, x):
         self.x, self.reads = x, []
         self.shape, self.dtype, self.ndim = x.shape, x.dtype, x.ndim
 
     def __getitem__(self, rows):
-        self.reads.append((rows.start, rows.stop))
+        if isinstance(rows, slice):
+            self.reads.append((rows.start, rows.stop, rows.stop - rows.start))
+        else:
+            assert (np.diff(rows) > 0).all()
+            self.reads.append((int(rows[0]), int(rows[-1]) + 1, len(rows)))
         return self.x[rows]
 
 
@@ -104,10 +109,11 @@ def test_blocks_and_reads_bounded_by_the_plan(grouped):
     blocks, got = _run(*layout, rec, grouped, num_rows=400, memory_bytes=memory)
     assert np.array_equal(got, _reference(indptr, indices, x))
     assert max(len(b) for _, b in blocks) <= plan.out_rows and len(blocks) >= 400 // 20
-    assert all(0 < s1 - s0 <= plan.source_rows for s0, s1 in rec.reads)
-    rows_read = sum(s1 - s0 for s0, s1 in rec.reads)
+    assert all(0 < s1 - s0 <= plan.source_rows for s0, s1, _ in rec.reads)
+    assert any(k < s1 - s0 for s0, s1, k in rec.reads)  # sparse blocks: only the rows named
+    rows_read = sum(k for _, _, k in rec.reads)
     if grouped == "sources":  # edges never split a pass: one pass per output block
-        passes = [i for i, (s0, _) in enumerate(rec.reads) if i and s0 < rec.reads[i - 1][1]]
+        passes = [i for i, (s0, *_) in enumerate(rec.reads) if i and s0 < rec.reads[i - 1][1]]
         assert len(passes) + 1 <= len(blocks) and rows_read <= len(blocks) * 300
     else:
         assert rows_read <= (len(blocks) + 3000 // plan.max_edges) * 300
