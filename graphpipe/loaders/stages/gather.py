@@ -30,7 +30,6 @@ changed in place (checked: ``RuntimeError``).
 
 from __future__ import annotations
 
-import sys
 import time
 from dataclasses import dataclass, field
 
@@ -41,6 +40,7 @@ from graphpipe.loaders.from_sample import BatchAttrs, minibatch_from_sample
 from graphpipe.loaders.prepared import PreparedBatch, RowPlan
 from graphpipe.loaders.rows import PackedRows, QuantizedRowSource, RowSource, check_ids
 from graphpipe.loaders.rows.tiers import tier_counters
+from graphpipe.loaders.stages.recycle import RecycledBuffers
 from graphpipe.loaders.stats import LoaderStats, StatsRef
 from graphpipe.ops.features.gather import (
     SOURCE_CACHE,
@@ -93,32 +93,13 @@ class GatherStage:
         self._resident_q: PackedRows | None = None
         self._resident_token = -1
         self._next_token = 0
-        self._pool: list[np.ndarray] = []
+        self._buffers = RecycledBuffers(rows.dtype if rows is not None else np.float32, self._POOL_SIZE)
         self._tiers = tier_counters(rows)  # the disk tier's totals at the last count
 
-    def _output_rows(self, k: int) -> np.ndarray:
-        """A ``(k, dim)`` output array, carved from a recycled buffer when one is free.
-
-        A buffer is free when nothing but the pool references it: the batch whose ``x``
-        was a view of it has been released by the caller (CPython reference counts are
-        exact), and it is not the resident batch (this stage holds that one). Reusing
-        it saves the page faults of fresh memory on every batch.
-        """
-        dim = self.rows.dim
-        need = k * dim
-        for i in range(len(self._pool)):
-            buf = self._pool[i]
-            # references: the pool list, ``buf`` and getrefcount's argument
-            if buf.shape[0] >= need and sys.getrefcount(buf) == 3:
-                return buf[:need].reshape(k, dim)
-        buf = np.empty(max(need, 1) + need // 4, dtype=self.rows.dtype)
-        if len(self._pool) < self._POOL_SIZE:
-            self._pool.append(buf)
-        else:  # replace the smallest free buffer, if any
-            free = [i for i in range(len(self._pool)) if sys.getrefcount(self._pool[i]) == 2]
-            if free:
-                self._pool[min(free, key=lambda i: self._pool[i].shape[0])] = buf
-        return buf[:need].reshape(k, dim)
+    @property
+    def _pool(self) -> list[np.ndarray]:
+        """The recycled host buffers (at most ``_POOL_SIZE``)."""
+        return self._buffers.buffers
 
     def reset(self) -> None:
         """Forget the resident batch (the next batch reads everything from cache/store)."""
@@ -201,7 +182,7 @@ class GatherStage:
         rows, source = self.rows.assemble(
             n_id, prev_pos=prev_pos,
             prev_rows=self._resident_rows if prev_pos is not None else None,
-            out=self._output_rows(n_id.shape[0]))
+            out=self._buffers.take(n_id.shape[0], self.rows.dim))
         counts = np.bincount(source, minlength=3)
         self._resident_rows = rows
         return torch.from_numpy(rows), (int(counts[SOURCE_CACHE]), int(counts[SOURCE_PREVIOUS]),
@@ -272,6 +253,8 @@ class TypedGather:
         self._prev: dict[str, tuple[np.ndarray, np.ndarray, torch.Tensor, int]] = {}
         self._prev_packed: dict[str, tuple[np.ndarray, PackedRows]] = {}
         self._order = {t: i for i, t in enumerate(rows)}
+        self._buffers = {t: RecycledBuffers(r.dtype) for t, r in rows.items()
+                         if not isinstance(r, QuantizedRowSource)}  # x[t] written into released batches' memory
 
     def reset(self) -> None:
         """New epoch: zero the counters (the batch before stays resident, as in
@@ -296,7 +279,8 @@ class TypedGather:
                 raise RuntimeError(f"x[{t!r}] of the previous batch was modified in place; with "
                                    "match_reorder its rows are reused: clone before changing it")
             prev_pos = positions_in(prev[0], ids) if prev is not None else None
-            x, source = rows.assemble(ids, prev_pos=prev_pos, prev_rows=None if prev is None else prev[1])
+            x, source = rows.assemble(ids, prev_pos=prev_pos, prev_rows=None if prev is None else prev[1],
+                                      out=self._buffers[t].take(ids.shape[0], rows.dim))
             reused = int(np.count_nonzero(source == SOURCE_PREVIOUS))
             held = int(np.count_nonzero(source == SOURCE_CACHE))
             self.counts.add(t, ids.shape[0] - reused - held, reused, held)

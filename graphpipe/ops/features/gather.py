@@ -312,10 +312,36 @@ def _copy_rows_range(src, src_rows, dst_rows, out, lo, hi):
             out[t, d] = src[r, d]
 
 
+@numba.njit(cache=True, nogil=True)
+def _take_rows_range(src, ids, out, lo, hi):
+    """``out[j] = src[ids[j]]`` for ``j`` in ``lo..hi-1`` (2D C-contiguous ``src``, ``out``)."""
+    dim = out.shape[1]
+    for j in range(lo, hi):
+        ahead = j + PREFETCH_DISTANCE
+        if ahead < hi:
+            _prefetch_row(src, ids[ahead], dim)
+        r = ids[j]
+        for d in range(dim):
+            out[j, d] = src[r, d]
+
+
+def _take_rows(src: np.ndarray, ids: np.ndarray, out: np.ndarray) -> None:
+    """``out[:] = src[ids]`` for a 2D ``src`` (kernel view) and checked int64 ``ids``
+    ``(k,)``: one pass, shared with helper threads when large."""
+    k = ids.shape[0]
+    if k:
+        run_ranges(_take_rows_range, k, src, ids, out,
+                   threads=_threads(k * out.shape[1] * out.itemsize, PARALLEL_MIN_BYTES))
+
+
 def _assemble(chunks: FeatureChunks, ids: np.ndarray, cache_pos: np.ndarray, cache_rows: np.ndarray,
               prev_pos: np.ndarray, prev_rows: np.ndarray, out: np.ndarray, source: np.ndarray) -> None:
     k = ids.shape[0]
     if k == 0:
+        return
+    if chunks.single is not None and cache_rows.shape[0] == 0 and prev_rows.shape[0] == 0:
+        source[:] = SOURCE_STORE  # nothing to reuse: every row from the matrix
+        _take_rows(chunks.single, ids, out)
         return
     if chunks.single is not None:  # one simple gather per source (no per-row branching)
         cached, reused, stored = _split_by_source(cache_pos, prev_pos, source)
@@ -357,10 +383,8 @@ def gather_rows(chunks: Sequence[np.ndarray] | np.ndarray | FeatureChunks, chunk
     elif out.shape != (k, prepared.dim) or out.dtype != prepared.dtype or not out.flags.c_contiguous:
         raise ValueError(f"'out' must be C-contiguous {(k, prepared.dim)} of {prepared.dtype} "
                          f"(got {out.shape}, {out.dtype})")
-    if prepared.single is not None and k:
-        run_ranges(_copy_rows_range, k, prepared.single, ids, np.arange(k, dtype=np.int64),
-                   _kernel_view(out),
-                   threads=_threads(k * out.shape[1] * out.itemsize, PARALLEL_MIN_BYTES))
+    if prepared.single is not None:
+        _take_rows(prepared.single, ids, _kernel_view(out))
         return out
     none = np.full(k, -1, dtype=np.int64)
     empty = np.zeros((0, prepared.dim), dtype=prepared.dtype)

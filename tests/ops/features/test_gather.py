@@ -139,6 +139,22 @@ def test_assemble_rows_sources_and_bits(seed: int, chunk_rows: int) -> None:
                                                           - set(cache_ids.tolist()))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_assemble_rows_nothing_reused_one_view(dtype) -> None:
+    """No held or previous rows, an in-memory matrix (the typed loader's common case, one
+    direct pass): ``X[ids]`` bit for bit into the given ``out``, every row from the store."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((500, 33)).astype(dtype)
+    ids = np.concatenate([rng.permutation(500)[:300], rng.integers(0, 500, 40)])
+    out = np.full((len(ids), 33), 7, dtype=dtype)
+    got, source = assemble_rows(ids, chunks=x, chunk_rows=None, out=out)
+    ref, ref_source = assemble_rows_reference(ids, x, None, None, None, None)
+    assert got is out and np.array_equal(got.view(np.uint8), ref.view(np.uint8))
+    assert np.array_equal(source, ref_source) and (source == SOURCE_STORE).all()
+    empty, source = assemble_rows(np.zeros(0, np.int64), chunks=x, chunk_rows=None)
+    assert empty.shape == (0, 33) and source.shape == (0,)
+
+
 def test_assemble_degenerate_cases() -> None:
     x = np.arange(40, dtype=np.float32).reshape(20, 2)
     ids = np.arange(5, 15)
