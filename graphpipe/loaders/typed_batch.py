@@ -51,13 +51,10 @@ class TypeView:
         object.__setattr__(self, "_batch", batch)
         object.__setattr__(self, "_key", key)
 
-    def _fields(self) -> dict[str, Any]:
-        return self._batch._fields(self._key)
-
     def __getattr__(self, name: str) -> Any:
-        fields = self._fields()
-        if name in fields:
-            return fields[name]
+        batch = self._batch
+        if name in batch._field_names(self._key):
+            return batch._field(self._key, name)
         if name == "num_nodes" and isinstance(self._key, str):
             return int(self._batch.n_id[self._key].numel())
         if name == "num_edges" and not isinstance(self._key, str):
@@ -77,13 +74,13 @@ class TypeView:
         self._batch._set(self._key, name, value)
 
     def __contains__(self, name: str) -> bool:
-        return name in self._fields()
+        return name in self._batch._field_names(self._key)
 
     def get(self, name: str, default: Any = None) -> Any:
-        return self._fields().get(name, default)
+        return getattr(self, name) if name in self else default
 
     def keys(self) -> list[str]:
-        return list(self._fields())
+        return self._batch._field_names(self._key)
 
     def __repr__(self) -> str:
         return f"TypeView({self._key!r}, keys={self.keys()})"
@@ -169,30 +166,36 @@ class HeteroMiniBatch:
             raise KeyError(f"no relation {key!r} in the batch (relations: {self.edge_types})")
         return TypeView(self, key)
 
-    def _fields(self, key: str | EdgeType) -> dict[str, Any]:
+    def _field_names(self, key: str | EdgeType) -> list[str]:
         """What PyG's storage of ``key`` holds in its loader's batch, in its order."""
         if isinstance(key, str):
-            fields: dict[str, Any] = {}
-            if key in self.x:
-                fields["x"] = self.x[key]
-            else:
-                fields["num_nodes"] = int(self.n_id[key].numel())
-            if key in self.y_dict:
-                fields["y"] = self.y_dict[key]
-            fields["n_id"] = self.n_id[key]
-            fields["num_sampled_nodes"] = self.num_sampled_nodes.get(key, [])
+            names = ["x" if key in self.x else "num_nodes", *(["y"] if key in self.y_dict else []),
+                     "n_id", "num_sampled_nodes"]
             if key == self.target_type:
-                fields["batch_size"] = self.batch_size
-                if self.input_id is not None:
-                    fields["input_id"] = self.input_id
+                names += ["batch_size", *(["input_id"] if self.input_id is not None else [])]
         else:
-            fields = {"edge_index": self.edge_index[key]}
-            if key in self.edge_attr:
-                fields["edge_attr"] = self.edge_attr[key]
-            fields["e_id"] = self.e_id[key]
-            fields["num_sampled_edges"] = self.num_sampled_edges.get(key, [])
-        fields.update({k: v for k, v in self.extra.get(key, {}).items() if v is not None})
-        return fields
+            names = ["edge_index", *(["edge_attr"] if key in self.edge_attr else []), "e_id",
+                     "num_sampled_edges"]
+        return names + [n for n, v in self.extra.get(key, {}).items() if v is not None and n not in names]
+
+    def _field(self, key: str | EdgeType, name: str) -> Any:
+        """``batch[key].<name>`` for a name of :meth:`_field_names`; only that one is read
+        (``batch[et].edge_index`` looks no ``e_id`` up)."""
+        value = self.extra.get(key, {}).get(name)
+        if value is not None:
+            return value
+        slots = _NODE_SLOTS if isinstance(key, str) else _EDGE_SLOTS
+        if name.startswith("num_sampled_"):
+            return getattr(self, slots[name]).get(key, [])
+        if name in slots:
+            return getattr(self, slots[name])[key]
+        if name == "num_nodes":
+            return int(self.n_id[key].numel())
+        return getattr(self, name)  # batch_size, input_id of the target type
+
+    def _fields(self, key: str | EdgeType) -> dict[str, Any]:
+        """What PyG's storage of ``key`` holds in its loader's batch, in its order."""
+        return {name: self._field(key, name) for name in self._field_names(key)}
 
     def _set(self, key: str | EdgeType, name: str, value: Any) -> None:
         """``batch[key].<name> = value`` (None deletes)."""
@@ -213,12 +216,8 @@ class HeteroMiniBatch:
     def collect(self, name: str) -> dict[Any, Any]:
         """``{type or relation: its attribute name}`` over the types that have it (PyG's
         ``HeteroData.collect``; ``batch.<name>_dict`` is the same)."""
-        out = {}
-        for key in [*self.n_id, *self.edge_index]:
-            fields = self._fields(key)
-            if name in fields:
-                out[key] = fields[name]
-        return out
+        return {key: self._field(key, name) for key in [*self.n_id, *self.edge_index]
+                if name in self._field_names(key)}
 
     def __getattr__(self, name: str) -> Any:
         """``batch.<attr>_dict``: :meth:`collect` of ``attr`` (``n_id_dict``,
@@ -368,7 +367,7 @@ def typed_batch_from_sample(out: Any, x: dict[str, torch.Tensor], graph: Any, ta
     return HeteroMiniBatch(
         n_id={t: torch.from_numpy(v) for t, v in out.n_id.items()}, x=x,
         y=y_dict.get(target_type), batch_size=int(input_id.shape[0]), target_type=target_type,
-        edge_index={et: torch.from_numpy(np.stack([out.row[et], out.col[et]])) for et in out.row},
+        edge_index={et: torch.from_numpy(out.edge_index(et)) for et in out.row},
         e_id=LazyEdgeIds(out.edge_ids, order),
         num_sampled_nodes=out.num_sampled_nodes, num_sampled_edges=out.num_sampled_edges,
         input_id=torch.from_numpy(np.ascontiguousarray(input_id, dtype=np.int64)), y_dict=y_dict,

@@ -444,6 +444,16 @@ def _concat(arrays: list[np.ndarray]) -> np.ndarray:
     return np.concatenate(arrays) if arrays else np.empty(0, np.int64)
 
 
+def _edge_pairs(rows: list[np.ndarray], cols: list[np.ndarray]) -> np.ndarray:
+    """int64 ``(2, E)``: the hops' local sources in row 0, destinations in row 1, in one
+    buffer (so that :meth:`HeteroSampleOutput.edge_index` hands it out without a copy)."""
+    out = np.empty((2, sum(a.shape[0] for a in rows)), dtype=np.int64)
+    if rows:
+        np.concatenate(rows, out=out[0])
+        np.concatenate(cols, out=out[1])
+    return out
+
+
 def _sample_relations(graph: HeteroCSC, seed_ids: dict[str, np.ndarray],
                       per_rel: dict[EdgeType, list[int]], replace: bool, seed: int,
                       frontier: str) -> HeteroSampleOutput:
@@ -471,10 +481,11 @@ def _sample_relations(graph: HeteroCSC, seed_ids: dict[str, np.ndarray],
             prev_end = span[t][1]
             span[t] = (prev_end if frontier == "new" else 0, s[1])
             sampled_nodes[t].append(s[1] - prev_end)
+    pairs = {et: _edge_pairs(p[0], p[1]) for et, p in parts.items()}
     return HeteroSampleOutput(
         n_id={t: s[0][:s[1]] for t, s in state.items()},
-        row={et: _concat(p[0]) for et, p in parts.items()},
-        col={et: _concat(p[1]) for et, p in parts.items()},
+        row={et: e[0] for et, e in pairs.items()},
+        col={et: e[1] for et, e in pairs.items()},
         edge_ids={et: _concat(p[2]) for et, p in parts.items()},
         num_seeds={t: int(ids.shape[0]) for t, ids in seed_ids.items()},
         num_sampled_nodes=sampled_nodes,
@@ -495,9 +506,9 @@ def _sample_typed_checked(graph: HeteroCSC, seed_ids: dict[str, np.ndarray],
     out = _sample_validated(indptr, indices, seed_ids[et[0]], per_rel[et], replace, seed,
                             frontier, et)
     hops = out.blocks[::-1]
+    pair = _edge_pairs([b.indices for b in hops], [b.dst_of_edges() for b in hops])
     return HeteroSampleOutput(
-        n_id={et[0]: out.n_id}, row={et: _concat([b.indices for b in hops])},
-        col={et: _concat([b.dst_of_edges() for b in hops])},
+        n_id={et[0]: out.n_id}, row={et: pair[0]}, col={et: pair[1]},
         edge_ids={et: _concat([b.edge_ids for b in hops])}, num_seeds={et[0]: out.batch_size},
         num_sampled_nodes={et[0]: list(out.num_sampled_nodes)},
         num_sampled_edges={et: list(out.num_sampled_edges)}, frontier=frontier)

@@ -394,6 +394,19 @@ class HeteroSampleOutput:
     def num_hops(self) -> int:
         return len(next(iter(self.num_sampled_nodes.values()), [0])) - 1
 
+    def edge_index(self, etype: EdgeType) -> np.ndarray:
+        """``(2, E_r)``: ``row[etype]`` over ``col[etype]`` (PyG's ``edge_index``); the
+        sampler's own buffer, not a copy, when ``row`` and ``col`` are its two rows (the
+        CPU sampler writes them so)."""
+        row, col = self.row[etype], self.col[etype]
+        base = row.base
+        if (isinstance(base, np.ndarray) and base is col.base and base.shape == (2, row.shape[0])
+                and base.flags.c_contiguous and row.dtype == base.dtype
+                and row.ctypes.data == base.ctypes.data
+                and col.ctypes.data == base.ctypes.data + base.strides[0]):
+            return base
+        return np.stack([row, col])
+
     def blocks(self) -> list[dict[EdgeType, SampledBlock]]:
         """DGL-style typed blocks, outermost (input) layer first: per layer a
         :class:`~graphpipe.ops.sampling.types.SampledBlock` per relation whose

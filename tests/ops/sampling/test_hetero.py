@@ -363,3 +363,20 @@ def test_call_forms():
         sample_neighbors(indptr, indices, [0])
     with pytest.raises(TypeError, match="seed_batches"):
         sample_neighbors_batches(indptr, [[0]], [2], seeds=[0])
+
+
+def test_edge_index_is_the_samplers_buffer():
+    """``edge_index(et)`` is ``row`` over ``col``; the CPU sampler writes both into one
+    ``(2, E)`` buffer, handed out without a copy; other outputs are stacked."""
+    g = typed_graph(3)
+    for frontier in ("new", "all"):
+        out = sample_neighbors(g, {"paper": [0, 5, 9], "author": [1]}, [3, 2], seed=4, frontier=frontier)
+        for et in g.edge_types:
+            ei = out.edge_index(et)
+            assert ei.shape == (2, out.row[et].shape[0]) and ei.dtype == np.int64
+            assert np.array_equal(ei, np.stack([out.row[et], out.col[et]]))
+            assert np.shares_memory(ei, out.row[et]) and np.shares_memory(ei, out.col[et])
+    other = HeteroSampleOutput(n_id={}, row={RELS[0]: np.array([1, 2])}, col={RELS[0]: np.array([0, 0])},
+                               edge_ids={RELS[0]: np.array([4, 5])}, num_seeds={})
+    assert other.edge_index(RELS[0]).tolist() == [[1, 2], [0, 0]]
+    assert not np.shares_memory(other.edge_index(RELS[0]), other.row[RELS[0]])
