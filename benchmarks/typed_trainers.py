@@ -9,11 +9,14 @@
    (positive edges per second, ratio).
 2. **Typed link training**: ``graphpipe train STORE --task link --relation
    author___writes___paper`` (a fresh process, R-GCN, random link split 70/10/20): the
-   split, epoch times and ``test hits@50`` (OGB's Evaluator) as printed.
+   split, epoch times and ``test mrr`` (OGB's Evaluator, 100 negatives per held-out edge)
+   as printed.
 3. **Typed data parallel**: ``graphpipe train STORE`` (R-GCN on the papers) in one process
    with batch ``2 B`` against ``--nproc 2`` with batch ``B`` per rank (the same global
    batch, the same number of steps), each a fresh process; epoch time (slowest rank) from
    the metrics log and ``test acc``.
+4. **Typed link data parallel** (``linkdp``): the same for ``--task link --relation
+   author___writes___paper`` (``B`` positive edges per rank), ``test mrr``.
 
     nice .venv/bin/python benchmarks/typed_trainers.py --papers 20000 --epochs 2 --rounds 3
 """
@@ -114,12 +117,14 @@ def graphpipe_train(store: Path, *args: str) -> tuple[str, float]:
     return proc.stdout, time.perf_counter() - t0
 
 
-def data_parallel(store: Path, args, tmp: Path) -> list[dict]:
+def data_parallel(store: Path, args, tmp: Path, task: tuple[str, ...] = ()) -> list[dict]:
+    """One process at batch ``2 B`` and ``--nproc 2`` at ``B`` per rank (``task``: more
+    ``graphpipe train`` options, e.g. typed link prediction)."""
     rows = []
     for ranks in (1, 2):
-        log = tmp / f"dp{ranks}.jsonl"
+        log = tmp / f"dp{ranks}{'-'.join(task[:2])}.jsonl"
         extra = [] if ranks == 1 else ["--nproc", "2"]
-        out, wall = graphpipe_train(store, "--epochs", str(args.epochs), "--batch-size",
+        out, wall = graphpipe_train(store, *task, "--epochs", str(args.epochs), "--batch-size",
                                     str(2 * args.dp_batch // ranks), "--fanouts", "10,10",
                                     "--metrics-log", str(log), *extra)
         records = [json.loads(line) for line in log.read_text().splitlines()]
@@ -139,7 +144,8 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--dp-batch", type=int, default=512, help="seeds per rank at --nproc 2")
     ap.add_argument("--dir", default=None, help="where the graph is generated (default: a temp dir)")
-    ap.add_argument("--parts", default="loader,link,dp", help="which of loader, link, dp to run")
+    ap.add_argument("--parts", default="loader,link,dp,linkdp",
+                    help="which of loader, link, dp, linkdp to run")
     args = ap.parse_args()
     parts = set(args.parts.split(","))
     with tempfile.TemporaryDirectory() as tmp_name:
@@ -155,13 +161,16 @@ def main() -> None:
             out, wall = graphpipe_train(store, "--task", "link", "--relation", "___".join(REL),
                                         "--epochs", str(args.epochs), "--fanouts", args.fanouts)
             print(out + f"(wall {wall:.1f}s)", flush=True)
-        if "dp" not in parts:
-            return
-        rows = data_parallel(store, args, tmp)
-        one, two = rows
-        print(f"typed data parallel: 1 process {one['epoch_s']:.2f}s/epoch ({one['steps']} steps, "
-              f"{one['test']}), 2 ranks {two['epoch_s']:.2f}s/epoch ({two['steps']} steps, {two['test']}), "
-              f"speed-up {one['epoch_s'] / two['epoch_s']:.2f}x; load average {os.getloadavg()[0]:.1f}")
+        runs = {"dp": ("typed data parallel", ()),
+                "linkdp": ("typed link data parallel", ("--task", "link", "--relation", "___".join(REL)))}
+        for part, (title, task) in runs.items():
+            if part not in parts:
+                continue
+            one, two = data_parallel(store, args, tmp, task)
+            print(f"{title}: 1 process {one['epoch_s']:.2f}s/epoch ({one['steps']} steps, "
+                  f"{one['test']}), 2 ranks {two['epoch_s']:.2f}s/epoch ({two['steps']} steps, "
+                  f"{two['test']}), speed-up {one['epoch_s'] / two['epoch_s']:.2f}x; load average "
+                  f"{os.getloadavg()[0]:.1f}", flush=True)
 
 
 if __name__ == "__main__":

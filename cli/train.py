@@ -121,6 +121,14 @@ from graphpipe.cli.train_text import text_train_options
                    "SRC___REL___DST (e.g. author___writes___paper).")
 @click.option("--decoder", type=click.Choice(["dot", "mlp"]), default=None,
               help="--task link: edge decoder on the encoder's embeddings [mlp].")
+@click.option("--link-metric", default=None,
+              help="--task link: mrr (each held-out edge against negatives of its own, "
+                   "ogbl-citation2's) or hits@K (against negatives shared by the split, "
+                   "ogbl-collab's) [the store's link split: the one its negatives allow; typed "
+                   "stores: mrr].")
+@click.option("--link-negatives", type=click.IntRange(1), default=None,
+              help="Typed store, --task link --link-metric mrr: negatives drawn per held-out "
+                   "edge (from --seed) [100; OGB uses 1000].")
 @click.option("--staleness", type=click.IntRange(0), default=0, show_default=True,
               help="--partition-parallel: epochs a halo may be reused (0 = exchange every epoch).")
 @flow_options

@@ -43,6 +43,16 @@ def run_typed(params: dict[str, Any]) -> None:
     _start(spec, check_resume)
 
 
+def run_typed_link(params: dict[str, Any]) -> None:
+    """Typed data-parallel link prediction (:mod:`graphpipe.cli.train_typed_link`): the
+    same ranks, each a :class:`~graphpipe.train.distributed.DistributedTypedLinkTrainer`."""
+    from graphpipe.cli.train_typed_link import check_resume, link_spec
+
+    spec = link_spec(params)
+    spec["typed"] = "link"
+    _start(spec, check_resume)
+
+
 def _start(spec: dict[str, Any], preflight: Any) -> None:
     """Be one rank (torchrun), or check ``spec`` (``preflight``) and start ``--nproc`` ranks."""
     from graphpipe.train.distributed import launch, launched_by_torchrun
@@ -117,7 +127,11 @@ def rank_main(spec: dict[str, Any]) -> None:
 
     try:
         init_process_group(spec.get("device", "cpu"))
-        if spec.get("typed"):
+        if spec.get("typed") == "link":
+            from graphpipe.cli.train_typed_link import train_rank as train_link_rank
+
+            train_link_rank(spec)
+        elif spec.get("typed"):
             from graphpipe.cli.train_typed import train_rank
 
             train_rank(spec)

@@ -1,7 +1,8 @@
 """`graphpipe train STORE --task link`: a GNN link predictor on a store's link splits
 (:class:`graphpipe.train.link.LinkTrainer`): one line per epoch, the common-neighbours
 heuristic on the same splits, and last ``test hits@50 <value>`` (or ``test mrr <value>``
-for per-edge negatives), the test metric at the best valid epoch. Checkpoints,
+for per-edge negatives; ``--link-metric hits@K`` picks K, and names the metric the
+store's negatives must allow), the test metric at the best valid epoch. Checkpoints,
 ``--resume``, ``--patience`` and ``--metrics-log`` work as for node classification."""
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ def run(params: dict[str, Any]) -> None:
     model = LinkPredictor(name, store.feature_dim, o["hidden"], o["layers"], decoder=o["decoder"],
                           dropout=o["dropout"])
     trainer = LinkTrainer(model, store, fanouts=fanouts, device=params["device"],
-                          **opts.loop_options(params, o))
+                          metric=params["link_metric"], **opts.loop_options(params, o))
     if params["resume"] is not None:
         trainer.check_resume(params["resume"])
     quiet = params["quiet"]

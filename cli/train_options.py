@@ -89,10 +89,13 @@ TYPED_DATA_PARALLEL = Mode("typed data parallel", TYPED.accepts | {"nproc"},
 TRANSFORMER = Mode("graph transformer", _RUN | _SEQUENCES, "graphpipe.cli.train:run_transformer")
 SEQUENCE_PARALLEL = Mode("sequence parallel", TRANSFORMER.accepts | {"seq_parallel"},
                          "graphpipe.cli.train_seqpar:run")
-LINK = Mode("link prediction", _RUN | _SAMPLED | {"decoder"}, "graphpipe.cli.train_link:run")
-TYPED_LINK = Mode("typed link prediction", (_RUN - {"device"}) | _SAMPLED | {"decoder", "relation",
-                                                                          "heads"},
+LINK = Mode("link prediction", _RUN | _SAMPLED | {"decoder", "link_metric"},
+            "graphpipe.cli.train_link:run")
+TYPED_LINK = Mode("typed link prediction", (_RUN - {"device"}) | _SAMPLED
+                  | {"decoder", "relation", "heads", "link_metric", "link_negatives"},
                   "graphpipe.cli.train_typed_link:run")
+TYPED_LINK_DATA_PARALLEL = Mode("typed link data parallel", TYPED_LINK.accepts | {"nproc"},
+                                "graphpipe.cli.train_ddp:run_typed_link")
 TEXT = Mode("text models", frozenset(TEXT_OPTIONS) | (_RUN - {"weight_decay", "evaluation"}),
             "graphpipe.cli.train_text:run")
 FLOW = Mode("flow parallel", (_RUN - {"checkpoint", "resume", "patience", "evaluation"})
@@ -104,7 +107,7 @@ PARTITION_PARALLEL = Mode("partition parallel",
                           _RUN | {"partition_parallel", "halo_bits", "staleness"},
                           "graphpipe.cli.train_sylvie:run")
 MODES = (NODE, DATA_PARALLEL, TYPED, TYPED_DATA_PARALLEL, TRANSFORMER, SEQUENCE_PARALLEL, LINK,
-         TYPED_LINK, TEXT, PARTITION_PARALLEL, FLOW, UNITG_FLOW)
+         TYPED_LINK, TYPED_LINK_DATA_PARALLEL, TEXT, PARTITION_PARALLEL, FLOW, UNITG_FLOW)
 
 
 def choose(params: dict[str, Any], typed: bool) -> Mode:
@@ -113,8 +116,11 @@ def choose(params: dict[str, Any], typed: bool) -> Mode:
     from graphpipe.train import SEQUENCE_MODELS
     from graphpipe.train.distributed import launched_by_torchrun
 
+    parallel = params["nproc"] is not None or launched_by_torchrun()
     if params["task"] == "link":
-        return TYPED_LINK if typed else LINK
+        if typed:
+            return TYPED_LINK_DATA_PARALLEL if parallel else TYPED_LINK
+        return LINK
     if params["partition_parallel"] is not None:
         return PARTITION_PARALLEL
     if params["model_name"] == "unitg" and params["pipeline"] is not None:
@@ -123,7 +129,6 @@ def choose(params: dict[str, Any], typed: bool) -> Mode:
         return TEXT
     if params["pipeline"] is not None or params["model_name"] in FLOW_MODELS:
         return FLOW
-    parallel = params["nproc"] is not None or launched_by_torchrun()
     if typed:
         return TYPED_DATA_PARALLEL if parallel else TYPED
     transformer = params["model_name"] in SEQUENCE_MODELS

@@ -186,11 +186,11 @@ def run_train(args: list, env: dict, launcher: list[str] | None = None) -> subpr
 
 
 def check_nproc_then_torchrun_resume(store: Path, tmp_path: Path, first_args: list, common: list,
-                                     env: dict) -> str:
+                                     env: dict, metric: str = "acc") -> str:
     """``train STORE --nproc 2 *first_args --epochs 1`` with a checkpoint and a metrics log,
-    then ``--resume`` to epoch 2 under torchrun with one rank; checks what both data-parallel
-    paths promise (rank 0 prints once, both ranks logged, the resume starts at epoch 1) and
-    returns the first run's stdout for the caller's own checks."""
+    then ``--resume`` to epoch 2 under torchrun with one rank; checks what every data-parallel
+    path promises (rank 0 prints once, ending with ``test <metric>``, both ranks logged, the
+    resume starts at epoch 1) and returns the first run's stdout for the caller's own checks."""
     import json
     import re
 
@@ -199,7 +199,7 @@ def check_nproc_then_torchrun_resume(store: Path, tmp_path: Path, first_args: li
                        "--metrics-log", log, *common], env)
     assert first.returncode == 0, first.stderr[-2000:]
     lines = first.stdout.strip().splitlines()
-    assert re.fullmatch(r"test acc \d\.\d{4}", lines[-1]), first.stdout
+    assert re.fullmatch(rf"test {metric} \d\.\d{{4}}", lines[-1]), first.stdout
     assert sum(line.startswith("epoch") for line in lines) == 1          # rank 0 prints, once
     record = json.loads(log.read_text())
     assert [r["rank"] for r in record["ranks"]] == [0, 1]
@@ -209,7 +209,7 @@ def check_nproc_then_torchrun_resume(store: Path, tmp_path: Path, first_args: li
     assert "data parallel: 1 ranks (gloo)" in second.stdout
     assert re.search(r"^epoch\s+1 ", second.stdout, re.MULTILINE)
     assert not re.search(r"^epoch\s+0 ", second.stdout, re.MULTILINE)
-    assert re.fullmatch(r"test acc \d\.\d{4}", second.stdout.strip().splitlines()[-1])
+    assert re.fullmatch(rf"test {metric} \d\.\d{{4}}", second.stdout.strip().splitlines()[-1])
     return first.stdout
 
 

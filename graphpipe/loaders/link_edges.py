@@ -47,13 +47,16 @@ def edge_pairs(edges: Any, forms: str = "(src, dst) or a (2, P) array") -> tuple
 class EdgeBatches:
     """A link loader's epoch plan over its ``edge_src`` positive edges (mixed in before
     :class:`~graphpipe.loaders.NeighborLoader`, whose ``batch_size``, ``shuffle``,
-    ``drop_last`` and ``seed`` it reads)."""
+    ``drop_last``, ``seed`` and ``shard`` it reads). With a ``shard`` (data parallel),
+    every rank draws the one permutation of the edges and takes its share of it
+    (:mod:`graphpipe.loaders.shard`), as the node loader does with its seeds."""
 
     edge_src: np.ndarray
     batch_size: int
     shuffle: bool
     drop_last: bool
     seed: int
+    shard: Any = None
 
     @property
     def dataset(self) -> range:
@@ -62,13 +65,18 @@ class EdgeBatches:
 
     def __len__(self) -> int:
         n = int(self.edge_src.shape[0])
+        if self.shard is not None:
+            n = self.shard.count(np.arange(n))
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
 
     def epoch_edge_batches(self, epoch: int) -> list[np.ndarray]:
-        """Positions (in ``edge_label_index``) of each batch's positive edges in ``epoch``."""
+        """Positions (in ``edge_label_index``) of each batch's positive edges in ``epoch``
+        (this rank's share with a ``shard``)."""
         ids = np.arange(self.edge_src.shape[0], dtype=np.int64)
         if self.shuffle:
             ids = np.random.default_rng([self.seed, epoch, 0]).permutation(ids)
+        if self.shard is not None:
+            ids = self.shard.select(ids)
         batches = [ids[i:i + self.batch_size] for i in range(0, len(ids), self.batch_size)]
         if self.drop_last and batches and len(batches[-1]) < self.batch_size:
             batches.pop()

@@ -9,9 +9,20 @@
   from the kept edges (PyG's ``rev_edge_types``), so no valid or test edge reaches a
   message in either direction; a reverse the graph already holds (``rev_<rel>``, as
   ``graphpipe ingest --add-reverse-edges`` writes it) is dropped and rebuilt the same way;
-- ``valid`` / ``test`` negatives: ``ceil(neg_ratio * n)`` pairs of a source-type and a
-  destination-type node drawn uniformly, none an edge of the relation (PyG's
-  ``negative_sampling``), shared by the split's positives (ogbl-collab's Hits@K layout).
+- ``valid`` / ``test`` negatives, one of two layouts:
+
+  - shared (default): ``ceil(neg_ratio * n)`` pairs of a source-type and a
+    destination-type node drawn uniformly, none an edge of the relation (PyG's
+    ``negative_sampling``), shared by the split's positives (ogbl-collab's Hits@K
+    layout, ``neg_src`` / ``neg_dst``);
+  - per edge (``neg_per_edge=K``): for each positive ``(s, d)``, ``K`` destination-type
+    nodes ``d'`` drawn uniformly with ``(s, d')`` not an edge of the relation
+    (ogbl-citation2's and ogbl-wikikg2's MRR layout, ``neg_dst2d`` ``(n, K)``; drawn
+    again where a draw hits an edge, kept after 64 rounds only when ``s`` links to
+    almost every destination).
+
+  Both come from the split's ``seed`` after the permutation, so the split's edges and
+  message-passing graphs do not depend on the layout.
 """
 
 from __future__ import annotations
@@ -91,13 +102,38 @@ def _negatives(rng: np.random.Generator, count: int, num_src: int, num_dst: int,
     return codes // num_dst, codes % num_dst
 
 
+def _per_edge_negatives(rng: np.random.Generator, src: np.ndarray, k: int, num_dst: int,
+                        edges: np.ndarray) -> np.ndarray:
+    """int64 ``(n, k)``: ``k`` uniform destinations per source ``src[i]`` whose pair
+    ``src[i] * num_dst + d`` is not in the sorted ``edges`` (the hits drawn again, at most
+    64 rounds).
+
+    >>> edges = np.array([0 * 3 + 1, 0 * 3 + 2])                  # source 0 links to 1 and 2
+    >>> _per_edge_negatives(np.random.default_rng(0), np.array([0, 0]), 4, 3, edges).tolist()
+    [[0, 0, 0, 0], [0, 0, 0, 0]]
+    """
+    out = rng.integers(0, num_dst, size=(src.shape[0], k), dtype=np.int64)
+    if not edges.shape[0]:
+        return out
+    for _ in range(64):
+        codes = src[:, None] * num_dst + out
+        pos = np.minimum(np.searchsorted(edges, codes), edges.shape[0] - 1)
+        hit = edges[pos] == codes
+        count = int(hit.sum())
+        if not count:
+            break
+        out[hit] = rng.integers(0, num_dst, size=count, dtype=np.int64)
+    return out
+
+
 def random_relation_split(data: GraphData, relation: Any, *, valid: float = 0.1,
-                          test: float = 0.2, neg_ratio: float = 1.0, seed: int = 0
-                          ) -> RelationSplit:
+                          test: float = 0.2, neg_ratio: float = 1.0,
+                          neg_per_edge: int | None = None, seed: int = 0) -> RelationSplit:
     """The random link split of ``relation`` of the typed graph ``data`` (module docstring;
     ``data`` as stored, without added reverse relations). ``valid`` / ``test``: fractions
-    of the relation's edges (PyG's defaults 0.1 / 0.2); ``neg_ratio``: negatives per
-    valid / test positive.
+    of the relation's edges (PyG's defaults 0.1 / 0.2); ``neg_ratio``: shared negatives
+    per valid / test positive; ``neg_per_edge``: ``K`` negatives of each valid / test
+    positive instead (``neg_dst2d``, for MRR).
 
     >>> data = GraphData.from_dicts({"author": 4, "paper": 5},
     ...     {("author", "writes", "paper"): (np.array([0, 0, 1, 2, 3, 3, 1, 2, 0, 3]),
@@ -108,6 +144,10 @@ def random_relation_split(data: GraphData, relation: Any, *, valid: float = 0.1,
     >>> [split.graphs[s].num_edges_dict[("paper", "rev_writes", "author")]
     ...  for s in ("train", "valid", "test")]
     [6, 6, 8]
+    >>> split = random_relation_split(data, "author___writes___paper", valid=0.2, test=0.2,
+    ...                               neg_per_edge=3)
+    >>> split.edges["test"].neg_dst2d.shape, split.edges["test"].neg_src
+    ((2, 3), None)
     """
     et = as_etype(relation)
     if et not in data.graph.csc:
@@ -120,6 +160,8 @@ def random_relation_split(data: GraphData, relation: Any, *, valid: float = 0.1,
         raise ValueError(f"'valid' + 'test' must leave training edges (got {valid} + {test})")
     if not neg_ratio > 0:
         raise ValueError(f"'neg_ratio' must be positive (got {neg_ratio!r})")
+    if neg_per_edge is not None and (isinstance(neg_per_edge, bool) or int(neg_per_edge) < 1):
+        raise ValueError(f"'neg_per_edge' must be a positive integer (got {neg_per_edge!r})")
     src, dst, ids = _relation_edges(data, et)
     num = src.shape[0]
     n_val, n_test = int(valid * num), int(test * num)
@@ -133,6 +175,10 @@ def random_relation_split(data: GraphData, relation: Any, *, valid: float = 0.1,
     edges = {"train": LinkSplit(src[parts["train"]], dst[parts["train"]])}
     for name in ("valid", "test"):
         p = parts[name]
+        if neg_per_edge is not None:
+            neg2d = _per_edge_negatives(rng, src[p], int(neg_per_edge), num_dst, codes)
+            edges[name] = LinkSplit(src[p], dst[p], neg_dst2d=neg2d)
+            continue
         neg_src, neg_dst = _negatives(rng, math.ceil(neg_ratio * p.shape[0]), num_src, num_dst, codes)
         edges[name] = LinkSplit(src[p], dst[p], neg_src=neg_src, neg_dst=neg_dst)
     rev = (et[2], "rev_" + et[1], et[0])

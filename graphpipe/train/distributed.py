@@ -1,6 +1,7 @@
 """Data-parallel training on ``torch.distributed``: :class:`DistributedTrainer` (node
 classification), :class:`DistributedTypedTrainer` (a typed store's target type; seed
-shards only), both a :class:`DataParallel` trainer, and the process-group plumbing of
+shards only) and :class:`DistributedTypedLinkTrainer` (link prediction on one relation
+of a typed store; shards of its training edges), each a :class:`DataParallel` trainer, and the process-group plumbing of
 ``graphpipe train --nproc N`` and ``torchrun``.
 
 What a data-parallel run does (the :class:`~graphpipe.train.Trainer` semantics, per rank):
@@ -63,8 +64,10 @@ from graphpipe.train.ranks import (
     watch_parent,
 )
 from graphpipe.train.trainer import Trainer, TypedTrainer
+from graphpipe.train.typed_link import TypedLinkTrainer
 
-__all__ = ["SHARDS", "DataParallel", "DistributedTrainer", "DistributedTypedTrainer", "RankCounters",
+__all__ = ["SHARDS", "DataParallel", "DistributedTrainer", "DistributedTypedLinkTrainer",
+           "DistributedTypedTrainer", "RankCounters", "TypedRanks",
            "exit_spawned_rank", "free_port", "in_turn", "init_process_group", "launch", "launched_by_torchrun", "local_rank", "stored_partition"]
 
 SHARDS = ("seeds", "parts")
@@ -288,6 +291,8 @@ class DataParallel:
     five come from :meth:`loader_figures`."""
 
     rank_keys: tuple[str, ...] = RANK_KEYS
+    eval_splits: tuple[str, ...] = _SPLITS
+    """The splits :meth:`evaluate` returns (and broadcasts from rank 0)."""
     group: Any
     rank: int
     world_size: int
@@ -371,10 +376,11 @@ class DataParallel:
 
     def evaluate(self) -> dict[str, float]:
         """Rank 0 evaluates (the trainer's ``evaluate``); every rank gets its accuracies."""
-        accs = super().evaluate() if self.is_main else dict.fromkeys(_SPLITS, 0.0)  # type: ignore[misc]
-        values = torch.tensor([accs[s] for s in _SPLITS], dtype=torch.float64)
+        splits = self.eval_splits
+        accs = super().evaluate() if self.is_main else dict.fromkeys(splits, 0.0)  # type: ignore[misc]
+        values = torch.tensor([accs[s] for s in splits], dtype=torch.float64)
         dist.broadcast(values, src=dist.get_global_rank(self.group, 0), group=self.group)
-        return dict(zip(_SPLITS, values.tolist()))
+        return dict(zip(splits, values.tolist()))
 
 
 class DistributedTrainer(DataParallel, Trainer):
@@ -456,7 +462,30 @@ TYPED_RANK_KEYS = ("steps", "seeds", "seconds", "allreduce_calls", "allreduce_by
 """The per-rank figures of a typed run's ``record["ranks"]`` (rows summed over node types)."""
 
 
-class DistributedTypedTrainer(DataParallel, TypedTrainer):
+class TypedRanks(DataParallel):
+    """:class:`DataParallel` for the typed trainers: the training loader's items (the
+    target type's seeds, or the relation's positive edges) sharded by a
+    :class:`~graphpipe.loaders.shard.SeedShard`, the model in ``DistributedDataParallel``
+    with ``find_unused_parameters`` (a batch need not reach every relation), rows per rank
+    summed over node types (:data:`TYPED_RANK_KEYS`)."""
+
+    rank_keys = TYPED_RANK_KEYS
+
+    def __init__(self, model: nn.Module, store: Any, *, process_group: Any = None,
+                 drop_last: bool = False, **kwargs: Any):
+        self.join(process_group, kwargs)
+        self.shard = SeedShard(self.rank, self.world_size, drop_last=drop_last)
+        super().__init__(model, store, **kwargs)  # type: ignore[call-arg]
+        self.wrap(torch.device("cpu"), find_unused_parameters=True)
+
+    def loader_figures(self) -> dict[str, float]:
+        """Rows of this rank's epoch summed over node types (read, reused, held)."""
+        counts = self.loader.stats  # type: ignore[attr-defined]
+        return {"rows_gathered": sum(counts.read.values()), "rows_reused": sum(counts.reused.values()),
+                "rows_cached": sum(counts.held.values())}
+
+
+class DistributedTypedTrainer(TypedRanks, TypedTrainer):
     """A :class:`~graphpipe.train.TypedTrainer` that is one rank of a data-parallel run:
     the target type's training seeds sharded by a
     :class:`~graphpipe.loaders.shard.SeedShard` (DistributedSampler's split of the one
@@ -499,17 +528,46 @@ class DistributedTypedTrainer(DataParallel, TypedTrainer):
     >>> dist.destroy_process_group(); tmp.cleanup()
     """
 
-    rank_keys = TYPED_RANK_KEYS
 
-    def __init__(self, model: nn.Module, store: Any, *, process_group: Any = None,
-                 drop_last: bool = False, **kwargs: Any):
-        self.join(process_group, kwargs)
-        self.shard = SeedShard(self.rank, self.world_size, drop_last=drop_last)
-        super().__init__(model, store, **kwargs)
-        self.wrap(torch.device("cpu"), find_unused_parameters=True)
+class DistributedTypedLinkTrainer(TypedRanks, TypedLinkTrainer):
+    """A :class:`~graphpipe.train.typed_link.TypedLinkTrainer` that is one rank of a
+    data-parallel run: every rank draws the same random link split (the ``seed``) and
+    the same permutation of its training edges per epoch, and trains on its
+    :class:`~graphpipe.loaders.shard.SeedShard` of them (disjoint but for the padding;
+    each positive with its binary negatives), gradients averaged by
+    ``DistributedDataParallel``; sums all-reduced, rank 0 evaluates (the metric is
+    broadcast), logs and checkpoints (module docstring). ``batch_size`` is positive edges
+    per rank. A checkpoint resumes with any number of ranks, or in one process with a
+    :class:`TypedLinkTrainer`, and vice versa.
 
-    def loader_figures(self) -> dict[str, float]:
-        """Rows of this rank's epoch summed over node types (read, reused, held)."""
-        counts = self.loader.stats
-        return {"rows_gathered": sum(counts.read.values()), "rows_reused": sum(counts.reused.values()),
-                "rows_cached": sum(counts.held.values())}
+    Args:
+        model, data: as :class:`TypedLinkTrainer` (build the model the same way on every rank).
+        process_group, drop_last: as :class:`DistributedTypedTrainer`.
+        **kwargs: the :class:`TypedLinkTrainer` arguments.
+
+    One rank (a one-process gloo group), so it runs inside this example:
+
+    >>> import tempfile
+    >>> import torch, torch.distributed as dist
+    >>> from graphpipe.ingest import ingest
+    >>> from graphpipe.synthetic.mag import mag_dataset, write_ogb_mag
+    >>> from graphpipe.train.trainer import typed_model_dims, typed_training_data
+    >>> from graphpipe.train.typed_link import TypedLinkPredictor
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> data = mag_dataset(papers=60, authors=70, institutions=5, fields=8, num_classes=3,
+    ...                    feature_dim=4, seed=0)
+    >>> store = ingest(write_ogb_mag(tmp.name + "/src", data), tmp.name + "/s")
+    >>> graph = typed_training_data(store)
+    >>> dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    >>> _ = torch.manual_seed(0)
+    >>> model = TypedLinkPredictor("rgcn", typed_model_dims(graph), graph.num_nodes_dict,
+    ...                            graph.edge_types, ("author", "writes", "paper"), hidden=8)
+    >>> trainer = DistributedTypedLinkTrainer(model, store, fanouts=[3, 3], batch_size=64,
+    ...                                       epochs=1, quiet=True)
+    >>> record = trainer.fit().history[0]
+    >>> record["world_size"], record["metric"], record["steps"] == len(trainer.loader)
+    (1, 'mrr', True)
+    >>> dist.destroy_process_group(); tmp.cleanup()
+    """
+
+    eval_splits = ("valid", "test")

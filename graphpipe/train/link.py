@@ -25,8 +25,9 @@ from torch import nn
 from graphpipe.train.loop import EpochSums, Trainable, fmt_acc, make_optimizer
 from graphpipe.train.models import build_model
 
-__all__ = ["DECODERS", "DotDecoder", "LinkPredictor", "LinkTrainer", "MLPDecoder",
-           "common_neighbours", "evaluate_link", "link_metric", "open_link_store"]
+__all__ = ["DECODERS", "DotDecoder", "LinkPredictor", "LinkTrainer",
+           "MLPDecoder", "common_neighbours", "evaluate_link", "link_metric", "open_link_store",
+           "pair_scorer", "parse_link_metric", "ranking_metrics"]
 
 DECODERS = ("dot", "mlp")
 
@@ -134,25 +135,90 @@ def common_neighbours(indptr: np.ndarray, indices: np.ndarray, src: np.ndarray,
     return out.astype(np.float64)
 
 
-def link_metric(split: Any, k: int = 50) -> str:
-    """``"mrr"`` for a split with per-edge negatives (``neg_dst2d``), else ``"hits@K"``."""
-    return "mrr" if split.neg_dst2d is not None else f"hits@{k}"
+def parse_link_metric(text: str) -> str:
+    """``text`` as a link metric name: ``"mrr"`` or ``"hits@K"`` (``K >= 1``); ``ValueError``
+    otherwise.
+
+    >>> parse_link_metric("Hits@20"), parse_link_metric("mrr")
+    ('hits@20', 'mrr')
+    """
+    name = str(text).strip().lower()
+    if name == "mrr":
+        return name
+    head, _, k = name.partition("@")
+    if head == "hits" and k.isdigit() and int(k) >= 1:
+        return f"hits@{int(k)}"
+    raise ValueError(f"the link metric must be 'mrr' or 'hits@K' with K >= 1 (got {text!r})")
+
+
+def link_metric(split: Any, metric: str | None = None) -> str:
+    """The metric a split is scored with: ``metric`` (:func:`parse_link_metric`), which
+    the split's negatives must allow (``mrr``: per-edge ``neg_dst2d``; ``hits@K``: shared
+    ``neg_src`` / ``neg_dst``), or, None, the split's own: ``"mrr"`` with per-edge
+    negatives (ogbl-citation2's protocol), else ``"hits@50"`` (ogbl-collab's).
+    ``ValueError`` when the split cannot be scored so.
+
+    >>> from graphpipe.store.link import LinkSplit
+    >>> shared = LinkSplit(np.array([0]), np.array([1]), neg_src=np.array([1]), neg_dst=np.array([0]))
+    >>> link_metric(shared), link_metric(shared, "hits@20")
+    ('hits@50', 'hits@20')
+    >>> link_metric(LinkSplit(np.array([0]), np.array([1]), neg_dst2d=np.array([[0, 1]])))
+    'mrr'
+    """
+    if metric is None:
+        return "mrr" if split.neg_dst2d is not None else "hits@50"
+    metric = parse_link_metric(metric)
+    if metric == "mrr" and split.neg_dst2d is None:
+        raise ValueError("MRR needs per-edge negatives (ogbl-citation2's layout); this link split "
+                         "has shared negatives: score it with hits@K")
+    if metric != "mrr" and split.neg_src is None:
+        raise ValueError(f"{metric} needs shared negatives (ogbl-collab's layout); this link split "
+                         "has per-edge negatives: score it with mrr")
+    return metric
+
+
+SCORE_CHUNK = 65536
+"""Pairs scored per decoder call in evaluation (bounds the ``(pairs, hidden)`` gathers)."""
+
+
+def ranking_metrics(pos: torch.Tensor, neg: torch.Tensor) -> dict[str, float]:
+    """``{"mrr", "hits@1", "hits@3", "hits@10"}`` of positives ``pos`` ``(E,)`` each ranked
+    against its own negatives ``neg`` ``(E, K)``: the means of OGB's
+    ``Evaluator("ogbl-citation2")`` lists (a tie counts against the positive).
+
+    >>> ranking_metrics(torch.tensor([0.9, 0.2]), torch.tensor([[0.1, 0.5], [0.3, 0.4]]))
+    {'mrr': 0.6666666865348816, 'hits@1': 0.5, 'hits@3': 1.0, 'hits@10': 1.0}
+    """
+    from ogb.linkproppred import Evaluator
+
+    result = Evaluator("ogbl-citation2").eval({"y_pred_pos": pos, "y_pred_neg": neg})
+    return {name: float(result[f"{name}_list"].float().mean())
+            for name in ("mrr", "hits@1", "hits@3", "hits@10")}
+
+
+def _per_edge_scores(score: Any, src: np.ndarray, neg_dst2d: np.ndarray) -> torch.Tensor:
+    """``(E, K)`` scores of ``(src[i], neg_dst2d[i, j])``, ``score`` called on at most
+    :data:`SCORE_CHUNK` pairs (whole rows) at a time."""
+    k = neg_dst2d.shape[1]
+    rows = max(1, SCORE_CHUNK // max(k, 1))
+    parts = [torch.as_tensor(score(np.repeat(src[i:i + rows], k), neg_dst2d[i:i + rows].reshape(-1)),
+                             dtype=torch.float32).view(-1, k) for i in range(0, src.shape[0], rows)]
+    return torch.cat(parts) if parts else torch.empty(0, k)
 
 
 def evaluate_link(score: Any, split: Any, metric: str) -> float:
-    """``metric`` (``"hits@K"`` or ``"mrr"``) of a split by OGB's Evaluator; ``score(src, dst)``
-    returns ``(n,)`` scores of int64 node ID arrays."""
+    """``metric`` of a split by OGB's Evaluator: ``"hits@K"`` against the split's shared
+    negatives (``neg_src`` / ``neg_dst``, ogbl-collab's), or ``"mrr"`` of each positive
+    against its own negatives (``neg_dst2d``, ogbl-citation2's: :func:`ranking_metrics`).
+    ``score(src, dst)`` returns ``(n,)`` scores of int64 node ID arrays."""
     from ogb.linkproppred import Evaluator
 
     pos = torch.as_tensor(score(split.src, split.dst), dtype=torch.float32)
     if metric == "mrr":
         if split.neg_dst2d is None:
             raise ValueError("MRR needs per-edge negatives (neg_dst2d, ogbl-citation2's layout)")
-        k = split.neg_dst2d.shape[1]
-        neg = torch.as_tensor(score(np.repeat(split.src, k), split.neg_dst2d.reshape(-1)),
-                              dtype=torch.float32).view(-1, k)
-        result = Evaluator("ogbl-citation2").eval({"y_pred_pos": pos, "y_pred_neg": neg})
-        return float(result["mrr_list"].mean())
+        neg = _per_edge_scores(score, np.asarray(split.src), np.asarray(split.neg_dst2d))
+        return ranking_metrics(pos, neg)["mrr"]
     if split.neg_src is None:
         raise ValueError("Hits@K needs negative pairs (neg_src / neg_dst, ogbl-collab's layout)")
     neg = torch.as_tensor(score(split.neg_src, split.neg_dst), dtype=torch.float32)
@@ -174,14 +240,24 @@ def node_embeddings(model: LinkPredictor, store: Any, fanouts: list[int], batch_
     return out
 
 
-def _scorer(model: LinkPredictor, h: torch.Tensor):
+def pair_scorer(decoder: nn.Module, h_src: torch.Tensor, h_dst: torch.Tensor | None = None
+                ) -> Callable[[np.ndarray, np.ndarray], torch.Tensor]:
+    """``score(src, dst) -> (n,)``: ``decoder(h_src[src], h_dst[dst])`` (``h_dst`` None:
+    ``h_src``), :data:`SCORE_CHUNK` pairs per call, without gradients.
+
+    >>> score = pair_scorer(DotDecoder(), torch.eye(3), 2 * torch.eye(3))
+    >>> score(np.array([0, 1]), np.array([0, 2])).tolist()
+    [2.0, 0.0]
+    """
+    h_dst = h_src if h_dst is None else h_dst
+
     @torch.no_grad()
     def score(src: np.ndarray, dst: np.ndarray) -> torch.Tensor:
         parts = []
-        for start in range(0, len(src), 65536):
-            s = torch.as_tensor(np.array(src[start:start + 65536], dtype=np.int64))
-            d = torch.as_tensor(np.array(dst[start:start + 65536], dtype=np.int64))
-            parts.append(model.decoder(h[s], h[d]))
+        for start in range(0, len(src), SCORE_CHUNK):
+            s = torch.as_tensor(np.array(src[start:start + SCORE_CHUNK], dtype=np.int64))
+            d = torch.as_tensor(np.array(dst[start:start + SCORE_CHUNK], dtype=np.int64))
+            parts.append(decoder(h_src[s], h_dst[d]))
         return torch.cat(parts) if parts else torch.empty(0)
 
     return score
@@ -208,8 +284,8 @@ class LinkTrainer(Trainable):
     negatives, one per positive; seed edges excluded from the sampled graph) with the
     one epoch loop :func:`graphpipe.train.loop.fit`, so checkpoints, ``resume``, early
     stopping (on the valid metric) and the metrics log work as for node classification.
-    Evaluation scores ``valid`` and ``test`` with Hits@``hits_k`` or MRR
-    (:func:`link_metric`): the records' ``valid_acc`` / ``test_acc`` and the
+    Evaluation scores ``valid`` and ``test`` with ``metric`` (:func:`link_metric`: by
+    default the split's own, MRR for per-edge negatives, Hits@50 for shared ones): the records' ``valid_acc`` / ``test_acc`` and the
     :class:`~graphpipe.train.loop.TrainResult`'s accuracies hold that metric
     (``self.metric``). :meth:`heuristic` scores common neighbours on the same splits.
 
@@ -223,7 +299,7 @@ class LinkTrainer(Trainable):
             :class:`graphpipe.train.Trainer`.
         evaluation: ``"none"`` skips evaluation; anything else evaluates.
         eval_batch_size: nodes per embedding batch of evaluation.
-        hits_k: the K of Hits@K.
+        metric: ``"mrr"`` or ``"hits@K"`` (the store's negatives must allow it), or None.
 
     >>> import tempfile
     >>> from graphpipe.ingest import ingest
@@ -247,7 +323,7 @@ class LinkTrainer(Trainable):
                  lr: float = 0.005, weight_decay: float = 0.0, patience: int | None = None,
                  evaluation: str = "link", eval_batch_size: int = 4096, eval_every: int = 1,
                  seed: int = 0, max_steps: int | None = None, device: str | torch.device = "cpu",
-                 hits_k: int = 50, checkpoint: Any = None, metrics_log: Any = None,
+                 metric: str | None = None, checkpoint: Any = None, metrics_log: Any = None,
                  quiet: bool = False, on_epoch: Callable[[dict[str, Any]], None] | None = None):
         from graphpipe.loaders import LinkNeighborLoader
         from graphpipe.store.link import read_link_split
@@ -264,9 +340,10 @@ class LinkTrainer(Trainable):
                        on_epoch=on_epoch)
         self.device = torch.device(device)
         self.model = model.to(self.device)
+        self.forward_model: nn.Module = self.model  # what training steps call (DDP wraps model)
         self.batch_size, self.eval_batch_size = int(batch_size), int(eval_batch_size)
         self.splits = {name: read_link_split(self.store, name) for name in ("valid", "test")}
-        self.metric = link_metric(self.splits["valid"], hits_k)
+        self.metric = link_metric(self.splits["valid"], metric)
         self.optimizer = make_optimizer(self.model, optimizer, self.lr, self.weight_decay)
         self.loader = LinkNeighborLoader(self.store, self.fanouts, edge_label_index="train",
                                          neg_sampling="binary", batch_size=self.batch_size,
@@ -276,7 +353,7 @@ class LinkTrainer(Trainable):
     def step(self, batch: Any, epoch: int, iteration: int) -> tuple[float, int, int]:
         """One optimizer step of binary cross-entropy on the batch's labelled pairs:
         ``(mean loss, pairs, pairs on the right side of 0)``."""
-        logits = self.model(batch)
+        logits = self.forward_model(batch)
         label = self.labels(batch).float()
         loss = nn.functional.binary_cross_entropy_with_logits(logits, label)
         self.optimize(loss)
@@ -298,7 +375,7 @@ class LinkTrainer(Trainable):
         h = node_embeddings(self.model, self.store, self.fanouts, self.eval_batch_size, self.seed,
                             self.device)
         try:
-            score = _scorer(self.model.cpu(), h)
+            score = pair_scorer(self.model.cpu().decoder, h)
             return {name: evaluate_link(score, split, self.metric) for name, split in self.splits.items()}
         finally:
             self.model.to(self.device).train(was)

@@ -32,4 +32,4 @@ def test_generate_ingest_train_link(tmp_path) -> None:
     node = runner.invoke(cli, ["train", str(store), "--decoder", "dot"])
     assert node.exit_code == 2
     assert ("--decoder: not used by node classification (an option of link prediction, typed link "
-            "prediction)") in node.output
+            "prediction, typed link data parallel)") in node.output

@@ -1,10 +1,13 @@
 """`graphpipe train TYPED_STORE --task link --relation SRC___REL___DST`: a random link split
-of the relation, one line per epoch and last `test hits@50`, checkpoint + resume; bad
-input (no or unknown relation, an MLP encoder, an option of another mode) refused in
-one line, exit 2."""
+of the relation, one line per epoch and last `test mrr` (or `test hits@K` with
+--link-metric), checkpoint + resume; with --nproc 2 two gloo ranks on loopback print the
+one-process lines once and the checkpoint resumes under torchrun with one rank; bad
+input (no or unknown relation, an MLP encoder, an option of another mode, a bad metric)
+refused in one line, exit 2."""
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -16,6 +19,7 @@ from graphpipe.ingest import ingest
 from graphpipe.synthetic.mag import mag_dataset, write_ogb_mag
 
 COMMON = ["--task", "link", "--hidden", "8", "--fanouts", "3,2", "--batch-size", "128"]
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1"}
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +42,8 @@ def test_trains_checkpoints_and_resumes(store: Path, tmp_path: Path) -> None:
     assert first.exit_code == 0, first.output
     lines = first.output.strip().splitlines()
     assert "link prediction on author___writes___paper (random split" in lines[0]
-    assert re.fullmatch(r"test hits@50 \d\.\d{4}", lines[-1]), first.output
+    assert "mrr against 100 negatives per held-out edge" in lines[0]
+    assert re.fullmatch(r"test mrr \d\.\d{4}", lines[-1]), first.output
     second = _train(store, *COMMON, "--relation", "author___writes___paper", "--epochs", "2",
                     "--resume", ckpt)
     assert second.exit_code == 0, second.output
@@ -47,14 +52,37 @@ def test_trains_checkpoints_and_resumes(store: Path, tmp_path: Path) -> None:
     other = _train(store, *COMMON, "--relation", "paper___cites___paper", "--epochs", "2",
                    "--resume", ckpt)
     assert other.exit_code == 2 and "relation" in other.output, other.output
+    hits = _train(store, *COMMON, "--relation", "author___writes___paper", "--epochs", "2",
+                  "--resume", ckpt, "--link-metric", "hits@50")
+    assert hits.exit_code == 2 and "metric='mrr'" in hits.output, hits.output
+
+
+def test_hits_at_k_with_shared_negatives(store: Path) -> None:
+    result = _train(store, *COMMON, "--relation", "author___writes___paper", "--epochs", "1",
+                    "--link-metric", "Hits@20", "--max-steps", "2")
+    assert result.exit_code == 0, result.output
+    assert "hits@20 against shared negatives" in result.output
+    assert re.fullmatch(r"test hits@20 \d\.\d{4}", result.output.strip().splitlines()[-1])
+
+
+def test_nproc_two_then_torchrun_resume_with_one(store: Path, tmp_path: Path,
+                                                  nproc_then_torchrun_resume) -> None:
+    common = [*COMMON, "--relation", "author___writes___paper", "--max-steps", "3"]
+    out = nproc_then_torchrun_resume(store, tmp_path, [], common, ENV, metric="mrr")
+    assert "data parallel: 2 ranks (gloo), 256 positive edges per step" in out
 
 
 @pytest.mark.parametrize("args, message", [
     ([], "needs --relation SRC___REL___DST (relations: "),
     (["--relation", "paper___writes___author"], "--relation must be one of"),
     (["--relation", "author___writes___paper", "--model", "mlp"], "needs --model rgcn / hetero-sage"),
-    (["--relation", "author___writes___paper", "--nproc", "2"],
-     "--nproc: not used by typed link prediction"),
+    (["--relation", "author___writes___paper", "--link-metric", "auc"],
+     "--link-metric: the link metric must be 'mrr' or 'hits@K'"),
+    (["--relation", "author___writes___paper", "--link-metric", "hits@50", "--link-negatives", "9"],
+     "--link-negatives: negatives per held-out edge are drawn for --link-metric mrr"),
+    (["--relation", "author___writes___paper", "--nproc", "2", "--target-type", "paper"],
+     "--target-type: not used by typed link data parallel"),
+    (["--relation", "paper___writes___author", "--nproc", "2"], "--relation must be one of"),
     (["--relation", "author___writes___paper", "--target-type", "paper"],
      "--target-type: not used by typed link prediction"),
 ])
@@ -75,4 +103,5 @@ def test_relation_on_a_homogeneous_store_is_refused(tmp_path: Path) -> None:
     ingest(tmp_path / "g.npz", tmp_path / "g")
     result = _train(tmp_path / "g", "--task", "link", "--relation", "a___b___c")
     assert result.exit_code == 2
-    assert "--relation: not used by link prediction (an option of typed link prediction)" in result.output
+    assert ("--relation: not used by link prediction (an option of typed link prediction, "
+            "typed link data parallel)") in result.output

@@ -1,7 +1,8 @@
 """random_relation_split against PyG's RandomLinkSplit on the same HeteroData: the same
 split sizes and message-passing edge counts (relation and reverse) per split; train /
 valid / test disjoint and covering the relation; no valid or test edge in a graph that
-must not see it, in either direction; negatives are not edges."""
+must not see it, in either direction; negatives are not edges, shared or per held-out
+edge (the MRR layout: K of each edge's own, from the seed, the split otherwise the same)."""
 
 from __future__ import annotations
 
@@ -73,6 +74,29 @@ def test_splits_are_disjoint_and_graphs_hide_what_they_must(hetero) -> None:
         assert negatives and not negatives & everything
     again = random_relation_split(data, WRITES, valid=0.1, test=0.2, seed=3)
     assert np.array_equal(again.edges["test"].src, split.edges["test"].src)
+
+
+def test_per_edge_negatives(hetero) -> None:
+    data = GraphData.from_pyg(hetero)
+    shared = random_relation_split(data, WRITES, valid=0.1, test=0.2, seed=3)
+    split = random_relation_split(data, WRITES, valid=0.1, test=0.2, neg_per_edge=50, seed=3)
+    everything = _codes(*[a.numpy() for a in hetero[WRITES].edge_index])
+    for name in ("valid", "test"):
+        edges = split.edges[name]
+        assert edges.neg_src is None and edges.neg_dst2d.shape == (edges.num_pos, 50)
+        assert edges.neg_dst2d.min() >= 0 and edges.neg_dst2d.max() < 60
+        assert not _codes(np.repeat(edges.src, 50), edges.neg_dst2d.reshape(-1)) & everything
+        assert len(np.unique(edges.neg_dst2d)) > 50           # uniform over the 60 papers
+    for name in ("train", "valid", "test"):                  # the layout changes nothing else
+        assert np.array_equal(split.edges[name].src, shared.edges[name].src)
+        assert np.array_equal(split.edges[name].dst, shared.edges[name].dst)
+        assert split.graphs[name].num_edges_dict == shared.graphs[name].num_edges_dict
+    again = random_relation_split(data, WRITES, valid=0.1, test=0.2, neg_per_edge=50, seed=3)
+    other = random_relation_split(data, WRITES, valid=0.1, test=0.2, neg_per_edge=50, seed=4)
+    assert np.array_equal(again.edges["test"].neg_dst2d, split.edges["test"].neg_dst2d)
+    assert not np.array_equal(other.edges["valid"].neg_dst2d[:1], split.edges["valid"].neg_dst2d[:1])
+    with pytest.raises(ValueError, match="neg_per_edge"):
+        random_relation_split(data, WRITES, neg_per_edge=0)
 
 
 def test_bad_arguments_are_refused(hetero) -> None:

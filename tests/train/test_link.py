@@ -10,6 +10,7 @@ import torch
 from graphpipe.ingest import ingest
 from graphpipe.store.link import LinkSplit
 from graphpipe.synthetic.link import link_dataset, write_ogb_link
+from graphpipe.train import link as link_module
 from graphpipe.train.checkpoint import CheckpointError
 from graphpipe.train.link import (
     DotDecoder,
@@ -19,6 +20,8 @@ from graphpipe.train.link import (
     common_neighbours,
     evaluate_link,
     link_metric,
+    pair_scorer,
+    ranking_metrics,
 )
 
 
@@ -58,13 +61,49 @@ def test_hits_and_mrr_by_their_definitions() -> None:
         assert evaluate_link(score, split, f"hits@{k}") == pytest.approx(np.mean(pos_score > kth))
     negatives = rng.random((40, 7))
     per_edge = LinkSplit(np.arange(40), np.arange(40), neg_dst2d=np.arange(280).reshape(40, 7))
-    assert link_metric(per_edge) == "mrr" and link_metric(split, 20) == "hits@20"
+    assert link_metric(per_edge) == "mrr" and link_metric(split, "hits@20") == "hits@20"
+    with pytest.raises(ValueError, match="per-edge negatives"):
+        link_metric(per_edge, "hits@20")
+    with pytest.raises(ValueError, match="shared negatives"):
+        link_metric(split, "mrr")
 
     def score2(s, d):
         return torch.from_numpy(pos_score[s] if len(s) == 40 else negatives.reshape(-1)[d])
 
     rank = 1 + (negatives >= pos_score[:, None]).sum(1)  # OGB counts ties against the positive
     assert evaluate_link(score2, per_edge, "mrr") == pytest.approx(np.mean(1.0 / rank), rel=1e-6)
+
+
+def test_ranking_metrics_by_hand_and_by_ogb() -> None:
+    pos = torch.tensor([0.9, 0.2, 0.5])
+    neg = torch.tensor([[0.1, 0.5, 0.3], [0.3, 0.4, 0.2], [0.5, 0.6, 0.7]])
+    # ranks 1, 3.5, 3.5: a tie counts half (OGB's mean of the optimistic and pessimistic rank)
+    got = ranking_metrics(pos, neg)
+    want = {"mrr": (1 + 2 / 3.5) / 3, "hits@1": 1 / 3, "hits@3": 1 / 3, "hits@10": 1.0}
+    assert got == pytest.approx(want, rel=1e-6)
+
+
+def test_mrr_scores_in_chunks(monkeypatch) -> None:
+    rng = np.random.default_rng(4)
+    h = torch.from_numpy(rng.standard_normal((30, 4)).astype(np.float32))
+    split = LinkSplit(rng.integers(0, 30, 25), rng.integers(0, 30, 25),
+                      neg_dst2d=rng.integers(0, 30, (25, 7)))
+    whole = evaluate_link(pair_scorer(DotDecoder(), h), split, "mrr")
+    calls: list[int] = []
+    score = pair_scorer(DotDecoder(), h)
+
+    def counted(s, d):
+        calls.append(len(s))
+        return score(s, d)
+
+    monkeypatch.setattr(link_module, "SCORE_CHUNK", 20)  # two rows of 7 negatives per call
+    assert evaluate_link(counted, split, "mrr") == pytest.approx(whole, rel=1e-7)
+    assert calls[0] == 25 and calls[1:] == [14] * 12 + [7]
+    pos = (h[split.src] * h[split.dst]).sum(1)
+    neg = (h[split.src][:, None, :] * h[split.neg_dst2d]).sum(-1)
+    # a negative equal to the positive's pair ties with it: half a place (OGB's rule)
+    rank = 1 + (neg > pos[:, None]).sum(1) + 0.5 * (neg == pos[:, None]).sum(1)
+    assert whole == pytest.approx(float((1.0 / rank).mean()), rel=1e-6)
 
 
 def test_decoders() -> None:
