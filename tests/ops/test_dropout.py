@@ -94,3 +94,23 @@ def test_inplace_fallback_backpropagates(relu: bool) -> None:
     kept = (out != 0).to(torch.bfloat16) * (1 / 0.6)  # dropout's scale; ReLU zeros drop too
     want = x.t() @ torch.ones(40, 5, dtype=torch.bfloat16).mul(kept)
     torch.testing.assert_close(w.grad, want)
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 4097])  # odd lengths: the last element has no pair
+def test_relu_gradient_mask_from_the_output_sign(n: int) -> None:
+    """With the ReLU the backward reads the mask from ``out > 0`` (none is stored): zeros,
+    negative zeros and infinities get the gradient of ``where(keep, relu(x) / (1 - p), 0)``."""
+    p = 0.5
+    x = torch.randn(n, generator=torch.Generator().manual_seed(n))
+    x[: min(n, 4)] = torch.tensor([0.0, -0.0, float("inf"), -float("inf")])[: min(n, 4)]
+    x.requires_grad_()
+    torch.manual_seed(1)
+    out = relu_dropout(x, p, True)
+    torch.manual_seed(1)
+    keep = torch.from_numpy(dropout_keep_mask(n, p, int(torch.randint(0, 1 << 62, (1,)))))
+    g = torch.randn(n, generator=torch.Generator().manual_seed(0))
+    out.backward(g)
+    assert torch.equal(x.grad, torch.where(keep & (x.detach() > 0), g * 2, torch.zeros_like(g)))
+    finite = torch.isfinite(x.detach())
+    expected = torch.where(keep, torch.relu(x.detach()) * 2, torch.zeros_like(g))
+    assert torch.equal(out.detach()[finite], expected[finite])
