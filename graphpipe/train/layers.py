@@ -42,7 +42,13 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from graphpipe.ops.aggregate import aggregate, aggregate_heads, edge_softmax, sddmm_scores
+from graphpipe.ops.aggregate import (
+    aggregate,
+    aggregate_heads,
+    edge_softmax,
+    sage_mean,
+    sddmm_scores,
+)
 
 __all__ = [
     "GATConv",
@@ -230,7 +236,9 @@ class SAGEConv(nn.Module):
     neighbours are transformed before they are averaged where that costs less
     (:func:`transform_first`: the same value, the mean is linear); DGL does it whenever
     ``out_dim < in_dim``, which on a sampled block (many more sources than
-    destinations) is the slower order.
+    destinations) is the slower order. Gathering first, the mean and both linear maps
+    are one op (:func:`graphpipe.ops.aggregate.sage_mean`: one GEMM over
+    ``[mean | x_dst]``, a custom backward).
 
     Shapes: ``x`` ``(num_src, in_dim)`` → ``(num_dst, out_dim)``.
     """
@@ -249,8 +257,9 @@ class SAGEConv(nn.Module):
             out = aggregate(g.indptr, g.indices, h, num_dst=g.num_dst, reduce="mean")
             if self.lin_l.bias is not None:
                 out = out + self.lin_l.bias
-        else:
-            out = self.lin_l(aggregate(g.indptr, g.indices, x, num_dst=g.num_dst, reduce="mean"))
+        else:  # the mean and both linear maps in one op (one GEMM, custom backward)
+            return sage_mean(x, g.indptr, g.indices, g.num_dst, self.lin_l.weight, self.lin_l.bias,
+                             None if self.lin_r is None else self.lin_r.weight)
         if self.lin_r is not None:
             # in place: the GEMM accumulates into ``out`` (no second output and add pass);
             # allowed because neither product's backward needs its output

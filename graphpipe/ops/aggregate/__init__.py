@@ -16,7 +16,8 @@ from .api import (
     reference_sddmm_scores,
     sddmm_scores,
 )
+from .sage import sage_mean
 
 __all__ = ["CSCBlock", "aggregate", "aggregate_heads", "edge_softmax", "get_block",
            "reference_aggregate", "reference_aggregate_heads", "reference_edge_softmax",
-           "reference_sddmm_scores", "sddmm_scores"]
+           "reference_sddmm_scores", "sage_mean", "sddmm_scores"]

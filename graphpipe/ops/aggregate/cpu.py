@@ -75,7 +75,8 @@ def validate_csc(indptr: np.ndarray, indices: np.ndarray, num_src: int) -> int:
 
 @numba.njit(**_JIT)
 def spmm_sum(indptr, indices, x, row_scale, out):
-    """out[r, :] = s_r * sum_{e in row r} x[indices[e], :]; x (N, F), out (R, F).
+    """out[r, :F] = s_r * sum_{e in row r} x[indices[e], :]; x (N, F), out (R, F) or wider
+    (its other columns are left as they are: SAGE's fused buffer).
 
     ``row_scale`` is ``(R,)`` (s_r) or empty (s_r = 1); scaling happens while the row
     is still in cache, after its sum, so mean costs no extra pass."""
