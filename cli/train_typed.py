@@ -146,9 +146,15 @@ def _describe(spec: dict[str, Any], trainer: Any) -> None:
                f"{spec['target']} ({spec['num_classes']} classes); model {spec['model_name']} "
                f"({params} parameters), fanouts {spec['fanouts']}, "
                f"{len(trainer.loader)} batches/epoch")
+    describe_ranks(trainer, spec["batch_size"], "seeds")
+
+
+def describe_ranks(trainer: Any, batch_size: int, unit: str) -> None:
+    """The line of a data-parallel ``trainer`` (none in one process): ranks, backend, what
+    a step trains on (``batch_size`` ``unit`` per rank) and the shard."""
     world = getattr(trainer, "world_size", None)
     if world is not None:
         import torch.distributed as dist
 
         click.echo(f"data parallel: {world} ranks ({dist.get_backend(trainer.group)}), "
-                   f"{world * spec['batch_size']} seeds per step, shard {trainer.shard!r}")
+                   f"{world * batch_size} {unit} per step, shard {trainer.shard!r}")

@@ -22,6 +22,7 @@ from typing import Any
 import click
 from graphpipe.cli import train_options as opts
 from graphpipe.cli._common import fail
+from graphpipe.cli.train_typed import describe_ranks
 
 ENCODERS = ("rgcn", "hetero-sage", "rgat")
 DEFAULT_LINK_NEGATIVES = 100
@@ -158,9 +159,4 @@ def _describe(spec: dict[str, Any], trainer: Any) -> None:
                f"train / valid / test {sizes} edges), encoder {spec['model_name']}, decoder "
                f"{spec['decoder']}, fanouts {spec['fanouts']}, batch {spec['batch_size']} positive "
                f"edges, {len(trainer.loader)} batches/epoch, {spec['metric']} against {negatives}")
-    world = getattr(trainer, "world_size", None)
-    if world is not None:
-        import torch.distributed as dist
-
-        click.echo(f"data parallel: {world} ranks ({dist.get_backend(trainer.group)}), "
-                   f"{world * spec['batch_size']} positive edges per step, shard {trainer.shard!r}")
+    describe_ranks(trainer, spec["batch_size"], "positive edges")
