@@ -80,6 +80,9 @@ class LazyEdgeIds(MutableMapping):
     def __delitem__(self, etype: EdgeType) -> None:
         del self._items[etype]
 
+    def __contains__(self, etype: object) -> bool:   # Mapping's would look it up
+        return etype in self._items
+
     def __iter__(self) -> Iterator[EdgeType]:
         return iter(self._items)
 

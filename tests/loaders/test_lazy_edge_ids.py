@@ -28,6 +28,7 @@ def test_lookup_equals_the_eager_lookup_and_map_applies_at_lookup():
              RELS[2]: rng.integers(0, 9, 5)}
     lazy = LazyEdgeIds(slots, order)
     assert lazy.pending == RELS[:2] and list(lazy) == RELS and len(lazy) == 3
+    assert RELS[0] in lazy and ("x", "y", "z") not in lazy and lazy.pending == RELS[:2]
     doubled = lazy.map(lambda t: t * 2)          # nothing looked up by the map
     assert doubled.pending == RELS[:2] and lazy.pending == RELS[:2]
     for et in RELS:
@@ -52,6 +53,10 @@ def test_loader_batches_leave_e_id_unread_and_equal_the_edge_lists():
     batches = 0
     for batch in loader:
         assert batch.e_id.pending == RELS             # the loader looked nothing up
+        assert set(batch.n_id_dict) == set(COUNTS) and set(batch.num_sampled_edges_dict) == set(RELS)
+        assert all(batch[et].edge_index.shape[0] == 2 and "e_id" in batch[et] for et in RELS)
+        assert batch[RELS[0]].keys() == ["edge_index", "e_id", "num_sampled_edges"]
+        assert batch.e_id.pending == RELS             # nor did reading the other attributes
         moved, some = batch.to("cpu"), batch.to("cpu", "x")
         assert moved.e_id.pending == RELS and some.e_id.pending == RELS
         pyg = batch.to_pyg() if _has_pyg() else None
