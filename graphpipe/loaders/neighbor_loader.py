@@ -457,6 +457,8 @@ class NeighborLoader:
         (``reorder_by``), one tree per seed with ``disjoint`` (and with ``time_attr``:
         :mod:`graphpipe.ops.sampling.temporal_typed`); ``match_reorder="auto"`` is False here."""
         self.graph: GraphData = resolve_graph_data(self.data)
+        if sampler is None:   # sampled here: the homogeneous LocalSampler's malloc tuning
+            tune_allocator()
         fanouts = resolve_fanouts(spec, self.graph.edge_types)
         self.fanouts = {et: seed_first_fanouts(f, fanout_order) for et, f in fanouts.items()}
         self.replace, self.frontier, self.num_threads = bool(replace), frontier, num_threads
