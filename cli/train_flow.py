@@ -11,6 +11,12 @@ line before each GNN epoch (the default: the same steps on every run), or with
 ``--interleave`` in the pipeline's bubbles (Bubble Interleaver: the LM takes the steps the
 bubbles have time for, so the result depends on timing), the Modality Collaborator's
 syncs into stage 0's inputs (:mod:`graphpipe.train.flow.unitg`).
+
+``--checkpoint PATH``: stage 0 writes the whole run (every stage's weights and Adam state;
+unitg: the LM and the Modality Collaborator too) to PATH after every epoch, atomically;
+``--resume PATH`` continues it, on the same or another number of stages. The checkpoint
+is checked here before any rank starts (one line, exit 2: not a checkpoint, damaged,
+another kind of run, other settings or model).
 """
 
 from __future__ import annotations
@@ -70,13 +76,30 @@ def flow_config(params: dict[str, Any], stages: int) -> Any:
                       seed=params["seed"], **picked)
 
 
-def report(result: dict[str, Any], stages: int, quiet: bool, metrics_log: str | None) -> None:
-    """The metrics log, the epoch lines, the pipeline's figures and ``test acc``."""
+def resumed(params: dict[str, Any], stages: int, config: Any, text: Any = None) -> Any:
+    """Check ``--checkpoint`` and ``--resume`` before any rank starts (one line, exit 2);
+    the config, with the checkpoint's microbatch count when the run names none."""
+    from graphpipe.train.flow.launch import check_resume
+    from graphpipe.train.loop import check_output_paths
+
+    check_output_paths(params["checkpoint"], None)
+    if params["resume"] is None:
+        return config
+    return check_resume(params["store"], stages, config, params["resume"], text=text,
+                        interleave=bool(params.get("interleave")))
+
+
+def report(result: dict[str, Any], stages: int, params: dict[str, Any]) -> None:
+    """The metrics log (every epoch, a resumed run's earlier ones too), this run's epoch
+    lines, the pipeline's figures, the checkpoint and ``test acc``."""
+    quiet, metrics_log = params["quiet"], params["metrics_log"]
     if metrics_log:
         with open(metrics_log, "w") as log:
             log.writelines(json.dumps(record) + "\n" for record in result["records"])
     if not quiet:
-        for record in result["records"]:
+        if result.get("resumed_from"):
+            click.echo(f"resumed from {params['resume']} after {result['resumed_from']} epoch(s)")
+        for record in result["records"][result.get("resumed_from", 0):]:
             click.echo(describe(record))
         click.echo(f"{stages} stage(s), {result['microbatches']} microbatches: epoch "
                    f"{result['epoch_seconds']:.3f} s (median), bubble fraction "
@@ -85,6 +108,8 @@ def report(result: dict[str, Any], stages: int, quiet: bool, metrics_log: str | 
             click.echo(f"LM: {result['lm_steps']} of {result['lm_planned']} steps, "
                        f"{result['lm_cpu_seconds']:.1f} s CPU, {result['syncs']} syncs")
         click.echo(f"best valid acc {result['best_valid_acc']:.4f} at epoch {result['best_epoch']}")
+        if params["checkpoint"]:
+            click.echo(f"checkpoint {params['checkpoint']} (epoch {len(result['records'])})")
     click.echo(f"test acc {result['test_acc']:.4f}")
 
 
@@ -97,13 +122,14 @@ def run(params: dict[str, Any]) -> None:
         fail(f"--pipeline trains --model {' or '.join(opts.FLOW_MODELS)} (or unitg) (got {name!r})")
     stages = params["pipeline"] or 1
     shape = opts.store_shape(store)
-    config = flow_config(params, stages)
+    config = resumed(params, stages, flow_config(params, stages))
     if not params["quiet"]:
         click.echo(f"{store}: {shape['feature_dim']} features, {shape['num_classes']} classes; "
                    f"model {name} {config.layers}x{config.hidden}, {stages} stage(s)")
     with rank_failures_reported():
-        result = run_flow(store, stages, config)
-    report(result, stages, params["quiet"], params["metrics_log"])
+        result = run_flow(store, stages, config, checkpoint=params["checkpoint"],
+                          resume=params["resume"])
+    report(result, stages, params)
 
 
 def run_unitg(params: dict[str, Any]) -> None:
@@ -115,12 +141,13 @@ def run_unitg(params: dict[str, Any]) -> None:
 
     store, stages = params["store"], params["pipeline"]
     opts.store_shape(store)
-    config = flow_config(params, stages)
     text = text_config(params)
+    config = resumed(params, stages, flow_config(params, stages), text)
     if not params["quiet"]:
         click.echo(f"{store}: model unitg (LM {text.lm_kind} {text.lm_layers}x{text.lm_hidden}, "
                    f"GNN revgcn {config.layers}x{config.hidden}), {stages} stage(s), LM "
                    f"{'in the bubbles' if params['interleave'] and stages > 1 else 'in line'}")
     with rank_failures_reported():
-        result = run_unitg_flow(store, stages, text, config, interleave=params["interleave"])
-    report(result, stages, params["quiet"], params["metrics_log"])
+        result = run_unitg_flow(store, stages, text, config, interleave=params["interleave"],
+                                checkpoint=params["checkpoint"], resume=params["resume"])
+    report(result, stages, params)

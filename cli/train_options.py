@@ -98,9 +98,9 @@ TYPED_LINK_DATA_PARALLEL = Mode("typed link data parallel", TYPED_LINK.accepts |
                                 "graphpipe.cli.train_ddp:run_typed_link")
 TEXT = Mode("text models", frozenset(TEXT_OPTIONS) | (_RUN - {"weight_decay", "evaluation"}),
             "graphpipe.cli.train_text:run")
-FLOW = Mode("flow parallel", (_RUN - {"checkpoint", "resume", "patience", "evaluation"})
+FLOW = Mode("flow parallel", (_RUN - {"patience", "evaluation"})
             | {"pipeline", "microbatches"}, "graphpipe.cli.train_flow:run")
-UNITG_FLOW = Mode("unitg flow parallel", (TEXT.accepts - {"checkpoint", "resume", "patience"})
+UNITG_FLOW = Mode("unitg flow parallel", (TEXT.accepts - {"patience"})
                   | {"pipeline", "microbatches", "interleave", "weight_decay"},
                   "graphpipe.cli.train_flow:run_unitg")
 PARTITION_PARALLEL = Mode("partition parallel",

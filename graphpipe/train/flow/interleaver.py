@@ -72,7 +72,9 @@ class LMWorker(threading.Thread):
     """Runs ``lm`` (an :class:`~graphpipe.train.text.lm_trainer.LMTrainer`) for
     ``epochs`` passes of its batch plan, gated by ``gate`` (module docstring).
 
-    Attributes: ``steps`` (taken), ``planned``, ``busy_seconds`` (inside steps,
+    ``start_step``: the steps of the plan already taken (a resumed run), skipped.
+
+    Attributes: ``steps`` (taken by this thread), ``planned`` (all passes'), ``busy_seconds`` (inside steps,
     pauses included), ``cpu_seconds`` (the thread's CPU time in steps), ``error`` (an exception that ended the thread, re-raised by
     :meth:`stop`)."""
 
@@ -81,6 +83,7 @@ class LMWorker(threading.Thread):
         self.lm, self.gate, self.epochs = lm, gate, epochs
         self.step_lock = threading.Lock()
         self.steps, self.planned = 0, epochs * len(lm.loader)
+        self.start_step = 0
         self.busy_seconds = self.cpu_seconds = 0.0
         self.error: BaseException | None = None
         self._stopping = False
@@ -105,11 +108,14 @@ class LMWorker(threading.Thread):
 
     def run(self) -> None:
         try:
-            for epoch in range(self.epochs):
+            per_epoch = len(self.lm.loader)
+            for epoch in range(self.start_step // per_epoch if per_epoch else 0, self.epochs):
                 self.lm.loader.set_epoch(epoch)
-                for group, nodes in self.lm.loader.plan():
+                for k, (group, nodes) in enumerate(self.lm.loader.plan()):
                     if self._stopping:
                         return
+                    if epoch * per_epoch + k < self.start_step:
+                        continue
                     self.gate.wait()
                     with self.step_lock:
                         t0, c0 = time.perf_counter(), time.thread_time()

@@ -5,6 +5,10 @@ through the pipeline; the last stage's accuracies and loss reach every rank.
 
 One stage (``stages == 1``) needs no process group: the same code, in this process.
 
+``checkpoint``: after every epoch, stage 0 writes the whole run (every stage's weights and
+Adam state, the records, the best epoch, its RNG) to one file, atomically
+(:mod:`.checkpoint`); ``fit(resume=state)`` continues such a run, on any number of stages.
+
 >>> import numpy as np
 >>> from graphpipe.synthetic.tag import tag_graph
 >>> g, _, _ = tag_graph(200, 2, seed=0)
@@ -16,6 +20,7 @@ One stage (``stages == 1``) needs no process group: the same code, in this proce
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -24,6 +29,8 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from graphpipe.train.checkpoint import save_checkpoint, set_rng_state
+from graphpipe.train.flow import checkpoint as ckpt
 from graphpipe.train.flow.microbatches import graph_microbatches, metis_parts, whole_graph
 from graphpipe.train.flow.revgcn import RevGCN
 from graphpipe.train.flow.schedule import gpipe_bubble, microbatch_count
@@ -74,10 +81,18 @@ class FlowData:
         check_labelled(store)
         labels = np.asarray(store.labels).reshape(-1).astype(np.int64)
         indptr, indices = (np.asarray(a) for a in store.topology())
-        meta = store.manifest.get("labels") or {}
         return cls(indptr, indices, np.asarray(store.features(), dtype=np.float32), labels,
                    {s: np.asarray(store.split(s)) for s in store.split_names if s in _SPLITS},
-                   int(meta.get("num_classes") or labels.max() + 1))
+                   cls.classes_of(store, labels))
+
+    @staticmethod
+    def classes_of(store: Any, labels: np.ndarray | None = None) -> int:
+        """The store's class count: its manifest's, else the largest label + 1."""
+        meta = store.manifest.get("labels") or {}
+        if meta.get("num_classes"):
+            return int(meta["num_classes"])
+        labels = np.asarray(store.labels) if labels is None else labels
+        return int(labels.max()) + 1
 
     @classmethod
     def from_graph(cls, g: Any) -> FlowData:
@@ -100,12 +115,16 @@ class FlowTrainer:
     node into ``M`` parts (computed here when None); ``gate``: the Bubble Interleaver's;
     ``x``: stage 0's input rows (default: the features; UniTG: the Modality
     Collaborator's, of width ``in_dim``); ``before_epoch(epoch)`` and
-    ``on_epoch(epoch, record)`` run on every rank around each epoch."""
+    ``on_epoch(epoch, record)`` run on every rank around each epoch; ``checkpoint``: the
+    file stage 0 writes after every epoch (module docstring). A run that adds state to the
+    checkpoint sets ``kind``, adds to ``settings`` (what a resume must share) and sets
+    ``extra_state`` (stage 0: a callable returning its entries, ``rng`` included when
+    it has to take it itself)."""
 
     def __init__(self, data: FlowData, config: FlowConfig, *, rank: int = 0, stages: int = 1,
                  parts: np.ndarray | None = None, gate: Any = None, on_epoch: Any = None,
                  before_epoch: Any = None, x: torch.Tensor | None = None,
-                 in_dim: int | None = None):
+                 in_dim: int | None = None, checkpoint: str | os.PathLike | None = None):
         self.data, self.config, self.rank, self.stages = data, config, rank, stages
         self.count = config.microbatches or microbatch_count(data.num_nodes, stages)
         if parts is None:
@@ -127,6 +146,10 @@ class FlowTrainer:
             self.x = None
         self.labels = torch.from_numpy(data.labels) if self.stage.last else None
         self.on_epoch, self.before_epoch = on_epoch, before_epoch
+        self.checkpoint = checkpoint
+        self.kind, self.extra_state = ckpt.KIND, None
+        self.settings = ckpt.resume_settings(FlowConfig(**{**config.as_dict(),
+                                                           "microbatches": self.count}))
 
     # -- what the ranks share ------------------------------------------------------------------
     def _gather(self, row: list[float]) -> list[list[float]]:
@@ -172,28 +195,68 @@ class FlowTrainer:
             self.on_epoch(epoch, record)
         return record
 
-    def fit(self) -> dict[str, Any]:
-        """Train ``epochs`` epochs; the result (every rank the same): records, best
-        epoch by valid accuracy, its test accuracy, the mean bubble fraction."""
+    def fit(self, resume: str | os.PathLike | dict[str, Any] | None = None) -> dict[str, Any]:
+        """Train up to ``epochs`` epochs (from a checkpoint, its path or its loaded state,
+        ``resume``: after its epochs); the result (every rank the same): records (the checkpoint's first), best
+        epoch by valid accuracy, its test accuracy, the mean bubble fraction of this
+        run's epochs, ``resumed_from`` (epochs done before it)."""
         records, best = [], {"epoch": -1, "valid": -1.0, "test": float("nan")}
+        if resume is not None:
+            records, best = self._restore(resume)
+        first = len(records)
         start = time.perf_counter()
-        for epoch in range(self.config.epochs):
+        for epoch in range(first, self.config.epochs):
             record = self.epoch(epoch)
             records.append(record)
             valid = record.get("valid_acc", float("nan"))
             if not np.isnan(valid) and valid > best["valid"]:
                 best = {"epoch": epoch, "valid": valid, "test": record["test_acc"]}
-        steady = records[1:] or records
-        return {"records": records, "best_epoch": best["epoch"], "best_valid_acc": best["valid"],
+            if self.checkpoint is not None:
+                self._save(epoch + 1, records, best)
+        mine = records[first:]
+        steady = mine[1:] or mine or [{"bubble": float("nan"), "seconds": float("nan")}]
+        return {"records": records, "resumed_from": first, "best_epoch": best["epoch"],
+                "best_valid_acc": best["valid"],
                 "test_acc": best["test"], "stages": self.stages, "microbatches": self.count,
                 "gpipe_bubble": gpipe_bubble(self.stages, self.count),
                 "bubble": float(np.mean([r["bubble"] for r in steady])),
                 "wall_seconds": time.perf_counter() - start,
-                "idle_seconds": [float(sum(r["stage_idle"][s] for r in records))
+                "idle_seconds": [float(sum(r["stage_idle"][s] for r in mine))
                                  for s in range(self.stages)],
-                "step_seconds": [float(sum(r["stage_seconds"][s] for r in records))
+                "step_seconds": [float(sum(r["stage_seconds"][s] for r in mine))
                                  for s in range(self.stages)],
                 "epoch_seconds": float(np.median([r["seconds"] for r in steady]))}
+
+    # -- checkpoints ---------------------------------------------------------------------------
+    def _save(self, epoch: int, records: list[dict[str, Any]], best: dict[str, Any]) -> None:
+        """Every rank: its stage's state to stage 0, which writes the file."""
+        gathered = ckpt.gather_state(self.model, self.stage, self.optimizer, rank=self.rank,
+                                     stages=self.stages)
+        if gathered is None:
+            return
+        state = ckpt.payload(gathered, self.model, self.config, epoch=epoch, history=records,
+                             best=best, kind=self.kind, settings=self.settings)
+        if self.extra_state is not None:
+            state.update(self.extra_state())
+        save_checkpoint(self.checkpoint, state)
+
+    def read_resume(self, resume: str | os.PathLike | dict[str, Any]) -> dict[str, Any]:
+        """The checkpoint ``resume`` (a path, or a state already loaded), checked against
+        this run (its model, ``kind`` and ``settings``)."""
+        if isinstance(resume, dict):
+            ckpt.check_settings(resume, self.kind, self.settings, "checkpoint")
+            return resume
+        return ckpt.read_resume(resume, self.model, self.kind, self.settings)
+
+    def _restore(self, resume: str | os.PathLike | dict[str, Any]
+                 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """Weights, this stage's Adam state and (stage 0) the RNG of a checkpoint; its
+        records and best epoch."""
+        state = self.read_resume(resume)
+        ckpt.restore_state(state, self.model, self.stage, self.optimizer)
+        if self.rank == 0:
+            set_rng_state(state["rng"])
+        return [dict(r) for r in state["history"]], dict(state["best"])
 
     def stage_state(self) -> dict[str, np.ndarray]:
         """This stage's parameters by their name in the whole model."""

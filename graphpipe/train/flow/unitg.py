@@ -17,16 +17,30 @@ Where the LM's steps run (``interleave``):
 
 The result adds to :meth:`.trainer.FlowTrainer.fit`'s: ``lm_steps`` / ``lm_planned``,
 ``lm_cpu_seconds`` (CPU time of the LM's steps), ``syncs``.
+
+Checkpoints (``checkpoint``; ``fit(resume=...)``): the GNN's as :mod:`.checkpoint`
+(``train.kind`` ``"flow-unitg"``), plus, under ``unitg``, what the run carries besides:
+the LM's weights and AdamW state, its steps taken, the Modality Collaborator's schedule
+(Δt level, smoothed loss F, its counter, the last sync), stage 0's input rows and which
+nodes hold an LM embedding, the syncs so far — and stage 0's RNG (the LM's dropout),
+taken between two LM steps when the LM runs in the bubbles. A resume must share the
+LM's and the schedule's settings (:func:`resume_settings`), not ``J`` itself: ``J``
+only matters through the Δt values and the epochs the LM's steps are spread over.
 """
 
 from __future__ import annotations
 
+import contextlib
+import copy
+import os
 import time
 from typing import Any
 
 import numpy as np
 import torch
 
+from graphpipe.train.checkpoint import CheckpointError, rng_state
+from graphpipe.train.flow.checkpoint import UNITG_KIND
 from graphpipe.train.flow.interleaver import BubbleGate, LMWorker
 from graphpipe.train.flow.trainer import FlowConfig, FlowData, FlowTrainer
 from graphpipe.train.text.build import TextConfig, build_lm_trainer
@@ -36,14 +50,31 @@ from graphpipe.train.text.lm_trainer import encode
 from graphpipe.train.text.task import TextTask
 from graphpipe.train.text.unitg import UniTGPlan
 
-__all__ = ["UniTGFlow"]
+__all__ = ["UniTGFlow", "resume_settings"]
+
+_TEXT_SETTINGS = ("lm_kind", "lm_hidden", "lm_layers", "lm_heads", "max_len", "lm_epochs",
+                  "lm_lr", "lm_batch_size", "emb_dim", "grouping", "groups", "exit_order",
+                  "sync_patience")
+
+
+def resume_settings(text: TextConfig, epochs: int, interleave: bool) -> dict[str, Any]:
+    """What a UniTG resume must share besides the GNN's settings: the LM's and the Lazy
+    Tuner's settings, where the LM runs, the Δt values and (LM in line) the epochs its
+    steps are spread over (a run of ``epochs`` GNN epochs)."""
+    settings = {k: getattr(text, k) for k in _TEXT_SETTINGS}
+    settings.update(interleave=bool(interleave),
+                    sync_deltas=SyncSchedule(epochs, patience=text.sync_patience).deltas)
+    if not interleave:
+        settings["lm_carrying_epochs"] = UniTGPlan.carrying_epochs(epochs, text.lm_share)
+    return settings
 
 
 class UniTGFlow:
     """One rank of a pipelined UniTG run (module docstring)."""
 
     def __init__(self, task: TextTask, text: TextConfig, flow: FlowConfig, *, rank: int = 0,
-                 stages: int = 1, parts: np.ndarray | None = None, interleave: bool = False):
+                 stages: int = 1, parts: np.ndarray | None = None, interleave: bool = False,
+                 checkpoint: str | os.PathLike | None = None):
         self.task, self.text, self.rank, self.interleave = task, text, rank, interleave
         self.schedule = SyncSchedule(flow.epochs, patience=text.sync_patience)
         self.syncs, self._synced_at = 0, -1
@@ -64,7 +95,11 @@ class UniTGFlow:
         self.flow = FlowTrainer(data, flow, rank=rank, stages=stages, parts=parts, gate=self.gate,
                                 on_epoch=self._after, before_epoch=self._before,
                                 x=None if self.inputs is None else self.inputs.x,
-                                in_dim=text.emb_dim)
+                                in_dim=text.emb_dim, checkpoint=checkpoint)
+        self.flow.kind = UNITG_KIND
+        self.flow.settings.update(resume_settings(text, flow.epochs, interleave))
+        if self.lm is not None:
+            self.flow.extra_state = self._checkpoint_extra
         self._lm_cpu = 0.0
 
     # -- the LM's steps ------------------------------------------------------------------------
@@ -100,13 +135,47 @@ class UniTGFlow:
         self.inputs.replace(torch.as_tensor(nodes), emb)
         self.syncs += 1
 
+    # -- checkpoints ---------------------------------------------------------------------------
+    def _checkpoint_extra(self) -> dict[str, Any]:
+        """Stage 0's entries of the checkpoint (module docstring): copies, taken between two
+        LM steps."""
+        held = self.worker.between_steps() if self.worker is not None else contextlib.nullcontext()
+        with held:
+            return copy.deepcopy({"rng": rng_state(), "unitg": {
+                "lm_state": self.lm.model.state_dict(), "lm_optimizer": self.lm.optimizer.state_dict(),
+                "lm_steps": self.lm.steps_taken, "syncs": self.syncs, "synced_at": self._synced_at,
+                "schedule": self.schedule.state(), "x": self.inputs.x,
+                "encoded": self.inputs.encoded}})
+
+    def _restore(self, state: dict[str, Any]) -> None:
+        extra = state.get("unitg")
+        try:
+            self.schedule.load(extra["schedule"])
+            self.syncs, self._synced_at = int(extra["syncs"]), int(extra["synced_at"])
+            if self.lm is None:
+                return
+            self.lm.model.load_state_dict(extra["lm_state"])
+            self.lm.optimizer.load_state_dict(extra["lm_optimizer"])
+            self.lm.steps_taken = int(extra["lm_steps"])
+            self.inputs.x.copy_(extra["x"])
+            self.inputs.encoded.copy_(extra["encoded"])
+        except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+            raise CheckpointError(f"checkpoint: its UniTG state does not fit this run "
+                                  f"({type(exc).__name__})") from None
+        if self.worker is not None:
+            self.worker.start_step = self.lm.steps_taken
+
     # -- the run -------------------------------------------------------------------------------
-    def fit(self) -> dict[str, Any]:
-        """Train (module docstring); the result of this rank (rank 0: the LM's figures)."""
+    def fit(self, resume: str | os.PathLike | dict[str, Any] | None = None) -> dict[str, Any]:
+        """Train (module docstring; ``resume``: a checkpoint's path or state); the result of
+        this rank (rank 0: the LM's figures)."""
+        if resume is not None:
+            resume = self.flow.read_resume(resume)
+            self._restore(resume)
         if self.worker is not None:
             self.worker.start()
         try:
-            result = self.flow.fit()
+            result = self.flow.fit(resume=resume)
         finally:
             if self.worker is not None:
                 self.worker.stop()

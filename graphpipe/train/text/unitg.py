@@ -48,8 +48,13 @@ class UniTGPlan:
         self.seed, self.epoch = lm_batches.seed, 0
         self.per_lm_epoch = len(lm_batches)
         self.total = lm_epochs * self.per_lm_epoch
-        self.carrying = max(1, min(gnn_epochs, round(lm_share * gnn_epochs)))
+        self.carrying = self.carrying_epochs(gnn_epochs, lm_share)
         self._plans: dict[int, list] = {}
+
+    @staticmethod
+    def carrying_epochs(gnn_epochs: int, lm_share: float) -> int:
+        """The GNN epochs the LM's steps are spread over: ``lm_share · J``, at least one."""
+        return max(1, min(gnn_epochs, round(lm_share * gnn_epochs)))
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = int(epoch)
