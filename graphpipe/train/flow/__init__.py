@@ -6,5 +6,6 @@ graph microbatches, and the Bubble Interleaver that runs the LM in the stages' i
 - :mod:`.revgcn`: the deep reversible GCN and its stages;
 - :mod:`.microbatches`: METIS parts as induced subgraphs;
 - :mod:`.stage`: the stage driver (point-to-point sends, gradient accumulation, timing);
-- :mod:`.trainer`: the epochs of one rank; :mod:`.launch`: the ranks.
+- :mod:`.trainer`: the epochs of one rank; :mod:`.launch`: the ranks;
+- :mod:`.checkpoint`: one file for the whole pipeline, written by stage 0, resumable on any ``P``.
 """
