@@ -99,11 +99,13 @@ def report(result: dict[str, Any], stages: int, params: dict[str, Any]) -> None:
     if not quiet:
         if result.get("resumed_from"):
             click.echo(f"resumed from {params['resume']} after {result['resumed_from']} epoch(s)")
-        for record in result["records"][result.get("resumed_from", 0):]:
+        ran = result["records"][result.get("resumed_from", 0):]
+        for record in ran:
             click.echo(describe(record))
-        click.echo(f"{stages} stage(s), {result['microbatches']} microbatches: epoch "
-                   f"{result['epoch_seconds']:.3f} s (median), bubble fraction "
-                   f"{result['bubble']:.3f} (GPipe formula {result['gpipe_bubble']:.3f})")
+        if ran:  # a resume past --epochs trains nothing: no figures
+            click.echo(f"{stages} stage(s), {result['microbatches']} microbatches: epoch "
+                       f"{result['epoch_seconds']:.3f} s (median), bubble fraction "
+                       f"{result['bubble']:.3f} (GPipe formula {result['gpipe_bubble']:.3f})")
         if "lm_steps" in result:
             click.echo(f"LM: {result['lm_steps']} of {result['lm_planned']} steps, "
                        f"{result['lm_cpu_seconds']:.1f} s CPU, {result['syncs']} syncs")
