@@ -55,6 +55,7 @@ from torch import nn
 from graphpipe.interrupt import end_process
 from graphpipe.loaders import NeighborLoader
 from graphpipe.loaders.shard import BaseShard, PartitionShard, SeedShard
+from graphpipe.train.link import link_eval_keys
 from graphpipe.train.loop import EpochSums
 from graphpipe.train.ranks import (
     EXIT_PEER_LOST,
@@ -291,8 +292,6 @@ class DataParallel:
     five come from :meth:`loader_figures`."""
 
     rank_keys: tuple[str, ...] = RANK_KEYS
-    eval_splits: tuple[str, ...] = _SPLITS
-    """The splits :meth:`evaluate` returns (and broadcasts from rank 0)."""
     group: Any
     rank: int
     world_size: int
@@ -374,9 +373,13 @@ class DataParallel:
         rows = " / ".join(str(r["rows_gathered"]) for r in ranks)
         return super().describe_epoch(record) + f"  [{len(ranks)} ranks: rows gathered {rows}]"  # type: ignore[misc]
 
+    def eval_keys(self) -> tuple[str, ...]:
+        """The keys of the trainer's ``evaluate()`` (broadcast from rank 0)."""
+        return _SPLITS
+
     def evaluate(self) -> dict[str, float]:
         """Rank 0 evaluates (the trainer's ``evaluate``); every rank gets its accuracies."""
-        splits = self.eval_splits
+        splits = self.eval_keys()
         accs = super().evaluate() if self.is_main else dict.fromkeys(splits, 0.0)  # type: ignore[misc]
         values = torch.tensor([accs[s] for s in splits], dtype=torch.float64)
         dist.broadcast(values, src=dist.get_global_rank(self.group, 0), group=self.group)
@@ -570,4 +573,7 @@ class DistributedTypedLinkTrainer(TypedRanks, TypedLinkTrainer):
     >>> dist.destroy_process_group(); tmp.cleanup()
     """
 
-    eval_splits = ("valid", "test")
+    def eval_keys(self) -> tuple[str, ...]:
+        """``valid``, ``test`` and MRR's other figures
+        (:func:`~graphpipe.train.link.link_eval_keys`)."""
+        return link_eval_keys(self.metric)

@@ -25,9 +25,24 @@ from torch import nn
 from graphpipe.train.loop import EpochSums, Trainable, fmt_acc, make_optimizer
 from graphpipe.train.models import build_model
 
-__all__ = ["DECODERS", "DotDecoder", "LinkPredictor", "LinkTrainer",
-           "MLPDecoder", "common_neighbours", "evaluate_link", "link_metric", "open_link_store",
-           "pair_scorer", "parse_link_metric", "ranking_metrics"]
+__all__ = [
+    "DECODERS",
+    "RANK_FIGURES",
+    "DotDecoder",
+    "LinkPredictor",
+    "LinkTrainer",
+    "MLPDecoder",
+    "common_neighbours",
+    "evaluate_link",
+    "evaluate_splits",
+    "link_eval_keys",
+    "link_metric",
+    "link_scores",
+    "open_link_store",
+    "pair_scorer",
+    "parse_link_metric",
+    "ranking_metrics",
+]
 
 DECODERS = ("dot", "mlp")
 
@@ -206,11 +221,16 @@ def _per_edge_scores(score: Any, src: np.ndarray, neg_dst2d: np.ndarray) -> torc
     return torch.cat(parts) if parts else torch.empty(0, k)
 
 
-def evaluate_link(score: Any, split: Any, metric: str) -> float:
-    """``metric`` of a split by OGB's Evaluator: ``"hits@K"`` against the split's shared
-    negatives (``neg_src`` / ``neg_dst``, ogbl-collab's), or ``"mrr"`` of each positive
-    against its own negatives (``neg_dst2d``, ogbl-citation2's: :func:`ranking_metrics`).
-    ``score(src, dst)`` returns ``(n,)`` scores of int64 node ID arrays."""
+RANK_FIGURES = ("hits@1", "hits@3", "hits@10")
+"""What :func:`link_scores` adds to ``"mrr"`` (the same ranks, OGB's ``ogbl-citation2`` lists)."""
+
+
+def link_scores(score: Any, split: Any, metric: str) -> dict[str, float]:
+    """``{metric: value}`` of a split by OGB's Evaluator: ``"hits@K"`` against the split's
+    shared negatives (``neg_src`` / ``neg_dst``, ogbl-collab's), or ``"mrr"`` of each
+    positive against its own negatives (``neg_dst2d``, ogbl-citation2's), then with
+    :data:`RANK_FIGURES` of the same ranks (:func:`ranking_metrics`). ``score(src, dst)``
+    returns ``(n,)`` scores of int64 node ID arrays."""
     from ogb.linkproppred import Evaluator
 
     pos = torch.as_tensor(score(split.src, split.dst), dtype=torch.float32)
@@ -218,13 +238,41 @@ def evaluate_link(score: Any, split: Any, metric: str) -> float:
         if split.neg_dst2d is None:
             raise ValueError("MRR needs per-edge negatives (neg_dst2d, ogbl-citation2's layout)")
         neg = _per_edge_scores(score, np.asarray(split.src), np.asarray(split.neg_dst2d))
-        return ranking_metrics(pos, neg)["mrr"]
+        return ranking_metrics(pos, neg)
     if split.neg_src is None:
         raise ValueError("Hits@K needs negative pairs (neg_src / neg_dst, ogbl-collab's layout)")
     neg = torch.as_tensor(score(split.neg_src, split.neg_dst), dtype=torch.float32)
     evaluator = Evaluator("ogbl-collab")
     evaluator.K = int(metric.split("@", 1)[1])
-    return float(evaluator.eval({"y_pred_pos": pos, "y_pred_neg": neg})[metric])
+    return {metric: float(evaluator.eval({"y_pred_pos": pos, "y_pred_neg": neg})[metric])}
+
+
+def evaluate_link(score: Any, split: Any, metric: str) -> float:
+    """``metric`` of a split (:func:`link_scores`)."""
+    return link_scores(score, split, metric)[metric]
+
+
+def link_eval_keys(metric: str) -> tuple[str, ...]:
+    """The keys of a link trainer's ``evaluate()``: ``valid``, ``test`` (``metric``) and, for
+    ``"mrr"``, ``<split>_<figure>`` of :data:`RANK_FIGURES`.
+
+    >>> link_eval_keys("hits@50"), len(link_eval_keys("mrr"))
+    (('valid', 'test'), 8)
+    """
+    extra = RANK_FIGURES if metric == "mrr" else ()
+    return ("valid", "test") + tuple(f"{s}_{f}" for s in ("valid", "test") for f in extra)
+
+
+def evaluate_splits(scorers: dict[str, Any], splits: dict[str, Any], metric: str) -> dict[str, float]:
+    """A link trainer's ``evaluate()`` (:func:`link_eval_keys`): ``metric`` of each of
+    ``splits`` (``{"valid", "test"}``) scored by ``scorers[name]``, and the other figures of
+    the same ranks as ``<split>_<figure>``."""
+    out: dict[str, float] = {}
+    for name, split in splits.items():
+        scores = link_scores(scorers[name], split, metric)
+        out[name] = scores.pop(metric)
+        out.update({f"{name}_{k}": v for k, v in scores.items()})
+    return out
 
 
 @torch.no_grad()
@@ -369,14 +417,15 @@ class LinkTrainer(Trainable):
         return {**super().epoch_record(epoch, sums), "metric": self.metric}
 
     def evaluate(self) -> dict[str, float]:
-        """``{"valid", "test"}``: the link metric of each split (embeddings of every node,
-        then the decoder per pair, on the CPU)."""
+        """``{"valid", "test"}``: the link metric of each split, with the other figures of
+        MRR's ranks (:func:`evaluate_splits`; embeddings of every node, then the decoder per
+        pair, on the CPU)."""
         was = self.model.training
         h = node_embeddings(self.model, self.store, self.fanouts, self.eval_batch_size, self.seed,
                             self.device)
         try:
             score = pair_scorer(self.model.cpu().decoder, h)
-            return {name: evaluate_link(score, split, self.metric) for name, split in self.splits.items()}
+            return evaluate_splits(dict.fromkeys(self.splits, score), self.splits, self.metric)
         finally:
             self.model.to(self.device).train(was)
 
@@ -389,9 +438,12 @@ class LinkTrainer(Trainable):
     def describe_epoch(self, record: dict[str, Any]) -> str:
         """The epoch's printed line."""
         m = record["metric"]
+        ranks = ""
+        if record.get("test_hits@10") is not None:  # MRR's ranks, the same evaluation
+            ranks = "  test hits@1/3/10 " + "/".join(f"{record[f'test_{f}']:.3f}" for f in RANK_FIGURES)
         return (f"epoch {record['epoch']:>3}  loss {record['loss']:.4f}  "
-                f"valid {m} {fmt_acc(record['valid_acc'])}  test {m} {fmt_acc(record['test_acc'])}  "
-                f"time {record['seconds']:.2f}s (+{record['eval_seconds']:.2f}s eval)  "
+                f"valid {m} {fmt_acc(record['valid_acc'])}  test {m} {fmt_acc(record['test_acc'])}"
+                f"{ranks}  time {record['seconds']:.2f}s (+{record['eval_seconds']:.2f}s eval)  "
                 f"batches {record['steps']}")
 
     def resume_settings(self) -> dict[str, Any]:

@@ -17,7 +17,9 @@ share, in this order per epoch:
    the trainer's own keys);
 2. **evaluation** every ``eval_every`` epochs and after the last (never with
    ``evaluation="none"``): ``task.evaluate()`` gives ``{split: accuracy}`` (at least
-   ``valid`` and ``test``), stored as ``<split>_acc``; ``eval_seconds`` is its time;
+   ``valid`` and ``test``), stored as ``<split>_acc``, and may add figures under keys
+   that are not split names (stored as given, e.g. a link trainer's ``test_hits@10``);
+   ``eval_seconds`` is its time;
 3. **early stopping**: a valid accuracy that is not better than the best so far
    (the first one, or any after a NaN best, always is) counts a bad epoch; after
    ``patience`` bad evaluated epochs the run stops. The reported test accuracy is the
@@ -216,11 +218,15 @@ def _evaluates(task: Trainable, epoch: int) -> bool:
         (epoch + 1) % task.eval_every == 0 or epoch + 1 == task.epochs)
 
 
+_EVAL_SPLITS = ("train", "valid", "test")
+
+
 def _evaluate_into(task: Trainable, record: dict[str, Any], best: dict[str, Any], epoch: int) -> None:
-    """Evaluate, store ``<split>_acc`` and ``eval_seconds`` in ``record``, update ``best``."""
+    """Evaluate, store ``<split>_acc`` (other keys as given) and ``eval_seconds`` in
+    ``record``, update ``best``."""
     t0 = time.perf_counter()
     accs = task.evaluate()
-    record.update({f"{split}_acc": acc for split, acc in accs.items()})
+    record.update({(f"{k}_acc" if k in _EVAL_SPLITS else k): v for k, v in accs.items()})
     record["eval_seconds"] = time.perf_counter() - t0
     if not best["valid_acc"] >= accs["valid"]:  # also when best is nan
         best.update(valid_acc=accs["valid"], epoch=epoch, test_acc=accs["test"], bad_epochs=0)

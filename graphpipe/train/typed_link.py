@@ -35,7 +35,7 @@ from graphpipe.train.link import (
     DotDecoder,
     LinkTrainer,
     MLPDecoder,
-    evaluate_link,
+    evaluate_splits,
     pair_scorer,
     parse_link_metric,
 )
@@ -186,17 +186,16 @@ class TypedLinkTrainer(LinkTrainer):
         return out
 
     def evaluate(self) -> dict[str, float]:
-        """``{"valid", "test"}``: the metric of each split (OGB's Evaluator), every end-type
-        node embedded over the split's message-passing graph, pairs decoded in chunks."""
+        """``{"valid", "test"}``: the metric of each split (OGB's Evaluator; with MRR also
+        ``<split>_hits@1/3/10`` of the same ranks), every end-type node embedded over the
+        split's message-passing graph, pairs decoded in chunks."""
         s, _, d = self.relation
         was = self.model.training
         self.model.eval()
         try:
-            out = {}
-            for name, split in self.splits.items():
-                score = pair_scorer(self.model.decoder, self.embeddings(name, s), self.embeddings(name, d))
-                out[name] = evaluate_link(score, split, self.metric)
-            return out
+            scorers = {name: pair_scorer(self.model.decoder, self.embeddings(name, s),
+                                         self.embeddings(name, d)) for name in self.splits}
+            return evaluate_splits(scorers, self.splits, self.metric)
         finally:
             self.model.train(was)
 

@@ -24,7 +24,12 @@ def test_generate_ingest_train_link(tmp_path) -> None:
     quiet = runner.invoke(cli, ["train", str(store), "--task", "link", "--epochs", "1", "--quiet",
                                 "--hidden", "16", "--fanouts", "5,5", "--decoder", "dot"])
     assert quiet.output.strip() == lines[-1]  # same seed, same result
+    hits20 = runner.invoke(cli, ["train", str(store), "--task", "link", "--epochs", "1", "--quiet",
+                                 "--hidden", "16", "--fanouts", "5,5", "--link-metric", "hits@20"])
+    assert hits20.exit_code == 0 and re.fullmatch(r"test hits@20 \d\.\d{4}", hits20.output.strip())
     for args, message in ((["--heads", "2"], "--heads: not used by link prediction"),
+                          (["--link-metric", "mrr"], "MRR needs per-edge negatives"),
+                          (["--link-negatives", "5"], "--link-negatives: not used by link prediction"),
                           (["--model", "gt"], "needs a GNN encoder"),
                           (["--layers", "2", "--fanouts", "5"], "one fanout per layer")):
         bad = runner.invoke(cli, ["train", str(store), "--task", "link", "--epochs", "1", *args])

@@ -44,6 +44,8 @@ def test_trains_checkpoints_and_resumes(store: Path, tmp_path: Path) -> None:
     assert "link prediction on author___writes___paper (random split" in lines[0]
     assert "mrr against 100 negatives per held-out edge" in lines[0]
     assert re.fullmatch(r"test mrr \d\.\d{4}", lines[-1]), first.output
+    assert re.search(r"^epoch\s+0 .*test mrr \d\.\d{4}  test hits@1/3/10 [\d.]+/[\d.]+/[\d.]+ ",
+                     first.output, re.MULTILINE), first.output
     second = _train(store, *COMMON, "--relation", "author___writes___paper", "--epochs", "2",
                     "--resume", ckpt)
     assert second.exit_code == 0, second.output

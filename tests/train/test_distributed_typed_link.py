@@ -104,6 +104,9 @@ def test_metrics_reduced_and_logged_on_rank_zero(run: Path, store) -> None:
     params = sum(p.numel() for p in model(store).parameters())
     assert ranks[0]["allreduce_bytes"] == ranks[1]["allreduce_bytes"] == 4 * params * record["steps"]
     assert record["metric"] == "mrr" and 0.0 < record["valid_acc"] <= 1.0
+    for split in ("valid", "test"):  # the same ranks' hits, broadcast from rank 0 with the MRR
+        hits = [record[f"{split}_hits@{k}"] for k in (1, 3, 10)]
+        assert 0.0 <= hits[0] <= hits[1] <= hits[2] <= 1.0 and hits[0] <= record[f"{split}_acc"]
     assert all(r["rows_gathered"] > 0 for r in ranks)
 
 

@@ -19,6 +19,8 @@ from graphpipe.train.link import (
     MLPDecoder,
     common_neighbours,
     evaluate_link,
+    evaluate_splits,
+    link_eval_keys,
     link_metric,
     pair_scorer,
     ranking_metrics,
@@ -104,6 +106,10 @@ def test_mrr_scores_in_chunks(monkeypatch) -> None:
     # a negative equal to the positive's pair ties with it: half a place (OGB's rule)
     rank = 1 + (neg > pos[:, None]).sum(1) + 0.5 * (neg == pos[:, None]).sum(1)
     assert whole == pytest.approx(float((1.0 / rank).mean()), rel=1e-6)
+    figures = evaluate_splits({"valid": score, "test": score}, {"valid": split, "test": split}, "mrr")
+    assert set(figures) == set(link_eval_keys("mrr")) and figures["test"] == whole
+    for k in (1, 3, 10):
+        assert figures[f"valid_hits@{k}"] == pytest.approx(float((rank <= k).float().mean()))
 
 
 def test_decoders() -> None:
