@@ -41,7 +41,7 @@ def data(tmp_path_factory: pytest.TempPathFactory):
 def run(data, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("typed_ddp_out")
     env = {**os.environ, "OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, str(CHILD), str(data.store.path), str(out), "2"],
+    proc = subprocess.run([sys.executable, str(CHILD), str(data.store.path), str(out), "2", "node"],
                           check=False, capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return out
@@ -63,7 +63,7 @@ def _step(data, seeds: np.ndarray) -> dict[str, torch.Tensor]:
 
 
 def test_two_ranks_step_equals_one_step_on_the_union(run: Path, data) -> None:
-    seeds = [np.load(run / f"step_seeds{r}.npy") for r in range(2)]
+    seeds = [np.load(run / f"step_batch{r}.npy") for r in range(2)]
     one = TypedTrainer(model(data), data, fanouts=[-1, -1], batch_size=2 * BATCH, seed=SEED)
     first = one.loader.epoch_batches(0)[0]  # the one permutation's first 2 * BATCH seeds
     for r in range(2):  # DistributedSampler's split of it: positions r, r + 2, ...

@@ -1,5 +1,5 @@
 """DistributedTypedLinkTrainer on a real two-rank gloo group over loopback
-(tests/train/typed_link_ddp_child.py): the two ranks take disjoint halves of the one
+(tests/train/typed_ddp_child.py): the two ranks take disjoint halves of the one
 permutation of the training edges (DistributedSampler's split), one step on two ranks
 equals one step in one process on the union of their batches (the mean of their losses;
 all neighbours, R-GCN with learnable embeddings for the featureless types), the epoch's
@@ -25,9 +25,10 @@ from graphpipe.synthetic.mag import mag_dataset, write_ogb_mag
 from graphpipe.train.typed_link import TypedLinkTrainer
 
 sys.path.insert(0, str(Path(__file__).parent))
-from typed_link_ddp_child import BATCH, NEGATIVES, SEED, WRITES, model
+from typed_ddp_child import BATCH, NEGATIVES, SEED, WRITES
+from typed_ddp_child import link_model as model
 
-CHILD = Path(__file__).with_name("typed_link_ddp_child.py")
+CHILD = Path(__file__).with_name("typed_ddp_child.py")
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +43,7 @@ def store(tmp_path_factory: pytest.TempPathFactory):
 def run(store, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("typed_link_ddp_out")
     env = {**os.environ, "OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, str(CHILD), str(store.path), str(out), "2"],
+    proc = subprocess.run([sys.executable, str(CHILD), str(store.path), str(out), "2", "link"],
                           check=False, capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return out
@@ -76,7 +77,7 @@ def _sgd_step(net, grads: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 
 def test_two_ranks_step_equals_one_step_on_the_union(run: Path, store) -> None:
-    edges = [np.load(run / f"step_edges{r}.npy") for r in range(2)]
+    edges = [np.load(run / f"step_batch{r}.npy") for r in range(2)]
     one = _one(store, batch_size=2 * BATCH)
     first = one.loader.epoch_edge_batches(0)[0]  # the one permutation's first 2 * BATCH edges
     for r in range(2):  # DistributedSampler's split of it: positions r, r + 2, ...

@@ -1,8 +1,10 @@
-"""Typed data-parallel scenarios for tests/train/test_distributed_typed.py, run as
-``python typed_ddp_child.py STORE OUT NPROC``: NPROC gloo ranks on loopback
-(graphpipe.train.distributed.launch) take one SGD step with all neighbours (every rank
-saves its seeds and parameters), then train one evaluated epoch with a checkpoint and
-a metrics log (rank 0 writes them)."""
+"""Typed data-parallel scenarios for tests/train/test_distributed_typed.py (``node``: the
+target type's seeds) and tests/train/test_distributed_typed_link.py (``link``: one
+relation's edges), run as ``python typed_ddp_child.py STORE OUT NPROC node|link``: NPROC
+gloo ranks on loopback (graphpipe.train.distributed.launch) take one SGD step with all
+neighbours (every rank saves its first batch, seed or edge positions, as
+``step_batch<rank>.npy`` and its parameters), then train one evaluated epoch with a
+checkpoint and a metrics log (rank 0 writes them)."""
 
 from __future__ import annotations
 
@@ -13,11 +15,18 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from graphpipe.train.distributed import DistributedTypedTrainer, init_process_group, launch
+from graphpipe.train.distributed import (
+    DistributedTypedLinkTrainer,
+    DistributedTypedTrainer,
+    init_process_group,
+    launch,
+)
 from graphpipe.train.hetero_models import build_hetero_model
 from graphpipe.train.trainer import typed_model_dims, typed_training_data
+from graphpipe.train.typed_link import TypedLinkPredictor
 
-BATCH, HIDDEN, SEED, CLASSES = 32, 8, 3, 4
+BATCH, HIDDEN, SEED, CLASSES, NEGATIVES = 32, 8, 3, 4, 20
+WRITES = ("author", "writes", "paper")
 
 
 def model(data) -> torch.nn.Module:
@@ -26,21 +35,40 @@ def model(data) -> torch.nn.Module:
                               2, data.edge_types, "paper", dropout=0.0)
 
 
-def trainer(data, **kw) -> DistributedTypedTrainer:
-    options = {"fanouts": [-1, -1], "batch_size": BATCH, "epochs": 1, "optimizer": "sgd",
-               "lr": 0.5, "evaluation": "none", "seed": SEED, "quiet": True, **kw}
-    return DistributedTypedTrainer(model(data), data, **options)
+def link_model(store) -> TypedLinkPredictor:
+    graph = typed_training_data(store)
+    torch.manual_seed(0)
+    return TypedLinkPredictor("rgcn", typed_model_dims(graph), graph.num_nodes_dict,
+                              graph.edge_types, WRITES, hidden=HIDDEN)
 
 
-def rank(store_path: str, out: str) -> None:
+def _options(**kw) -> dict:
+    return {"fanouts": [-1, -1], "batch_size": BATCH, "epochs": 1, "optimizer": "sgd",
+            "lr": 0.5, "evaluation": "none", "seed": SEED, "quiet": True, **kw}
+
+
+def _node(store_path: str):
+    data = typed_training_data(store_path)
+    return (lambda **kw: DistributedTypedTrainer(model(data), data, **_options(**kw)),
+            lambda t: t.loader.epoch_batches(0)[0], "sampled")
+
+
+def _link(store_path: str):
+    return (lambda **kw: DistributedTypedLinkTrainer(link_model(store_path), store_path,
+                                                     **_options(eval_negatives=NEGATIVES, **kw)),
+            lambda t: t.loader.epoch_edge_batches(0)[0], "link")
+
+
+def rank(store_path: str, out: str, task: str) -> None:
     init_process_group()
-    data, out_dir = typed_training_data(store_path), Path(out)
-    t = trainer(data, max_steps=1)
+    out_dir = Path(out)
+    trainer, first_batch, evaluation = (_link if task == "link" else _node)(store_path)
+    t = trainer(max_steps=1)
     t.fit()
-    np.save(out_dir / f"step_seeds{t.rank}.npy", t.loader.epoch_batches(0)[0])
+    np.save(out_dir / f"step_batch{t.rank}.npy", first_batch(t))
     torch.save({k: v.detach().clone() for k, v in t.model.state_dict().items()},
                out_dir / f"step_params{t.rank}.pt")
-    t = trainer(data, fanouts=[3, 2], optimizer="adam", lr=0.01, evaluation="sampled",
+    t = trainer(fanouts=[3, 2], optimizer="adam", lr=0.01, evaluation=evaluation,
                 checkpoint=out_dir / "ckpt1.pt", metrics_log=out_dir / "ckpt1.jsonl")
     t.fit()
     dist.barrier()  # not after an error: the launcher ends the other ranks
@@ -48,4 +76,4 @@ def rank(store_path: str, out: str) -> None:
 
 
 if __name__ == "__main__":
-    launch(rank, int(sys.argv[3]), (sys.argv[1], sys.argv[2]))
+    launch(rank, int(sys.argv[3]), (sys.argv[1], sys.argv[2], sys.argv[4]))
