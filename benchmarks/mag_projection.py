@@ -115,7 +115,7 @@ def measure_size(work: Path, papers: int, steps: int) -> dict:
 
     s = open_store(store)
     point["edges"] = int(sum(s.typed_csc(e)[1].shape[0] for e in s.edge_types))
-    point["train"] = int(len(s.typed_split("paper", "train")))
+    point["train"] = len(s.typed_split("paper", "train"))
     for ntype, via in (("author", "author___writes___paper"),
                        ("institution", "author___affiliated_with___institution")):
         rc, out, line, seconds = capped("2G", graphpipe_cmd("derive", str(store), "--mean-features", ntype,
@@ -157,7 +157,6 @@ def lstsq(columns: list[list[float]], ys: list[float]) -> np.ndarray:
 
 def table(record: dict) -> None:
     points = record["points"]
-    xs = [p["papers"] for p in points]
     feat = [p["papers"] * MAG["dim"] * 2 for p in points]
     edges = [p["edges"] for p in points]
     mag_feat, mag_edges = MAG["papers"] * MAG["dim"] * 2, 2 * MAG["edges"]  # reverses added

@@ -132,7 +132,7 @@ def _work_params(store: Any, ntype: str, etype: tuple[str, str, str], other: str
     """What a resumed run must share with the one that wrote the parts: the inputs'
     checksums (a re-derived source type or a re-ingested relation starts afresh)."""
     arrays = store.manifest.get("arrays") or {}
-    checksum = lambda key: (arrays.get(key) or {}).get("checksum")  # noqa: E731
+    checksum = lambda key: (arrays.get(key) or {}).get("checksum")
     return {"ntype": ntype, "via": etype_key(etype), "source_type": other,
             "rows": int(store.num_nodes_dict[ntype]), "shape": [int(v) for v in x.shape],
             "dtype": str(x.dtype), "accumulate": str(np.dtype(accumulate)),
