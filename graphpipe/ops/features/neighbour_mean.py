@@ -45,8 +45,8 @@ __all__ = ["MAX_SOURCE_BLOCK", "MeanPlan", "neighbour_mean_blocks", "plan_neighb
 
 MAX_SOURCE_BLOCK = 256 << 20
 """Bytes of ``x`` (its own dtype) read in one sequential block at most."""
-EDGE_BYTES = 40
-"""Working bytes per edge of a step: its two IDs, their local copies, a sort/mask temporary."""
+EDGE_BYTES = 64
+"""Working bytes per edge of a step: its two IDs, their local copies, the sort and unique temporaries."""
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ def plan_neighbour_mean(dim: int, dtype: np.dtype, memory_bytes: int,
 
     >>> plan = plan_neighbour_mean(768, np.float16, 1 << 30)
     >>> plan.out_rows, plan.source_rows, plan.max_edges, plan.passes(122_383_112)
-    (69905, 43690, 6710886, 1751)
+    (69905, 43690, 4194304, 1751)
     """
     acc, item = np.dtype(accumulate), np.dtype(dtype).itemsize
     if acc.kind != "f" or acc.itemsize < 4:
@@ -251,5 +251,7 @@ def neighbour_mean_blocks(indptr: np.ndarray, indices: np.ndarray, x: np.ndarray
         else:
             r1 = min(n, r0 + plan.out_rows)
             acc, counts = _pass_by_sources(indptr, indices, x, r0, r1, plan, n)
-        yield r0, _finish(acc, counts, x.dtype)
+        out = _finish(acc, counts, x.dtype)
+        del acc, counts  # before the next pass allocates its own
+        yield r0, out
         r0 = r1

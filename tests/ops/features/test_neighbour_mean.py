@@ -43,8 +43,8 @@ def _by_sources(indptr, indices, sources):
 
 
 class Reads:
-    """``x`` recording every read: ``(first row, end row, rows)`` of a slice or of an
-    ascending array of rows (anything else fails the test)."""
+    """``x`` recording every read: ``(first row, end row, rows, whole)`` of a slice
+    (``whole``) or of an ascending array of rows (anything else fails the test)."""
 
     def __init__(self, x):
         self.x, self.reads = x, []
@@ -52,10 +52,10 @@ class Reads:
 
     def __getitem__(self, rows):
         if isinstance(rows, slice):
-            self.reads.append((rows.start, rows.stop, rows.stop - rows.start))
+            self.reads.append((rows.start, rows.stop, rows.stop - rows.start, True))
         else:
             assert (np.diff(rows) > 0).all()
-            self.reads.append((int(rows[0]), int(rows[-1]) + 1, len(rows)))
+            self.reads.append((int(rows[0]), int(rows[-1]) + 1, len(rows), False))
         return self.x[rows]
 
 
@@ -109,9 +109,9 @@ def test_blocks_and_reads_bounded_by_the_plan(grouped):
     blocks, got = _run(*layout, rec, grouped, num_rows=400, memory_bytes=memory)
     assert np.array_equal(got, _reference(indptr, indices, x))
     assert max(len(b) for _, b in blocks) <= plan.out_rows and len(blocks) >= 400 // 20
-    assert all(0 < s1 - s0 <= plan.source_rows for s0, s1, _ in rec.reads)
-    assert any(k < s1 - s0 for s0, s1, k in rec.reads)  # sparse blocks: only the rows named
-    rows_read = sum(k for _, _, k in rec.reads)
+    assert all(0 < s1 - s0 <= plan.source_rows for s0, s1, *_ in rec.reads)
+    assert not all(whole for *_, whole in rec.reads)  # sparse blocks: only the rows named
+    rows_read = sum(k for _, _, k, _ in rec.reads)
     if grouped == "sources":  # edges never split a pass: one pass per output block
         passes = [i for i, (s0, *_) in enumerate(rec.reads) if i and s0 < rec.reads[i - 1][1]]
         assert len(passes) + 1 <= len(blocks) and rows_read <= len(blocks) * 300
@@ -147,3 +147,27 @@ def test_bad_input_is_refused():
         list(neighbour_mean_blocks(indptr, indices, x.astype(np.int64)))
     with pytest.raises(ValueError, match="accumulate"):
         list(neighbour_mean_blocks(indptr, indices, x, accumulate=np.float16))
+
+
+@pytest.mark.parametrize("grouped", ["rows", "sources"])
+def test_memory_stays_within_the_budget(tmp_path, grouped):
+    """x (a 768 KB memory map) and the sums (2 MB in float64) far beyond a 256 KiB budget: the
+    allocations (tracemalloc: numpy's arrays, not the mapped pages) peak within it."""
+    import tracemalloc
+
+    rng = np.random.default_rng(5)
+    rows, sources, edges, dim, budget = 2000, 3000, 20000, 128, 256 << 10
+    np.save(tmp_path / "x.npy", rng.standard_normal((sources, dim)).astype(np.float16))
+    x = np.load(tmp_path / "x.npy", mmap_mode="r")
+    row_of = np.sort(rng.integers(0, rows, edges))
+    indptr, indices = np.searchsorted(row_of, np.arange(rows + 1)), rng.integers(0, sources, edges)
+    layout = (indptr, indices) if grouped == "rows" else _by_sources(indptr, indices, sources)
+    list(neighbour_mean_blocks(np.array([0, 1]), np.array([0]), x[:1]))  # the kernel compiled
+    tracemalloc.start()
+    try:
+        blocks = neighbour_mean_blocks(*layout, x, grouped=grouped, num_rows=rows, memory_bytes=budget)
+        first = [r0 for r0, _ in blocks]
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(first) >= 2000 // 102 and peak <= budget, (len(first), peak)
