@@ -129,10 +129,10 @@ def _interrupt_after(monkeypatch, parts: int) -> None:
 
     save, saved = derive_mod._save_part, []
 
-    def save_then_stop(work, r0, rows):
+    def save_then_stop(work, r0, rows, without):
         if len(saved) == parts:
             raise KeyboardInterrupt
-        save(work, r0, rows)
+        save(work, r0, rows, without)
         saved.append(r0)
 
     monkeypatch.setattr(derive_mod, "_save_part", save_then_stop)
@@ -160,7 +160,9 @@ def test_interrupted_run_leaves_the_store_alone_and_resumes(mag, mag_store, monk
     assert len(parts) == 2 and open_store(mag_store).typed_features(ntype) is None
     assert not any(p.name.startswith(".pending") for p in Path(mag_store).iterdir())
     entry = write_mean_features(open_store(mag_store), ntype, via, memory_bytes=memory)
-    assert entry["resumed_at_row"] == int(parts[1].split("-")[2].split(".")[0]) > 0
+    assert entry["resumed_at_row"] == int(parts[1].split("-")[2]) > 0
+    n = store.num_nodes_dict[ntype]
+    assert entry["without_neighbours"] == int((np.bincount(owner, minlength=n) == 0).sum())
     assert np.array_equal(np.asarray(open_store(mag_store).typed_features(ntype)), want)
     assert not work.exists()
 

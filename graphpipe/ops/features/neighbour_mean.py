@@ -45,6 +45,7 @@ __all__ = ["MAX_SOURCE_BLOCK", "MeanPlan", "neighbour_mean_blocks", "plan_neighb
 
 MAX_SOURCE_BLOCK = 256 << 20
 """Bytes of ``x`` (its own dtype) read in one sequential block at most."""
+_CHUNK = 1 << 20
 EDGE_BYTES = 64
 """Working bytes per edge of a step: its two IDs, their local copies, the sort and unique temporaries."""
 
@@ -95,8 +96,9 @@ def _check(indptr: np.ndarray, indices: np.ndarray, x: np.ndarray, grouped: str)
     if indptr.ndim != 1 or indptr.size == 0 or indptr.dtype.kind not in "iu":
         raise ValueError(f"'indptr' must be a non-empty 1-D integer array (got {indptr.dtype}, "
                          f"shape {indptr.shape})")
-    if int(indptr[0]) != 0 or int(indptr[-1]) != indices.shape[0] or \
-            bool((np.diff(indptr) < 0).any()):
+    rising = all(not (np.diff(np.asarray(indptr[c0:c0 + _CHUNK + 1])) < 0).any()
+                 for c0 in range(0, indptr.shape[0], _CHUNK))  # a chunk at a time: bounded
+    if int(indptr[0]) != 0 or int(indptr[-1]) != indices.shape[0] or not rising:
         raise ValueError(f"'indptr' must rise from 0 to E={indices.shape[0]}")
     if x.ndim != 2 or x.dtype.kind != "f":
         raise ValueError(f"'x' must be a 2-D float array (got {x.dtype}, shape {x.shape})")
@@ -207,7 +209,7 @@ def _pass_by_rows(indptr, indices, x, r0, r1, plan: MeanPlan):
 def neighbour_mean_blocks(indptr: np.ndarray, indices: np.ndarray, x: np.ndarray, *,
                           grouped: str = "rows", num_rows: int | None = None,
                           memory_bytes: int = 256 << 20, accumulate: np.dtype = np.float64,
-                          start: int = 0) -> Iterator[tuple[int, np.ndarray]]:
+                          start: int = 0) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
     """Yield the neighbour means of output rows ``start .. N-1`` in blocks of consecutive
     rows, each block one pass over ``x`` (module docstring).
 
@@ -221,16 +223,17 @@ def neighbour_mean_blocks(indptr: np.ndarray, indices: np.ndarray, x: np.ndarray
         start: the first output row (to resume after blocks already written).
 
     Yields:
-        ``(first_row, rows)``: ``rows`` an ``(k, D)`` array of ``x``'s dtype, the means of
-        output rows ``first_row .. first_row + k - 1``.
+        ``(first_row, rows, counts)``: ``rows`` an ``(k, D)`` array of ``x``'s dtype, the
+        means of output rows ``first_row .. first_row + k - 1``; ``counts`` int64 ``(k,)``,
+        their numbers of neighbours.
 
     >>> import numpy as np
     >>> x = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], dtype=np.float32)
     >>> indptr, indices = np.array([0, 2, 2, 3]), np.array([0, 1, 2])  # rows 0, 1, 2
-    >>> [(r0, b.tolist()) for r0, b in neighbour_mean_blocks(indptr, indices, x)]
-    [(0, [[2.0, 3.0], [0.0, 0.0], [5.0, 6.0]])]
+    >>> [(r0, b.tolist(), c.tolist()) for r0, b, c in neighbour_mean_blocks(indptr, indices, x)]
+    [(0, [[2.0, 3.0], [0.0, 0.0], [5.0, 6.0]], [2, 0, 1])]
     >>> by_source = np.array([0, 1, 2, 3]), np.array([0, 0, 2])  # x's rows 0, 1, 2
-    >>> [(r0, b[:, 0].tolist()) for r0, b in neighbour_mean_blocks(
+    >>> [(r0, b[:, 0].tolist()) for r0, b, _ in neighbour_mean_blocks(
     ...     *by_source, x, grouped="sources", num_rows=3, memory_bytes=40)]
     [(0, [2.0]), (1, [0.0]), (2, [5.0])]
     """
@@ -252,6 +255,6 @@ def neighbour_mean_blocks(indptr: np.ndarray, indices: np.ndarray, x: np.ndarray
             r1 = min(n, r0 + plan.out_rows)
             acc, counts = _pass_by_sources(indptr, indices, x, r0, r1, plan, n)
         out = _finish(acc, counts, x.dtype)
-        del acc, counts  # before the next pass allocates its own
-        yield r0, out
+        del acc  # before the next pass allocates its own
+        yield r0, out, counts
         r0 = r1

@@ -60,10 +60,14 @@ class Reads:
 
 
 def _run(indptr, indices, x, grouped, **kw):
-    blocks = list(neighbour_mean_blocks(indptr, indices, x, grouped=grouped, **kw))
+    found = list(neighbour_mean_blocks(indptr, indices, x, grouped=grouped, **kw))
+    blocks = [(r0, b) for r0, b, _ in found]
     starts = [r0 for r0, _ in blocks]
     got = np.concatenate([b for _, b in blocks])
     assert starts == list(np.cumsum([0] + [len(b) for _, b in blocks])[:-1] + starts[0])
+    counts = np.concatenate([c for *_, c in found])
+    deg = np.diff(indptr) if grouped == "rows" else np.bincount(indices, minlength=len(got))
+    assert np.array_equal(counts, deg[starts[0]:])  # each row's number of neighbours
     return blocks, got
 
 
@@ -166,7 +170,7 @@ def test_memory_stays_within_the_budget(tmp_path, grouped):
     tracemalloc.start()
     try:
         blocks = neighbour_mean_blocks(*layout, x, grouped=grouped, num_rows=rows, memory_bytes=budget)
-        first = [r0 for r0, _ in blocks]
+        first = [r0 for r0, *_ in blocks]
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
