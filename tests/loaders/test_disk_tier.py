@@ -197,3 +197,25 @@ def test_topology_left_on_disk_gives_the_same_batches(tmp_path: Path) -> None:
     for got, want in zip(a, b, strict=True):
         assert np.array_equal(got.n_id.numpy(), want.n_id.numpy())
         assert np.array_equal(got.x.numpy().view(np.uint32), x[got.n_id.numpy()].view(np.uint32))
+
+
+def test_first_epoch_planned_during_the_fill_gives_the_same_batches(tmp_path: Path) -> None:
+    """With a fixed seed the disk tier cuts epoch 0's batches in a thread while it fills the
+    hot set: the first epoch is the one a memory-tier loader (no plan ahead) gives, batch
+    for batch; a seed changed before iterating is not served the stale plan."""
+    x = _write_store(tmp_path / "s", 3000, 8)
+    kwargs = dict(batch_size=128, input_nodes="train", shuffle=True, window=4)
+    disk = NeighborLoader(tmp_path / "s", [4, 3], features="disk", seed=5, **kwargs)
+    assert disk._planned is not None and disk._planned[0][0] == 5
+    memory = NeighborLoader(tmp_path / "s", [4, 3], features="memory", seed=5, **kwargs)
+    assert memory._planned is None
+    batches = 0
+    for got, want in zip(disk, memory, strict=True):
+        assert torch.equal(got.n_id, want.n_id) and torch.equal(got.input_id, want.input_id)
+        assert np.array_equal(got.x.numpy().view(np.uint32), x[got.n_id.numpy()].view(np.uint32))
+        batches += 1
+    assert batches == len(memory) == 12 and disk._planned is None
+    reseeded = NeighborLoader(tmp_path / "s", [4, 3], features="disk", seed=5, **kwargs)
+    reseeded.seed = 6
+    other = NeighborLoader(tmp_path / "s", [4, 3], features="memory", seed=6, **kwargs)
+    assert [b.seeds.tolist() for b in reseeded] == [b.seeds.tolist() for b in other]
