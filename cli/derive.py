@@ -44,5 +44,5 @@ def command(store: str, ntype: str, via: str, memory_mb: int | None, accumulate:
                f"the mean of their {entry['source_type']} neighbours over {entry['via']} "
                f"({entry['without_neighbours']} without neighbours: zeros); "
                f"{entry['passes']} passes over the {entry['source_type']} features "
-               f"({entry['source_bytes_read'] / 1e6:.1f} MB read, {memory >> 20} MiB working "
-               f"memory{resumed})")
+               f"({entry['source_bytes_gathered'] / 1e6:.1f} MB of their rows used, read in "
+               f"sequential blocks; {memory >> 20} MiB working memory{resumed})")

@@ -230,7 +230,7 @@ def write_mean_features(store: Any, ntype: str, via: str | tuple[str, str, str],
     >>> entry = write_mean_features(open_store(tmp.name + "/s"), "author", "author___writes___paper")
     >>> open_store(tmp.name + "/s").typed_features("author")[:, 0].tolist()
     [2.0, 3.0, 0.0]
-    >>> entry["passes"], entry["source_bytes_read"]
+    >>> entry["passes"], entry["source_bytes_gathered"]
     (1, 8)
     >>> tmp.cleanup()
     """
@@ -268,22 +268,23 @@ def write_mean_features(store: Any, ntype: str, via: str | tuple[str, str, str],
              "without_neighbours": sum(empty for *_, empty in _parts(work)),
              "arrays": {"feat": key},
              "resumed_at_row": resumed, "passes": passes,
-             "source_bytes_read": counter.bytes_read}
+             "source_bytes_gathered": counter.bytes_taken}
     _commit_parts(store, work, key, (n, int(x.shape[1])), x.dtype, entry, ntype)
     shutil.rmtree(work, ignore_errors=True)
     return entry
 
 
 class _ReadCounter:
-    """``x`` with a count of the bytes its row slices read (the passes' sequential reads)."""
+    """``x`` with a count of the bytes of the rows taken from it (whole blocks, or the rows a
+    sparse block's edges name; the device reads the pages around them too)."""
 
     def __init__(self, x: np.ndarray):
-        self.x, self.bytes_read = x, 0
+        self.x, self.bytes_taken = x, 0
         self.shape, self.dtype, self.ndim = x.shape, x.dtype, x.ndim
 
-    def __getitem__(self, rows: slice) -> np.ndarray:
+    def __getitem__(self, rows: Any) -> np.ndarray:
         got = self.x[rows]
-        self.bytes_read += int(got.nbytes)
+        self.bytes_taken += int(got.nbytes)
         return got
 
 

@@ -185,7 +185,7 @@ def test_resume_starts_afresh_when_the_inputs_changed(mag, mag_store, monkeypatc
 def test_passes_and_bytes_read_follow_the_plan(mag, mag_store):
     """The paper features are read in sequential blocks, once per pass (a block of author
     sums), only the rows some edge of the pass names unless they are most of a block: bytes
-    read <= passes x the table, passes = the plan's."""
+    taken <= passes x the table, passes = the plan's."""
     from graphpipe.ops.features.neighbour_mean import plan_neighbour_mean
 
     paper_x = open_store(mag_store).typed_features("paper")
@@ -193,6 +193,6 @@ def test_passes_and_bytes_read_follow_the_plan(mag, mag_store):
     memory = 8 * 12 * 100 * 2  # 100 author sums (float64 + float32 out) per pass
     entry = write_mean_features(open_store(mag_store), "author", WRITES, memory_bytes=memory)
     assert plan_neighbour_mean(8, paper_x.dtype, memory).passes(500) == entry["passes"] == 5
-    assert 0 < entry["source_bytes_read"] <= entry["passes"] * table
+    assert 0 < entry["source_bytes_gathered"] <= entry["passes"] * table
     one = write_mean_features(open_store(mag_store), "author", WRITES, replace=True)
-    assert one["passes"] == 1 and one["source_bytes_read"] == table
+    assert one["passes"] == 1 and one["source_bytes_gathered"] == table
