@@ -11,7 +11,8 @@ and authors. Or a typed store: ``--store PATH`` (e.g. ``graphpipe generate mag``
 (``with_reverse_relations()``, PyG's ``ToUndirected(merge=False)``: 8 relations).
 Seeds: papers, batch 1024, fanouts [15, 10] for every relation (PyG's hetero examples).
 The same seed batches for every contender; rounds interleave the contenders so all see
-the same load. Metric: seeds per second (best and median round), ratio ours / PyG.
+the same load. Metric: seeds per second (best and median round), CPU seconds per batch (every
+thread of the contender's process), ratios ours / peers (wall best, wall median, CPU time).
 
 - ``sample``: the sampler alone. Ours: ``sample_neighbors_batches`` (windows of 8
   batches, 1 and 2 threads). PyG: ``NeighborSampler.sample_from_nodes`` (torch-sparse's
@@ -109,11 +110,12 @@ def pyg_hetero(data: GraphData):
     return out
 
 
-def timed(fn) -> float:
-    """Seconds of one pass; a peer's pass reports its own (a float)."""
-    t0 = time.perf_counter()
+def timed(fn) -> tuple[float, float]:
+    """``(wall, CPU)`` seconds of one pass (CPU: every thread of this process); a peer's
+    pass reports its own (a tuple)."""
+    t0, c0 = time.perf_counter(), time.process_time()
     own = fn()
-    return own if isinstance(own, float) else time.perf_counter() - t0
+    return own if isinstance(own, tuple) else (time.perf_counter() - t0, time.process_time() - c0)
 
 
 def contenders(data: GraphData, pyg, batches: list[np.ndarray], peer: DglPeer | None) -> dict:
@@ -164,11 +166,12 @@ def contenders(data: GraphData, pyg, batches: list[np.ndarray], peer: DglPeer | 
 
 
 def peer_run(peer: DglPeer, name: str):
-    """One timed pass in the peer process; returns the peer's own seconds (no pipe time)."""
-    def run() -> float:
+    """One timed pass in the peer process; returns the peer's own (wall, CPU) seconds (no
+    pipe time)."""
+    def run() -> tuple[float, float]:
         out = peer.run(name)
         peer.work[name] = (out["edges"] / out["batches"], out["nodes"] / out["batches"])
-        return out["seconds"]
+        return out["seconds"], out["cpu_seconds"]
     return run
 
 
@@ -262,22 +265,30 @@ def load_data(args: argparse.Namespace) -> GraphData:
                                       splits={"paper": {"train": train}}, target_type="paper")
 
 
-def measure(runs: dict, rounds: int) -> dict[str, list[float]]:
+def measure(runs: dict, rounds: int) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """``(wall seconds, CPU seconds)`` of every contender's passes, interleaved rounds."""
     for fn in runs.values():  # warm-up: Numba compilation, page faults
         fn()
     times: dict[str, list[float]] = {name: [] for name in runs}
+    cpus: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(rounds):  # interleaved: every contender sees the same load
         for name, fn in runs.items():
-            times[name].append(timed(fn))
-    return times
+            wall, cpu = timed(fn)
+            times[name].append(wall)
+            cpus[name].append(cpu)
+    return times, cpus
 
 
-def report(times: dict[str, list[float]], num_batches: int, work: dict[str, tuple[float, float]]) -> None:
+def report(times: dict[str, list[float]], cpus: dict[str, list[float]], num_batches: int,
+           work: dict[str, tuple[float, float]]) -> None:
+    """Seeds/s (best, median round), wall and CPU seconds per batch (CPU: the median round,
+    every thread of the contender's process; a loaded machine inflates wall time, and torch's
+    spinning OpenMP threads inflate DGL's CPU time), and the ratios ours / peers."""
     seeds = BATCH * num_batches
-    print(f"{'contender':<46}{'best seeds/s':>14}{'median':>10}{'s/batch':>10}")
+    print(f"{'contender':<46}{'best seeds/s':>14}{'median':>10}{'s/batch':>10}{'CPU s/batch':>13}")
     for name, ts in times.items():
         print(f"{name:<46}{seeds / min(ts):>14,.0f}{seeds / statistics.median(ts):>10,.0f}"
-              f"{min(ts) / num_batches:>10.4f}")
+              f"{min(ts) / num_batches:>10.4f}{statistics.median(cpus[name]) / num_batches:>13.4f}")
     print("sampled per batch (edges, nodes of all types): " + "; ".join(
         f"{name} {e:,.0f}, {n:,.0f}" for name, (e, n) in work.items()))
     ours = {"sample": ("sample: graphpipe 2 threads", "sample: graphpipe 1 thread",
@@ -289,8 +300,9 @@ def report(times: dict[str, list[float]], num_batches: int, work: dict[str, tupl
             for peer in peers:
                 best = min(times[peer]) / min(times[name])
                 med = statistics.median(times[peer]) / statistics.median(times[name])
+                cpu = statistics.median(cpus[peer]) / statistics.median(cpus[name])
                 print(f"ratio {name.split(': ')[1]} / {peer.split(': ')[1]} ({kind}): "
-                      f"best {best:.2f}x, median {med:.2f}x")
+                      f"best {best:.2f}x, median {med:.2f}x, CPU time {cpu:.2f}x")
 
 
 def main() -> None:
@@ -315,14 +327,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="hetero_peer_") as tmp:
         peer = None if args.skip_dgl else start_peer(data, batches, Path(tmp))
         try:
-            times = measure(contenders(data, pyg, batches, peer), args.rounds)
+            times, cpus = measure(contenders(data, pyg, batches, peer), args.rounds)
         finally:
             if peer is not None:
                 peer.close()
     work = work_per_batch(data, pyg, batches)
     if peer is not None:
         work.update({n: w for n, w in peer.work.items() if "DataLoader" not in n})
-    report(times, len(batches), work)
+    report(times, cpus, len(batches), work)
 
 
 if __name__ == "__main__":
