@@ -468,8 +468,6 @@ class NeighborLoader:
         self.disjoint, self.cache, self.input_time, self.sampler = bool(disjoint), None, None, sampler
         self.reorder_by = reorder_by
         self.match_reorder = False if match_reorder == "auto" else match_reorder
-        if sampler is None:  # sampled here: freed batch memory kept for reuse, as LocalSampler does
-            tune_allocator()
         self.target_type, self.input_nodes, self._input_by_node = resolve_typed_input(
             self.graph, input_nodes, repeats=self.temporal)
         self._temporal_graph, self.temporal_strategy = None, temporal[2]
