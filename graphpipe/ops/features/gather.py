@@ -312,25 +312,12 @@ def _copy_rows_range(src, src_rows, dst_rows, out, lo, hi):
             out[t, d] = src[r, d]
 
 
-@numba.njit(cache=True, nogil=True)
-def _take_rows_range(src, ids, out, lo, hi):
-    """``out[j] = src[ids[j]]`` for ``j`` in ``lo..hi-1`` (2D C-contiguous ``src``, ``out``)."""
-    dim = out.shape[1]
-    for j in range(lo, hi):
-        ahead = j + PREFETCH_DISTANCE
-        if ahead < hi:
-            _prefetch_row(src, ids[ahead], dim)
-        r = ids[j]
-        for d in range(dim):
-            out[j, d] = src[r, d]
-
-
 def _take_rows(src: np.ndarray, ids: np.ndarray, out: np.ndarray) -> None:
     """``out[:] = src[ids]`` for a 2D ``src`` (kernel view) and checked int64 ``ids``
     ``(k,)``: one pass, shared with helper threads when large."""
     k = ids.shape[0]
     if k:
-        run_ranges(_take_rows_range, k, src, ids, out,
+        run_ranges(_copy_rows_range, k, src, ids, np.arange(k, dtype=np.int64), out,
                    threads=_threads(k * out.shape[1] * out.itemsize, PARALLEL_MIN_BYTES))
 
 
