@@ -127,13 +127,51 @@ def community_data(num_nodes: int) -> tuple[object, Path, object]:
 def _summary(runs: list[tuple[int, float]]) -> dict:
     steps, seconds = min(runs, key=lambda r: r[1])
     return {"steps": steps, "seconds": seconds, "seconds_per_step": seconds / steps,
+            "median_seconds_per_step": float(np.median([r[1] / r[0] for r in runs])),
             "all_seconds": [round(r[1], 2) for r in runs]}
 
 
-def speed_graphpipe(store, batches: list[np.ndarray]):
+#: ``--ablations``: one idea of graphpipe's SAGE step switched off (issue 25)
+ABLATIONS = {
+    "unfused": "mean aggregation, then the two linear maps as two GEMMs under autograd "
+               "(ops.aggregate.sage_mean_composed) instead of the one-GEMM sage_mean",
+    "dgl order": "the linear map before the gather whenever out < in (DGL's rule) instead of "
+                 "by cost (transform_first)",
+    "torch dropout": "torch's relu + dropout instead of the fused Numba kernel",
+}
+
+
+class ablation:
+    """Switch one idea (:data:`ABLATIONS`) off inside the ``with`` block (None: none)."""
+
+    def __init__(self, variant: str | None):
+        if variant is not None and variant not in ABLATIONS:
+            raise SystemExit(f"error: unknown ablation {variant!r}; expected one of {sorted(ABLATIONS)}")
+        self.variant = variant
+
+    def __enter__(self):
+        import torch.nn.functional as F
+
+        from graphpipe.ops.aggregate import sage
+        from graphpipe.train import layers, models
+        self.saved = (layers.sage_mean, layers.transform_first, models.relu_dropout)
+        if self.variant == "unfused":
+            layers.sage_mean = sage.sage_mean_composed
+        elif self.variant == "dgl order":
+            layers.transform_first = lambda in_dim, out_dim, g: out_dim < in_dim
+        elif self.variant == "torch dropout":
+            models.relu_dropout = lambda h, p, training, **_: F.dropout(F.relu(h), p, training)
+
+    def __exit__(self, *exc):
+        from graphpipe.train import layers, models
+        layers.sage_mean, layers.transform_first, models.relu_dropout = self.saved
+
+
+def speed_graphpipe(store, batches: list[np.ndarray], variant: str | None = None):
     """A function running one timed pass over ``batches[1:]`` (after an untimed warm-up
     pass over the same batches: compiles, and faults the memory-mapped features in, as the
-    peers' in-memory features are); returns ``(steps, seconds)``."""
+    peers' in-memory features are); returns ``(steps, seconds)``. ``variant``: an
+    :data:`ABLATIONS` key, or None for graphpipe as shipped."""
     import torch
     import torch.nn.functional as F
 
@@ -145,6 +183,10 @@ def speed_graphpipe(store, batches: list[np.ndarray]):
     opt = torch.optim.Adam(model.parameters(), lr=LR)
 
     def run(seed_batches: list[np.ndarray]) -> tuple[int, float]:
+        with ablation(variant):
+            return timed_pass(seed_batches)
+
+    def timed_pass(seed_batches: list[np.ndarray]) -> tuple[int, float]:
         loader = NeighborLoader(store, FANOUTS, batch_size=BATCH, input_nodes=np.concatenate(seed_batches),
                                 shuffle=False, seed=0, frontier="all")
         model.train()
@@ -299,6 +341,9 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--accuracy-nodes", type=int, default=20000)
     parser.add_argument("--seeds", type=int, default=2, help="accuracy runs per system")
+    parser.add_argument("--ablations", default="",
+                        help="comma-separated ideas to switch off in extra graphpipe contenders: "
+                             + "; ".join(f"'{k}': {v}" for k, v in ABLATIONS.items()))
     parser.add_argument("--skip-speed", action="store_true")
     parser.add_argument("--skip-accuracy", action="store_true")
     parser.add_argument("--write", action="store_true")
@@ -322,12 +367,16 @@ def main() -> None:
         names = {"gp": "graphpipe (NeighborLoader + graphpipe.train SAGE)",
                  "pyg": "PyG 2.8 (NeighborLoader + SAGEConv, torch-sparse)",
                  "dgl": "DGL 2.1 (GraphBolt DataLoader + dgl.nn.SAGEConv)"}
+        ablations = [a for a in args.ablations.split(",") if a]
+        names.update({f"gp {a}": f"graphpipe, {a}" for a in ablations})
         runs: dict[str, list] = {k: [] for k in names}
-        gp_pass = speed_graphpipe(store, batches)
+        gp_passes = {"gp": speed_graphpipe(store, batches)}
+        gp_passes.update({f"gp {a}": speed_graphpipe(store, batches, a) for a in ablations})
         pyg_pass = speed_pyg(store, batches) if args.pyg_repeats else None
         # round robin, so that every system sees the same spells of load from other jobs
         for r in range(args.repeats):
-            runs["gp"].append(gp_pass())
+            for key, gp_pass in gp_passes.items():
+                runs[key].append(gp_pass())
             dgl = run_dgl("time", npy, args.steps, args.threads, 1)
             if "error" in dgl:
                 runs["dgl"] = dgl
@@ -383,21 +432,24 @@ def render(args, info: dict, speed: dict, accuracy: dict) -> str:
     lines = ["# End-to-end training: graphpipe vs PyG vs DGL/GraphBolt", "",
              "Command:", "", cmd, "", machine, ""]
     if speed:
-        base = speed.get("graphpipe (NeighborLoader + graphpipe.train SAGE)", {}).get("seconds_per_step")
+        ours = speed.get("graphpipe (NeighborLoader + graphpipe.train SAGE)", {})
+        base, base_median = ours.get("seconds_per_step"), ours.get("median_seconds_per_step")
         what = (f"{args.steps} training steps (same seed batches for every system) after an untimed "
                 f"pass (PyG: one step); a full epoch is {info['epoch_steps']} steps, so the epoch column is "
                 "seconds/step × steps/epoch.")
         lines += [f"## Speed: {info['graph']}, {DIM}-dim features", "", what, "",
-                  "| system | s/step | est. epoch s | graphpipe speed-up | all passes (s) |",
-                  "| --- | --- | --- | --- | --- |"]
+                  ("| system | s/step | est. epoch s | graphpipe speed-up | median s/step | "
+                   "speed-up of medians | all passes (s) |"),
+                  "| --- | --- | --- | --- | --- | --- | --- |"]
         for name, r in speed.items():
             if "error" in r:
-                lines.append(f"| {name} | error | | | {r['error'].splitlines()[-1][:80]} |")
+                lines.append(f"| {name} | error | | | | | {r['error'].splitlines()[-1][:80]} |")
                 continue
-            sps = r["seconds_per_step"]
+            sps, median = r["seconds_per_step"], r["median_seconds_per_step"]
             ratio = f"{sps / base:.2f}×" if base else ""
-            lines.append(f"| {name} | {sps:.3f} | {sps * info['epoch_steps']:.0f} | {ratio} | "
-                         f"{r['all_seconds']} |")
+            ratio_median = f"{median / base_median:.2f}×" if base_median else ""
+            lines.append(f"| {name} | {sps:.3f} | {sps * info['epoch_steps']:.0f} | {ratio} | {median:.3f} | "
+                         f"{ratio_median} | {r['all_seconds']} |")
         lines.append("")
     if accuracy:
         what = (f"{args.epochs} epochs, {args.seeds} seeds each; test accuracy at the best valid epoch "

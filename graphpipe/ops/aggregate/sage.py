@@ -12,8 +12,8 @@ WiseGraph's gTask applied to one layer).
   place, instead of autograd's zero-filled slice gradient plus a sum of two full-size
   gradients.
 
-Other devices (or dtypes the kernels do not take) compose :func:`.api.aggregate` with
-``addmm``: the same value.
+Other devices (or dtypes the kernels do not take) use :func:`sage_mean_composed`
+(:func:`.api.aggregate`, then ``addmm``): the same value.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from .api import (
     aggregate,
 )
 
-__all__ = ["sage_mean"]
+__all__ = ["sage_mean", "sage_mean_composed"]
 
 
 class _SageMeanFunction(torch.autograd.Function):
@@ -108,6 +108,24 @@ def sage_mean(x: torch.Tensor, indptr: torch.Tensor, indices: torch.Tensor, num_
     if backend == "cpu" and x.dtype in (torch.float32, torch.float64) and \
             weight_l.dtype == x.dtype:
         return _SageMeanFunction.apply(x, weight_l, bias, weight_r, block)
+    return sage_mean_composed(x, indptr, indices, num_dst, weight_l, bias, weight_r, block=block)
+
+
+def sage_mean_composed(x: torch.Tensor, indptr: torch.Tensor, indices: torch.Tensor,
+                       num_dst: int, weight_l: torch.Tensor, bias: torch.Tensor | None = None,
+                       weight_r: torch.Tensor | None = None, *,
+                       block: CSCBlock | None = None) -> torch.Tensor:
+    """:func:`sage_mean` as :func:`.api.aggregate` then two GEMMs under autograd (any
+    device; the unfused order ``benchmarks/train.py --ablations unfused`` measures).
+
+    >>> import torch
+    >>> indptr, indices = torch.tensor([0, 2, 3]), torch.tensor([1, 2, 0])
+    >>> x, w = torch.tensor([[1., 0.], [2., 1.], [4., 3.]]), torch.eye(2)
+    >>> torch.equal(sage_mean_composed(x, indptr, indices, 2, w, None, w),
+    ...             sage_mean(x, indptr, indices, 2, w, None, w))
+    True
+    """
     agg = aggregate(indptr, indices, x, num_dst=num_dst, reduce="mean", block=block)
     out = torch.addmm(bias, agg, weight_l.t()) if bias is not None else agg @ weight_l.t()
+    # in place: the GEMM accumulates into ``out``; neither product's backward reads it
     return out.addmm_(x[:num_dst], weight_r.t()) if weight_r is not None else out

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from graphpipe.ops.aggregate import reference_aggregate, sage_mean
+from graphpipe.ops.aggregate.sage import sage_mean_composed
 
 from .test_conformance import random_block
 
@@ -22,7 +23,8 @@ def _definition(x, indptr, indices, num_dst, w_l, b, w_r):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("root,bias", [(True, True), (False, True), (True, False)])
-def test_sage_mean_equals_its_definition(dtype: torch.dtype, root: bool, bias: bool) -> None:
+@pytest.mark.parametrize("fn", [sage_mean, sage_mean_composed])
+def test_sage_mean_equals_its_definition(dtype: torch.dtype, root: bool, bias: bool, fn) -> None:
     num_dst, num_src, dim, out_dim = 30, 70, 9, 5
     indptr, indices = random_block(num_dst, num_src, 6, seed=3)
     gen = torch.Generator().manual_seed(0)
@@ -39,7 +41,7 @@ def test_sage_mean_equals_its_definition(dtype: torch.dtype, root: bool, bias: b
         args = [next(it) if t is not None else None for t in (x, w_l, b, w_r)]
         return fn(args[0], indptr, indices, num_dst, args[1], args[2], args[3])
 
-    out = call(sage_mean, ours)
+    out = call(fn, ours)
     expected = call(_definition, theirs)
     tol = {"rtol": 1e-5, "atol": 1e-5} if dtype == torch.float32 else {"rtol": 1e-12, "atol": 1e-12}
     torch.testing.assert_close(out, expected, **tol)
