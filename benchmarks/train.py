@@ -252,7 +252,7 @@ def speed_pyg(store, batches: list[np.ndarray]):
 
     def run(seed_batches: list[np.ndarray]) -> tuple[int, float]:
         loader = NeighborLoader(data, num_neighbors=FANOUTS, batch_size=BATCH, shuffle=False,
-                                input_nodes=torch.from_numpy(np.concatenate(seed_batches)), frontier="all")
+                                input_nodes=torch.from_numpy(np.concatenate(seed_batches)))
         model.train()
         steps = 0
         t0 = time.perf_counter()
@@ -309,7 +309,7 @@ def accuracy_pyg(store, epochs: int, seed: int) -> dict:
     opt = torch.optim.Adam(model.parameters(), lr=LR)
     split = {s: torch.from_numpy(store.split(s)) for s in ("train", "valid", "test")}
     loader = NeighborLoader(data, num_neighbors=FANOUTS, batch_size=BATCH, shuffle=True,
-                            input_nodes=split["train"], frontier="all")
+                            input_nodes=split["train"])
     best_valid, test_at_best, epoch_seconds = -1.0, 0.0, []
     for _ in range(epochs):
         model.train()
