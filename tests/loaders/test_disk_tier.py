@@ -204,7 +204,7 @@ def test_first_epoch_planned_during_the_fill_gives_the_same_batches(tmp_path: Pa
     hot set: the first epoch is the one a memory-tier loader (no plan ahead) gives, batch
     for batch; a seed changed before iterating is not served the stale plan."""
     x = _write_store(tmp_path / "s", 3000, 8)
-    kwargs = dict(batch_size=128, input_nodes="train", shuffle=True, window=4)
+    kwargs = {"batch_size": 128, "input_nodes": "train", "shuffle": True, "window": 4}
     disk = NeighborLoader(tmp_path / "s", [4, 3], features="disk", seed=5, **kwargs)
     assert disk._planned is not None and disk._planned[0][0] == 5
     memory = NeighborLoader(tmp_path / "s", [4, 3], features="memory", seed=5, **kwargs)

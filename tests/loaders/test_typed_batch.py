@@ -5,7 +5,6 @@ never overwritten; released ones are reused)."""
 from __future__ import annotations
 
 import numpy as np
-import torch
 
 from graphpipe.loaders import GraphData, NeighborLoader
 

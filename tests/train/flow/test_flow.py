@@ -57,11 +57,11 @@ def test_two_stages_equal_one_stage(store, two_stages, tmp_path):
 
 def _close(a: dict, b: dict, **tol) -> None:
     assert sorted(a) == sorted(b)
-    for name in a:
-        if isinstance(a[name], dict):
-            _close(a[name], b[name], **tol)
+    for name, value in a.items():
+        if isinstance(value, dict):
+            _close(value, b[name], **tol)
         else:
-            torch.testing.assert_close(a[name], b[name], **tol, msg=name)
+            torch.testing.assert_close(value, b[name], **tol, msg=name)
 
 
 def test_one_epoch_then_resume_equals_two_epochs(store, two_stages, tmp_path):
