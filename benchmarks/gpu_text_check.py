@@ -1,9 +1,10 @@
 """The text path (issue 26) on a real GPU: ``graphpipe train --model sage|lm|unitg --device
-cuda`` (the GNN on the raw features, the LM alone, both in one job) on the 4K-node ``graphpipe generate tag`` store, as a user runs it (each a ``graphpipe``
-process), beside the same commands with ``--device cpu`` when ``--cpu`` is given.
+cuda`` (the GNN on the raw features, the LM alone, both in one job) on the 4K-node
+``graphpipe generate tag`` store, as a user runs it (each a ``graphpipe`` process),
+beside the same commands with ``--device cpu`` when ``--cpu`` is given.
 
-    python benchmarks/gpu_text_check.py --dir /tmp/tag            # on a machine with CUDA
-    python benchmarks/gpu_text_check.py --dir /tmp/tag --cpu      # the CPU rows too
+    python benchmarks/gpu_text_check.py --dir bench-data/tag            # on a machine with CUDA
+    python benchmarks/gpu_text_check.py --dir bench-data/tag --cpu      # the CPU rows too
 
 Prints one row per run: model, device, exit code, ``test acc``, wall seconds; ``ok`` when
 every run exited 0 and printed its ``test acc`` line.

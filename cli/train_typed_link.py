@@ -111,23 +111,26 @@ def run(params: dict[str, Any]) -> None:
     """Run typed ``--task link`` in this process with the ``graphpipe train`` parameters."""
     from graphpipe.train.typed_link import TypedLinkTrainer
 
-    spec = link_spec(params)
-    store, model = build(spec)
-    trainer = TypedLinkTrainer(model, store, **trainer_options(spec))
-    if spec["resume"] is not None:
-        trainer.check_resume(spec["resume"])  # fail before printing anything
-    _train(spec, trainer)
+    _fit(link_spec(params), TypedLinkTrainer)
 
 
 def train_rank(spec: dict[str, Any]) -> None:
     """One rank of typed data-parallel link prediction (the process group is joined);
     rank 0 prints."""
     from graphpipe.train.distributed import DistributedTypedLinkTrainer
-    from graphpipe.train.ranks import check_same_run
 
+    _fit(spec, DistributedTypedLinkTrainer, ranks=True)
+
+
+def _fit(spec: dict[str, Any], trainer_class: type, ranks: bool = False) -> None:
+    """Build the run of ``spec`` with ``trainer_class``, check a ``--resume`` before
+    printing anything (``ranks``: first that every rank runs the same), train, report."""
     store, model = build(spec)
-    check_same_run(store.manifest, spec)
-    trainer = DistributedTypedLinkTrainer(model, store, **trainer_options(spec))
+    if ranks:
+        from graphpipe.train.ranks import check_same_run
+
+        check_same_run(store.manifest, spec)
+    trainer = trainer_class(model, store, **trainer_options(spec))
     if spec["resume"] is not None:
         trainer.check_resume(spec["resume"])
     _train(spec, trainer)

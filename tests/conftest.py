@@ -179,6 +179,17 @@ def numpy1_env():
     return run_in_numpy1_env
 
 
+def communicate_all(procs: list[subprocess.Popen], timeout: float = 600) -> list[tuple]:
+    """Every process's ``communicate()`` (its ``(stdout, stderr)``), waiting at most
+    ``timeout`` seconds for each; whatever still runs afterwards (a timeout) is killed."""
+    try:
+        return [p.communicate(timeout=timeout) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+
+
 def run_train(args: list, env: dict, launcher: list[str] | None = None) -> subprocess.CompletedProcess:
     """``graphpipe train *args`` in a fresh interpreter (``launcher``: e.g. torchrun's module)."""
     cmd = [sys.executable, *(launcher or []), "-m", "graphpipe.cli.main", "train", *map(str, args)]

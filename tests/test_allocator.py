@@ -10,6 +10,8 @@ import sys
 
 import pytest
 
+from tests.conftest import communicate_all
+
 _PROBE = """
 import numpy as np
 import graphpipe.allocator as allocator
@@ -37,12 +39,7 @@ def _probe(tune: bool, env_switch: str | None = None, build: str = _LOCAL) -> su
 def test_local_sampler_tunes_malloc_unless_told_not_to() -> None:
     # the four fresh processes start together (their imports overlap); each is its own process
     procs = [_probe(True), _probe(False), _probe(True, env_switch="0"), _probe(True, build=_TYPED)]
-    try:
-        outs = [p.communicate(timeout=600) for p in procs]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
+    outs = communicate_all(procs)
     assert [p.returncode for p in procs] == [0, 0, 0, 0], [err[-2000:] for _out, err in outs]
     assert [out.strip() for out, _err in outs] == [
         "True",   # tuned

@@ -19,6 +19,7 @@ from click.testing import CliRunner
 from graphpipe.ingest import ingest
 from graphpipe.synthetic import community_graph, write_ogb_raw
 from graphpipe.train.sequence_parallel import free_port
+from tests.conftest import communicate_all
 
 ARGS = ["--seq-len", "96", "--epochs", "2", "--hidden", "16", "--layers", "2", "--heads", "4",
         "--parts", "4", "--block", "4", "--lr", "0.01"]
@@ -64,12 +65,7 @@ def test_torchrun_environment(store: Path) -> None:
     args = [str(store), "--model", "gt", "--seq-parallel", "2", "--attention", "cluster-sparse",
             "--threshold", "5", "--quiet", *ARGS]
     procs = [_graphpipe(args, {**env, "RANK": str(r), "LOCAL_RANK": str(r)}) for r in range(2)]
-    try:
-        outs = [p.communicate(timeout=600) for p in procs]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
+    outs = communicate_all(procs)
     assert [p.returncode for p in procs] == [0, 0], [e for _o, e in outs]
     assert re.fullmatch(r"test acc \d\.\d{4}\n", outs[0][0])
     assert outs[1][0] == ""

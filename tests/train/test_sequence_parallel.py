@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from graphpipe.train.sequence_parallel import HeadExchange, free_port, shard_batch
+from tests.conftest import communicate_all
 
 WORKER = Path(__file__).with_name("seqpar_worker.py")
 sys.path.insert(0, str(WORKER.parent))
@@ -30,14 +31,7 @@ def _launch(world: int, *args: str, timeout: float = 600) -> None:
                               env={**env_base, "RANK": str(r), "LOCAL_RANK": str(r)},
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for r in range(world)]
-    outputs = []
-    try:
-        for p in procs:
-            outputs.append(p.communicate(timeout=timeout)[0])
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
+    outputs = [out for out, _err in communicate_all(procs, timeout)]
     codes = [p.returncode for p in procs]
     assert codes == [0] * world, "\n".join(f"rank {r} exit {c}:\n{o[-3000:]}"
                                            for r, (c, o) in enumerate(zip(codes, outputs)))
