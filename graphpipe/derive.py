@@ -21,8 +21,6 @@ sits above both, like the loaders; the CLI commands ``graphpipe centrality``,
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -35,6 +33,7 @@ from graphpipe.ops.partition import cluster_permutation, metis_partition
 from graphpipe.store.derived import DEGREE_GROUP_KEY, DEGREE_ORDER_KEY, partition_keys
 from graphpipe.store.errors import StoreError
 from graphpipe.store.schema import etype_key, node_key, parse_etype, rel_array_key
+from graphpipe.store.work_folder import open_work, save_part
 from graphpipe.store.writer import StoreEditor
 
 __all__ = ["write_centrality", "write_mean_features", "write_partition"]
@@ -141,17 +140,9 @@ def _work_params(store: Any, ntype: str, etype: tuple[str, str, str], other: str
 
 
 def _open_work(work: Path, params: dict[str, Any]) -> int:
-    """Create ``work`` or reuse it: the first output row not yet in its parts (0 when the
-    parts were written for other inputs: they are removed)."""
-    spec = work / "params.json"
-    if work.is_dir() and (not spec.is_file() or json.loads(spec.read_text()) != params):
-        shutil.rmtree(work)
-    if not work.is_dir():
-        tmp = work.with_name(work.name + ".new")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir()
-        (tmp / "params.json").write_text(json.dumps(params, indent=1))
-        os.replace(tmp, work)
+    """Create ``work`` or reuse it (:func:`graphpipe.store.work_folder.open_work`; parts
+    written for other inputs are removed): the first output row not yet in its parts."""
+    open_work(work, params, refuse=None)
     done = 0
     for r0, r1, *_ in _parts(work):
         if r0 != done:
@@ -171,13 +162,7 @@ def _parts(work: Path) -> list[tuple[int, int, Path, int]]:
 
 
 def _save_part(work: Path, r0: int, rows: np.ndarray, without: int) -> None:
-    path = work / f"part-{r0:012d}-{r0 + rows.shape[0]:012d}-{without:012d}.npy"
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as fh:
-        np.save(fh, rows)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    save_part(work / f"part-{r0:012d}-{r0 + rows.shape[0]:012d}-{without:012d}.npy", rows)
 
 
 def write_mean_features(store: Any, ntype: str, via: str | tuple[str, str, str], *,

@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from graphpipe.memory import require
+from graphpipe.store.work_folder import open_work, save_part
 from graphpipe.train.text.lm import LMEncoder, build_lm, check_lm_folder
 from graphpipe.train.text.tokens import TokenInputs
 
@@ -69,17 +70,6 @@ def _params(store: Any, lm_path: Path, depth: int | None, max_len: int, name: st
             "key": f"derived/{name}", "fields": fields, "num_nodes": store.num_nodes}
 
 
-def _prepare_work(work: Path, params: dict[str, Any]) -> None:
-    spec = work / "params.json"
-    if work.exists():
-        if not spec.is_file() or json.loads(spec.read_text()) != params:
-            raise ValueError(f"{work}: an unfinished embedding run with other parameters is "
-                             "there; pass the same ones to resume it, or remove the folder")
-        return
-    work.mkdir()
-    spec.write_text(json.dumps(params, indent=1))
-
-
 @torch.no_grad()
 def _encode_chunk(encoder: LMEncoder, inputs: TokenInputs, start: int, stop: int,
                   depth: int | None, batch_size: int) -> np.ndarray:
@@ -110,17 +100,14 @@ def embed_store(store: Any, lm_path: str | os.PathLike, *, name: str = "lm_emb",
     inputs = TokenInputs.from_store(store, max_len, fields)
     encoder = LMEncoder(build_lm(path=folder, vocab_size=0)).eval()
     work = _work_dir(store, name)
-    _prepare_work(work, params)
+    open_work(work, params, refuse="an unfinished embedding run with other parameters is "
+              "there; pass the same ones to resume it, or remove the folder")
     n, t0, done_now = store.num_nodes, time.perf_counter(), 0
     for start in range(0, n, chunk_rows):
         part = work / f"part-{start:012d}.npy"
         stop = min(n, start + chunk_rows)
         if not part.is_file():
-            rows = _encode_chunk(encoder, inputs, start, stop, depth, batch_size)
-            tmp = part.with_suffix(".tmp")
-            with open(tmp, "wb") as fh:
-                np.save(fh, rows)
-            os.replace(tmp, part)
+            save_part(part, _encode_chunk(encoder, inputs, start, stop, depth, batch_size))
             done_now += stop - start
         if progress is not None:
             progress(stop, n)
